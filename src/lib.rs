@@ -1,0 +1,13 @@
+//! kring: an Apache Kafka client for high-throughput ingest pipelines.
+//!
+//! The design (see `DESIGN.md` in the project's shared folder) puts the bytes on the
+//! wire at the centre: the [`protocol`] layer is sans-IO and decodes byte fields as
+//! zero-copy slices of the buffer the socket filled.
+//!
+//! Layers, each depending only on those above it:
+//! - [`protocol`]: primitives, every message type (generated), headers, framing,
+//!   version negotiation and error codes.
+
+#![deny(unsafe_code)]
+
+pub mod protocol;
