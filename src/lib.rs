@@ -10,4 +10,5 @@
 
 #![deny(unsafe_code)]
 
+pub mod io;
 pub mod protocol;

@@ -166,22 +166,27 @@ pub fn decode_response_header(
     ResponseHeader::decode(frame, api.response_header_version(version))
 }
 
-/// Decodes a whole response frame body (after the size prefix): header, then body of
-/// type `R`. Trailing bytes after the body are an error, since they mean the version or
-/// the type was wrong.
+/// Decodes a whole response frame (after the size prefix): header, then body of type
+/// `R`. Trailing bytes after the body are an error, since they mean the version or the
+/// type was wrong.
 pub fn decode_response_frame<R: Response>(
     mut frame: Bytes,
     version: i16,
 ) -> Result<(ResponseHeader, R), DecodeError> {
     let header = decode_response_header(&mut frame, R::API_KEY, version)?;
-    let body = R::decode(&mut frame, version)?;
-    if !frame.is_empty() {
+    Ok((header, decode_response_body(frame, version)?))
+}
+
+/// Decodes a response body (the frame after its header); trailing bytes are an error.
+pub fn decode_response_body<R: Response>(mut body: Bytes, version: i16) -> Result<R, DecodeError> {
+    let response = R::decode(&mut body, version)?;
+    if !body.is_empty() {
         return Err(DecodeError::InvalidValue {
             field: R::NAME,
             reason: "trailing bytes after the response body",
         });
     }
-    Ok((header, body))
+    Ok(response)
 }
 
 /// Decodes a request frame body (after the size prefix): the header, then the body by

@@ -4,8 +4,10 @@
 
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
+
 use crate::protocol::messages::{ApiKey, ApiVersionsResponse};
-use crate::protocol::{KafkaCode, VersionRange};
+use crate::protocol::{DecodeError, KafkaCode, VersionRange, decode_response_body};
 
 /// The API versions a broker advertised, keyed by API key number.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -73,6 +75,25 @@ pub fn api_versions_fallback(response: &ApiVersionsResponse) -> Option<i16> {
     }
     let table = ApiVersionsTable::from_response(response);
     Some(table.version_for(ApiKey::ApiVersions).unwrap_or(0))
+}
+
+/// Decodes an ApiVersions response body to a request sent at `version`. A broker that
+/// does not know `version` answers in the v0 format with UNSUPPORTED_VERSION (KIP-511),
+/// so when the body does not decode at `version`, or says UNSUPPORTED_VERSION, it is read
+/// again as v0.
+pub fn decode_api_versions_response(
+    body: Bytes,
+    version: i16,
+) -> Result<ApiVersionsResponse, DecodeError> {
+    let first = decode_response_body::<ApiVersionsResponse>(body.clone(), version);
+    match first {
+        Ok(r) if KafkaCode(r.error_code) != KafkaCode::UNSUPPORTED_VERSION || version == 0 => Ok(r),
+        Ok(_) | Err(_) if version != 0 => match decode_response_body(body, 0) {
+            Ok(v0) => Ok(v0),
+            Err(e) => first.and(Err(e)),
+        },
+        other => other,
+    }
 }
 
 #[cfg(test)]
