@@ -281,7 +281,19 @@ fn create_describe_list_offsets_and_delete_a_topic() {
                                 .collect(),
                         ),
                 ]);
-            let answer = leader_conn.send(&request).expect("list offsets");
+            // A new partition's leader may not know it leads yet: retry retriable codes.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let answer = loop {
+                let answer = leader_conn.send(&request).expect("list offsets");
+                let retriable = answer.topics[0]
+                    .partitions
+                    .iter()
+                    .any(|p| KafkaCode(p.error_code).is_retriable());
+                if !retriable || Instant::now() > deadline {
+                    break answer;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            };
             assert_eq!(answer.topics.len(), 1);
             assert_eq!(answer.topics[0].partitions.len(), leader_partitions.len());
             for p in &answer.topics[0].partitions {

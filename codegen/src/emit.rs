@@ -84,10 +84,10 @@ fn cond(v: &Versions, valid: &Versions) -> Option<String> {
     if eff.min > valid.min {
         parts.push(format!("version >= {}", eff.min));
     }
-    if let Some(m) = eff.max {
-        if valid.max.is_none_or(|vm| m < vm) {
-            parts.push(format!("version <= {m}"));
-        }
+    if let Some(m) = eff.max
+        && valid.max.is_none_or(|vm| m < vm)
+    {
+        parts.push(format!("version <= {m}"));
     }
     if parts.is_empty() {
         None

@@ -211,7 +211,7 @@ fn emit_mod_rs(modules: &BTreeMap<String, Vec<&Message>>, messages: &[Message]) 
         .unwrap();
     }
     out.push_str("}\n\nimpl ApiKey {\n    /// Every API this crate knows, in key order.\n    pub const ALL: &'static [ApiKey] = &[");
-    for (_, (req, _)) in &apis {
+    for (req, _) in apis.values() {
         write!(out, "ApiKey::{}, ", api_variant(&req.name)).unwrap();
     }
     out.push_str("];\n\n    /// The API with this key number, if this crate knows it.\n    pub fn from_i16(key: i16) -> Option<ApiKey> {\n        match key {\n");
@@ -224,12 +224,12 @@ fn emit_mod_rs(modules: &BTreeMap<String, Vec<&Message>>, messages: &[Message]) 
         .unwrap();
     }
     out.push_str("            _ => None,\n        }\n    }\n\n    /// The key number.\n    pub fn key(self) -> i16 {\n        self as i16\n    }\n\n    /// The API's name as Kafka spells it.\n    pub fn name(self) -> &'static str {\n        match self {\n");
-    for (_, (req, _)) in &apis {
+    for (req, _) in apis.values() {
         let v = api_variant(&req.name);
         writeln!(out, "            ApiKey::{v} => \"{v}\",").unwrap();
     }
     out.push_str("        }\n    }\n\n    /// The request versions this crate can encode and decode.\n    pub fn versions(self) -> VersionRange {\n        match self {\n");
-    for (_, (req, _)) in &apis {
+    for (req, _) in apis.values() {
         writeln!(
             out,
             "            ApiKey::{} => {}::VERSIONS,",
@@ -239,7 +239,7 @@ fn emit_mod_rs(modules: &BTreeMap<String, Vec<&Message>>, messages: &[Message]) 
         .unwrap();
     }
     out.push_str("        }\n    }\n\n    /// The newest version this crate offers in negotiation (versions the schema marks\n    /// unstable are left out).\n    pub fn max_stable_version(self) -> i16 {\n        match self {\n");
-    for (_, (req, _)) in &apis {
+    for (req, _) in apis.values() {
         writeln!(
             out,
             "            ApiKey::{} => {}::MAX_STABLE_VERSION,",
@@ -249,7 +249,7 @@ fn emit_mod_rs(modules: &BTreeMap<String, Vec<&Message>>, messages: &[Message]) 
         .unwrap();
     }
     out.push_str("        }\n    }\n\n    /// The request header version to use with this request version: v2 for flexible\n    /// versions, v1 otherwise, and v0 for ControlledShutdown v0.\n    pub fn request_header_version(self, version: i16) -> i16 {\n        match self {\n");
-    for (_, (req, _)) in &apis {
+    for (req, _) in apis.values() {
         let v = api_variant(&req.name);
         let flex = if req.flexible.is_empty() {
             "false".to_string()
@@ -266,7 +266,7 @@ fn emit_mod_rs(modules: &BTreeMap<String, Vec<&Message>>, messages: &[Message]) 
         .unwrap();
     }
     out.push_str("        }\n    }\n\n    /// The response header version for this request version: v1 for flexible versions,\n    /// v0 otherwise, and always v0 for ApiVersions (so a client can read the answer\n    /// before it knows which versions the broker speaks).\n    pub fn response_header_version(self, version: i16) -> i16 {\n        match self {\n            ApiKey::ApiVersions => 0,\n");
-    for (_, (_, resp)) in &apis {
+    for (_, resp) in apis.values() {
         let v = api_variant(resp.name.trim_end_matches("Response"));
         if v == "ApiVersions" {
             continue;
@@ -292,7 +292,7 @@ fn emit_mod_rs(modules: &BTreeMap<String, Vec<&Message>>, messages: &[Message]) 
             lower = kind.to_lowercase()
         )
         .unwrap();
-        for (_, pair) in &apis {
+        for pair in apis.values() {
             let m = if idx == 0 { pair.0 } else { pair.1 };
             writeln!(
                 out,
@@ -310,7 +310,7 @@ fn emit_mod_rs(modules: &BTreeMap<String, Vec<&Message>>, messages: &[Message]) 
             lower = kind.to_lowercase()
         )
         .unwrap();
-        for (_, pair) in &apis {
+        for pair in apis.values() {
             let m = if idx == 0 { pair.0 } else { pair.1 };
             let v = api_variant(&pair.0.name);
             writeln!(
@@ -321,7 +321,7 @@ fn emit_mod_rs(modules: &BTreeMap<String, Vec<&Message>>, messages: &[Message]) 
             .unwrap();
         }
         out.push_str("        })\n    }\n\n    /// Encodes the body at `version`.\n    pub fn encode(&self, buf: &mut BytesMut, version: i16) -> Result<(), EncodeError> {\n        match self {\n");
-        for (_, pair) in &apis {
+        for pair in apis.values() {
             let v = api_variant(&pair.0.name);
             writeln!(
                 out,
@@ -330,7 +330,7 @@ fn emit_mod_rs(modules: &BTreeMap<String, Vec<&Message>>, messages: &[Message]) 
             .unwrap();
         }
         out.push_str("        }\n    }\n\n    /// The API this body belongs to.\n    pub fn api_key(&self) -> ApiKey {\n        match self {\n");
-        for (_, pair) in &apis {
+        for pair in apis.values() {
             let v = api_variant(&pair.0.name);
             writeln!(out, "            {kind}Kind::{v}(_) => ApiKey::{v},").unwrap();
         }
@@ -338,7 +338,7 @@ fn emit_mod_rs(modules: &BTreeMap<String, Vec<&Message>>, messages: &[Message]) 
     }
 
     // Request/Response trait impls pairing the two.
-    for (_, (req, resp)) in &apis {
+    for (req, resp) in apis.values() {
         let v = api_variant(&req.name);
         writeln!(
             out,

@@ -51,10 +51,6 @@ impl Versions {
         matches!(self.max, Some(m) if m < self.min)
     }
 
-    pub fn contains(&self, v: i16) -> bool {
-        v >= self.min && self.max.is_none_or(|m| v <= m)
-    }
-
     pub fn intersect(&self, other: &Versions) -> Versions {
         let min = self.min.max(other.min);
         let max = match (self.max, other.max) {
@@ -144,7 +140,6 @@ pub struct Message {
     pub valid: Versions,
     pub flexible: Versions,
     pub latest_unstable: bool,
-    pub about: String,
     pub fields: Vec<Field>,
     /// Every struct the message defines (nested and common), by schema name.
     pub structs: BTreeMap<String, StructDef>,
@@ -306,7 +301,6 @@ pub fn parse_message(src: &str, file: &str) -> Result<Message, String> {
         valid: Versions::parse(str_field(&json, "validVersions").ok_or("no validVersions")?)?,
         flexible: Versions::parse(str_field(&json, "flexibleVersions").unwrap_or("none"))?,
         latest_unstable: json.get("latestVersionUnstable").and_then(Value::as_bool) == Some(true),
-        about: String::new(),
         fields,
         structs,
     })

@@ -1,12 +1,292 @@
-//! The `kring` command line. For now: `kring check [BOOTSTRAP]` runs a round trip of
-//! protocol requests against a broker (ApiVersions, Metadata) and prints what it learnt.
+//! The `kring` command line.
+//!
+//! `kring check [--bootstrap HOST:PORT] [--keep-topic]` runs a round trip of protocol
+//! requests against a broker: the ApiVersions handshake, Metadata, then CreateTopics,
+//! ListOffsets, DescribeConfigs and DeleteTopics on a scratch topic, printing each answer.
+//! Later the producer, consumer, topics and perf commands join it.
 
-fn main() {
-    std::process::exit(kring_cli::run(std::env::args().skip(1).collect()));
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use kring::io::{BlockingConnection, ConnectionError, ConnectionOptions};
+use kring::protocol::KafkaCode;
+use kring::protocol::messages::{
+    ApiKey, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest, ListOffsetsRequest,
+    MetadataRequest, create_topics::CreatableTopic, delete_topics::DeleteTopicState,
+    describe_configs::DescribeConfigsResource, list_offsets::ListOffsetsPartition,
+    list_offsets::ListOffsetsTopic, metadata::MetadataRequestTopic,
+};
+
+const USAGE: &str = "usage: kring check [--bootstrap HOST:PORT] [--keep-topic]
+
+  check   round trip of protocol requests against a broker (default 127.0.0.1:9092)";
+
+#[derive(Debug)]
+struct CheckArgs {
+    bootstrap: String,
+    keep_topic: bool,
 }
 
-mod kring_cli {
-    pub fn run(_args: Vec<String>) -> i32 {
-        0
+fn parse_check(args: &[String]) -> Result<CheckArgs, String> {
+    let mut out = CheckArgs {
+        bootstrap: "127.0.0.1:9092".into(),
+        keep_topic: false,
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--bootstrap" | "-b" => {
+                out.bootstrap = it.next().ok_or("--bootstrap needs HOST:PORT")?.to_string();
+            }
+            "--keep-topic" => out.keep_topic = true,
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    if out
+        .bootstrap
+        .rsplit_once(':')
+        .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+    {
+        return Err(format!("--bootstrap {:?} is not HOST:PORT", out.bootstrap));
+    }
+    Ok(out)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("check") => parse_check(&args[1..]).and_then(|a| check(&a).map_err(|e| e.to_string())),
+        Some("-h" | "--help" | "help") => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Some(other) => Err(format!("unknown command {other:?}\n{USAGE}")),
+        None => Err(USAGE.to_string()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kring: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Errors of `kring check`.
+#[derive(Debug, thiserror::Error)]
+enum CheckError {
+    #[error(transparent)]
+    Connection(#[from] ConnectionError),
+    #[error("{what} failed: {code}")]
+    Broker { what: String, code: KafkaCode },
+    #[error("{0}")]
+    Unexpected(String),
+}
+
+fn broker_error(what: impl Into<String>, code: i16) -> Result<(), CheckError> {
+    let code = KafkaCode(code);
+    if code.is_ok() {
+        Ok(())
+    } else {
+        Err(CheckError::Broker {
+            what: what.into(),
+            code,
+        })
+    }
+}
+
+fn check(args: &CheckArgs) -> Result<(), CheckError> {
+    let started = Instant::now();
+    let mut conn = BlockingConnection::connect(&args.bootstrap, ConnectionOptions::default())?;
+    println!("connected to {} ({:?})", conn.addr(), started.elapsed());
+    println!(
+        "ApiVersions: the broker offers {} APIs; kring uses:",
+        conn.api_versions().iter().count()
+    );
+    for api in [
+        ApiKey::Produce,
+        ApiKey::Fetch,
+        ApiKey::ListOffsets,
+        ApiKey::Metadata,
+        ApiKey::CreateTopics,
+        ApiKey::DeleteTopics,
+        ApiKey::DescribeConfigs,
+        ApiKey::FindCoordinator,
+        ApiKey::ApiVersions,
+    ] {
+        match (
+            conn.api_versions().broker_range(api),
+            conn.api_versions().version_for(api),
+        ) {
+            (Some(r), Some(v)) => {
+                println!("  {:<16} v{v:<3} (broker {}-{})", api.name(), r.min, r.max)
+            }
+            (Some(r), None) => println!("  {:<16} none (broker {}-{})", api.name(), r.min, r.max),
+            (None, _) => println!("  {:<16} not offered", api.name()),
+        }
+    }
+
+    let metadata = conn.send(&MetadataRequest::default().with_topics(None))?;
+    println!(
+        "Metadata: cluster {} controller {} with {} broker(s), {} topic(s)",
+        metadata.cluster_id.as_deref().unwrap_or("?"),
+        metadata.controller_id,
+        metadata.brokers.len(),
+        metadata.topics.len()
+    );
+    for b in &metadata.brokers {
+        println!("  broker {} at {}:{}", b.node_id, b.host, b.port);
+    }
+
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let topic = format!("kring-check-{nanos}");
+    let created = conn.send(
+        &CreateTopicsRequest::default()
+            .with_topics(vec![
+                CreatableTopic::default()
+                    .with_name(topic.clone())
+                    .with_num_partitions(3)
+                    .with_replication_factor(1),
+            ])
+            .with_timeout_ms(30_000),
+    )?;
+    let result = created
+        .topics
+        .first()
+        .ok_or_else(|| CheckError::Unexpected("CreateTopics answered no topic".into()))?;
+    broker_error(format!("creating {topic}"), result.error_code)?;
+    println!("CreateTopics: created {topic} (id {})", result.topic_id);
+
+    // Wait for leaders, then ask each leader for its partitions' offsets.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let topic_metadata = loop {
+        let m = conn.send(
+            &MetadataRequest::default()
+                .with_topics(Some(vec![
+                    MetadataRequestTopic::default().with_name(Some(topic.clone())),
+                ]))
+                .with_allow_auto_topic_creation(false),
+        )?;
+        let ready = m.topics.first().is_some_and(|t| {
+            t.error_code == 0
+                && t.partitions.len() == 3
+                && t.partitions.iter().all(|p| p.leader_id >= 0)
+        });
+        if ready {
+            break m;
+        }
+        if Instant::now() > deadline {
+            return Err(CheckError::Unexpected(format!(
+                "{topic} has no leaders after 30 s"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for p in &topic_metadata.topics[0].partitions {
+        let leader = topic_metadata
+            .brokers
+            .iter()
+            .find(|b| b.node_id == p.leader_id)
+            .ok_or_else(|| CheckError::Unexpected(format!("leader {} not listed", p.leader_id)))?;
+        let mut leader_conn = BlockingConnection::connect(
+            &format!("{}:{}", leader.host, leader.port),
+            ConnectionOptions::default(),
+        )?;
+        let mut offsets = Vec::new();
+        for timestamp in [-2i64, -1] {
+            let answer = leader_conn.send(
+                &ListOffsetsRequest::default()
+                    .with_replica_id(-1)
+                    .with_topics(vec![
+                        ListOffsetsTopic::default()
+                            .with_name(topic.clone())
+                            .with_partitions(vec![
+                                ListOffsetsPartition::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_timestamp(timestamp),
+                            ]),
+                    ]),
+            )?;
+            let part = answer
+                .topics
+                .first()
+                .and_then(|t| t.partitions.first())
+                .ok_or_else(|| {
+                    CheckError::Unexpected("ListOffsets answered no partition".into())
+                })?;
+            broker_error("ListOffsets", part.error_code)?;
+            offsets.push(part.offset);
+        }
+        println!(
+            "ListOffsets: partition {} leader {} earliest {} latest {}",
+            p.partition_index, p.leader_id, offsets[0], offsets[1]
+        );
+    }
+
+    let described = conn.send(&DescribeConfigsRequest::default().with_resources(vec![
+        DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(topic.clone())
+            .with_configuration_keys(Some(vec![
+                "cleanup.policy".into(),
+                "retention.ms".into(),
+                "max.message.bytes".into(),
+            ])),
+    ]))?;
+    if let Some(resource) = described.results.first() {
+        broker_error("DescribeConfigs", resource.error_code)?;
+        for c in &resource.configs {
+            println!(
+                "DescribeConfigs: {} = {}",
+                c.name,
+                c.value.as_deref().unwrap_or("(null)")
+            );
+        }
+    }
+
+    if args.keep_topic {
+        println!("kept {topic}");
+    } else {
+        let version = conn
+            .api_versions()
+            .version_for(ApiKey::DeleteTopics)
+            .unwrap_or(0);
+        let request = if version >= 6 {
+            DeleteTopicsRequest::default().with_topics(vec![
+                DeleteTopicState::default().with_name(Some(topic.clone())),
+            ])
+        } else {
+            DeleteTopicsRequest::default().with_topic_names(vec![topic.clone()])
+        };
+        let deleted = conn.send(&request.with_timeout_ms(30_000))?;
+        if let Some(r) = deleted.responses.first() {
+            broker_error(format!("deleting {topic}"), r.error_code)?;
+        }
+        println!("DeleteTopics: deleted {topic}");
+    }
+    println!("check passed in {:?}", started.elapsed());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_and_rejects_arguments() {
+        let a = parse_check(&args(&["--bootstrap", "localhost:9093", "--keep-topic"])).unwrap();
+        assert_eq!(a.bootstrap, "localhost:9093");
+        assert!(a.keep_topic);
+        assert!(parse_check(&args(&["--bootstrap"])).is_err());
+        assert!(parse_check(&args(&["--bootstrap", "nohost"])).is_err());
+        assert!(parse_check(&args(&["--bootstrap", "h:99999"])).is_err());
+        assert!(parse_check(&args(&["--frobnicate"])).is_err());
     }
 }
