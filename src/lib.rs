@@ -7,8 +7,11 @@
 //! Layers, each depending only on those above it:
 //! - [`protocol`]: primitives, every message type (generated), headers, framing,
 //!   version negotiation and error codes.
+//! - [`record`]: record batches v2 written in place and read lazily without copying,
+//!   the four compression codecs, and the legacy v0/v1 message sets.
 
 #![deny(unsafe_code)]
 
 pub mod io;
 pub mod protocol;
+pub mod record;

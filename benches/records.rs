@@ -1,0 +1,3 @@
+//! Record batch benches (placeholder while `src/record` is being written).
+
+fn main() {}

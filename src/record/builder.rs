@@ -1,0 +1,612 @@
+//! [`BatchBuilder`]: a v2 record batch written in place into a fixed arena.
+//!
+//! The builder owns an arena buffer (anything that is `AsRef<Vec<u8>> +
+//! AsMut<Vec<u8>>`: a plain `Vec<u8>` or a [`crate::buf::PooledBuf`]). It reserves
+//! the 61-byte header, then appends each record in its final wire form — varint
+//! framing, then key, value and headers copied once, into place. Sealing backfills
+//! the header (length, last offset delta, timestamps, count, attributes) and the
+//! CRC-32C over `attributes..end`; sealing with a codec compresses the records into
+//! a second arena and writes the header there.
+//!
+//! Invariants: the arena never grows — a record that would not fit in the arena's
+//! capacity (or the configured `max_size`) is refused with [`BuildError::Full`]
+//! before a byte is written, so appending never reallocates and never allocates;
+//! [`BatchBuilder::record_size`] is the exact number of bytes an append would add.
+
+use super::batch::{ControlRecord, attr, off};
+use super::compression::Compressor;
+use super::varint::{self, push_varint, put_varint, put_varlong, varint_len, varlong_len};
+use super::{
+    BATCH_HEADER_LEN, BATCH_LENGTH_OFFSET, Compression, MAGIC_V2, RecordBatchRef, RecordError,
+    TimestampType,
+};
+
+/// A header to write: Kafka header keys are strings, values nullable bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header<'a> {
+    /// The key.
+    pub key: &'a str,
+    /// The value, `None` for null.
+    pub value: Option<&'a [u8]>,
+}
+
+impl<'a> Header<'a> {
+    /// A header with a value.
+    pub fn new(key: &'a str, value: &'a [u8]) -> Self {
+        Header {
+            key,
+            value: Some(value),
+        }
+    }
+
+    fn encoded_len(&self) -> usize {
+        varint_len(self.key.len() as i32) + self.key.len() + nullable_len(self.value)
+    }
+}
+
+/// Errors from building a batch.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// The record does not fit in what is left of the arena: seal and start another.
+    #[error("record of {needed} bytes does not fit in the {remaining} bytes left")]
+    Full {
+        /// Bytes the record needs.
+        needed: usize,
+        /// Bytes left in the batch.
+        remaining: usize,
+    },
+    /// The arena cannot hold even the batch header.
+    #[error("arena of {0} bytes cannot hold a batch header")]
+    ArenaTooSmall(usize),
+    /// A key, value, header or record longer than `i32::MAX`, or more records than
+    /// an offset delta can count.
+    #[error("{0} too large for the record format")]
+    TooLarge(&'static str),
+    /// The timestamp is so far from the batch's first that the delta overflows.
+    #[error("timestamp {0} cannot be expressed as a delta from the batch's first")]
+    Timestamp(i64),
+    /// A data record appended to a control batch, or a control record to a data batch.
+    #[error("control records and data records cannot share a batch")]
+    ControlMismatch,
+    /// Sealing a batch with no records.
+    #[error("cannot seal an empty batch")]
+    Empty,
+    /// Compression failed.
+    #[error(transparent)]
+    Record(#[from] RecordError),
+}
+
+/// Fixed fields of a batch, set before the first record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BatchOptions {
+    /// Base offset; producers send 0 and the broker assigns offsets.
+    pub base_offset: i64,
+    /// Leader epoch; producers send -1.
+    pub partition_leader_epoch: i32,
+    /// Idempotent producer id (KIP-98), -1 for none.
+    pub producer_id: i64,
+    /// Producer epoch, -1 for none.
+    pub producer_epoch: i16,
+    /// Sequence of the first record, -1 for none.
+    pub base_sequence: i32,
+    /// Part of a transaction.
+    pub transactional: bool,
+    /// A control batch (transaction marker); holds only control records.
+    pub control: bool,
+    /// Timestamp type to declare.
+    pub timestamp_type: TimestampType,
+    /// Upper bound on the batch's encoded size (the arena's capacity also bounds it).
+    pub max_size: usize,
+}
+
+impl Default for BatchOptions {
+    fn default() -> Self {
+        BatchOptions {
+            base_offset: 0,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
+            transactional: false,
+            control: false,
+            timestamp_type: TimestampType::CreateTime,
+            max_size: usize::MAX,
+        }
+    }
+}
+
+impl BatchOptions {
+    /// Sets the base offset.
+    pub fn with_base_offset(mut self, base_offset: i64) -> Self {
+        self.base_offset = base_offset;
+        self
+    }
+
+    /// Sets the idempotent producer's id, epoch and first sequence number.
+    pub fn with_producer(mut self, id: i64, epoch: i16, base_sequence: i32) -> Self {
+        self.producer_id = id;
+        self.producer_epoch = epoch;
+        self.base_sequence = base_sequence;
+        self
+    }
+
+    /// Marks the batch transactional.
+    pub fn with_transactional(mut self, transactional: bool) -> Self {
+        self.transactional = transactional;
+        self
+    }
+
+    /// Makes this a control batch.
+    pub fn with_control(mut self, control: bool) -> Self {
+        self.control = control;
+        self
+    }
+
+    /// Sets the timestamp type.
+    pub fn with_timestamp_type(mut self, timestamp_type: TimestampType) -> Self {
+        self.timestamp_type = timestamp_type;
+        self
+    }
+
+    /// Caps the batch's encoded size.
+    pub fn with_max_size(mut self, max_size: usize) -> Self {
+        self.max_size = max_size;
+        self
+    }
+
+    /// Sets the partition leader epoch.
+    pub fn with_partition_leader_epoch(mut self, epoch: i32) -> Self {
+        self.partition_leader_epoch = epoch;
+        self
+    }
+}
+
+#[inline(always)]
+fn nullable_len(field: Option<&[u8]>) -> usize {
+    match field {
+        Some(b) => varint_len(b.len() as i32) + b.len(),
+        None => 1,
+    }
+}
+
+/// Length of a record's body (everything after its length varint).
+#[inline(always)]
+fn body_len(
+    offset_delta: i32,
+    timestamp_delta: i64,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: &[Header<'_>],
+) -> usize {
+    let mut n = 1 // attributes
+        + varlong_len(timestamp_delta)
+        + varint_len(offset_delta)
+        + nullable_len(key)
+        + nullable_len(value)
+        + varint_len(headers.len() as i32);
+    for h in headers {
+        n += h.encoded_len();
+    }
+    n
+}
+
+/// Exact encoded size of one record, length prefix included, at the given offset
+/// and timestamp deltas.
+pub fn record_encoded_len(
+    offset_delta: i32,
+    timestamp_delta: i64,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: &[Header<'_>],
+) -> usize {
+    let body = body_len(offset_delta, timestamp_delta, key, value, headers);
+    varint::uvarlong_len(u64::from(varint::zigzag32(body as i32))) + body
+}
+
+/// Writes a v2 record batch in place into an arena. See the module docs.
+///
+/// ```
+/// use kring::record::{BatchBuilder, BatchOptions, Header, RecordBatchRef};
+///
+/// let mut b = BatchBuilder::new(Vec::with_capacity(16 << 10), BatchOptions::default())?;
+/// let size = b.record_size(1_700_000_000_000, Some(b"k"), Some(b"v"), &[]);
+/// assert!(b.fits(size));
+/// b.append(1_700_000_000_000, Some(b"k"), Some(b"v"), &[Header::new("h", b"1")])?;
+/// let sealed = b.seal()?;
+/// let batch = RecordBatchRef::new(sealed.as_bytes())?;
+/// batch.verify_crc()?;
+/// assert_eq!(batch.record_count(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct BatchBuilder<B> {
+    buf: B,
+    limit: usize,
+    count: i32,
+    first_timestamp: i64,
+    max_timestamp: i64,
+    options: BatchOptions,
+}
+
+impl<B: AsRef<Vec<u8>> + AsMut<Vec<u8>>> BatchBuilder<B> {
+    /// Starts a batch in `buf`, which is cleared; its capacity (and
+    /// `options.max_size`) bounds the batch.
+    pub fn new(mut buf: B, options: BatchOptions) -> Result<Self, BuildError> {
+        let v = buf.as_mut();
+        v.clear();
+        let limit = v.capacity().min(options.max_size);
+        if limit < BATCH_HEADER_LEN {
+            return Err(BuildError::ArenaTooSmall(limit));
+        }
+        v.extend_from_slice(&[0u8; BATCH_HEADER_LEN]);
+        Ok(BatchBuilder {
+            buf,
+            limit,
+            count: 0,
+            first_timestamp: -1,
+            max_timestamp: -1,
+            options,
+        })
+    }
+
+    /// Records appended so far.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// No records yet.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Encoded bytes so far, header included (the uncompressed batch size).
+    pub fn size(&self) -> usize {
+        self.buf.as_ref().len()
+    }
+
+    /// Bytes still free for records.
+    pub fn remaining(&self) -> usize {
+        self.limit - self.size()
+    }
+
+    /// The options the batch was started with.
+    pub fn options(&self) -> &BatchOptions {
+        &self.options
+    }
+
+    /// Exact bytes [`Self::append`] would add for this record now.
+    #[inline]
+    pub fn record_size(
+        &self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header<'_>],
+    ) -> usize {
+        let delta = if self.count == 0 {
+            0
+        } else {
+            timestamp.wrapping_sub(self.first_timestamp)
+        };
+        record_encoded_len(self.count, delta, key, value, headers)
+    }
+
+    /// Whether `size` more bytes fit.
+    #[inline]
+    pub fn fits(&self, size: usize) -> bool {
+        size <= self.remaining()
+    }
+
+    /// Appends a data record. [`BuildError::Full`] leaves the batch untouched.
+    #[inline]
+    pub fn append(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header<'_>],
+    ) -> Result<(), BuildError> {
+        if self.options.control {
+            return Err(BuildError::ControlMismatch);
+        }
+        self.append_record(timestamp, key, value, headers)
+    }
+
+    /// Appends a control record (a transaction marker) to a control batch.
+    pub fn append_control(
+        &mut self,
+        timestamp: i64,
+        record: ControlRecord,
+    ) -> Result<(), BuildError> {
+        if !self.options.control {
+            return Err(BuildError::ControlMismatch);
+        }
+        let key = record.key_bytes();
+        let value = record.value_bytes();
+        let value = record.coordinator_epoch.map(|_| &value[..]);
+        self.append_record(timestamp, Some(&key), value, &[])
+    }
+
+    #[inline(always)]
+    fn append_record(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header<'_>],
+    ) -> Result<(), BuildError> {
+        let ts_delta = if self.count == 0 {
+            0
+        } else {
+            timestamp
+                .checked_sub(self.first_timestamp)
+                .ok_or(BuildError::Timestamp(timestamp))?
+        };
+        let offset_delta = self.count;
+        if offset_delta == i32::MAX {
+            return Err(BuildError::TooLarge("record count"));
+        }
+        // Guard the i32 casts in the size arithmetic below.
+        const MAX: usize = i32::MAX as usize / 2;
+        if key.is_some_and(|k| k.len() > MAX)
+            || value.is_some_and(|v| v.len() > MAX)
+            || headers.len() > MAX
+        {
+            return Err(BuildError::TooLarge("key, value or header list"));
+        }
+        let body = body_len(offset_delta, ts_delta, key, value, headers);
+        if body > MAX {
+            return Err(BuildError::TooLarge("record"));
+        }
+        let total = varint_len(body as i32) + body;
+        let remaining = self.remaining();
+        if total > remaining {
+            return Err(BuildError::Full {
+                needed: total,
+                remaining,
+            });
+        }
+
+        let v = self.buf.as_mut();
+        // Length, attributes, timestamp delta, offset delta and key length: at most
+        // 5 + 1 + 10 + 5 + 5 bytes, staged on the stack and copied in one go.
+        let mut head = [0u8; 26];
+        let mut n = put_varint(&mut head, body as i32);
+        head[n] = 0;
+        n += 1;
+        n += put_varlong(&mut head[n..], ts_delta);
+        n += put_varint(&mut head[n..], offset_delta);
+        n += put_varint(&mut head[n..], key.map_or(-1, |k| k.len() as i32));
+        v.extend_from_slice(&head[..n]);
+        if let Some(k) = key {
+            v.extend_from_slice(k);
+        }
+        push_varint(v, value.map_or(-1, |x| x.len() as i32));
+        if let Some(x) = value {
+            v.extend_from_slice(x);
+        }
+        push_varint(v, headers.len() as i32);
+        for h in headers {
+            push_varint(v, h.key.len() as i32);
+            v.extend_from_slice(h.key.as_bytes());
+            push_varint(v, h.value.map_or(-1, |x| x.len() as i32));
+            if let Some(x) = h.value {
+                v.extend_from_slice(x);
+            }
+        }
+
+        if self.count == 0 {
+            self.first_timestamp = timestamp;
+            self.max_timestamp = timestamp;
+        } else if timestamp > self.max_timestamp {
+            self.max_timestamp = timestamp;
+        }
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Finishes the batch uncompressed: backfills the header and the CRC.
+    pub fn seal(mut self) -> Result<SealedBatch<B>, BuildError> {
+        if self.count == 0 {
+            return Err(BuildError::Empty);
+        }
+        let attributes = self.attributes(Compression::None);
+        let header = self.header(attributes);
+        let v = self.buf.as_mut();
+        write_header(v, &header);
+        Ok(SealedBatch {
+            buf: self.buf,
+            compression: Compression::None,
+            count: self.count,
+        })
+    }
+
+    /// Finishes the batch compressed with `codec` into `out` (cleared first). Returns
+    /// the sealed batch and the arena that is now free: normally the sealed batch
+    /// lives in `out` and the uncompressed arena comes back free; when compressing
+    /// would not shrink the records, or the result would not fit in `out`, the batch
+    /// is sealed uncompressed in place and `out` comes back unused.
+    pub fn seal_compressed(
+        self,
+        codec: Compression,
+        compressor: &mut Compressor,
+        mut out: B,
+    ) -> Result<(SealedBatch<B>, B), BuildError> {
+        if codec == Compression::None {
+            return Ok((self.seal()?, out));
+        }
+        if self.count == 0 {
+            return Err(BuildError::Empty);
+        }
+        let records = &self.buf.as_ref()[BATCH_HEADER_LEN..];
+        let o = out.as_mut();
+        o.clear();
+        // Only as much of `out` as the uncompressed batch would take is useful.
+        let room = o.capacity().min(self.size());
+        if room > BATCH_HEADER_LEN {
+            o.resize(room, 0);
+            let compressed = compressor
+                .compress(codec, records, &mut o[BATCH_HEADER_LEN..])
+                .map_err(RecordError::from)?;
+            if let Some(n) = compressed.filter(|&n| n < records.len()) {
+                o.truncate(BATCH_HEADER_LEN + n);
+                let header = self.header(self.attributes(codec));
+                write_header(o, &header);
+                let sealed = SealedBatch {
+                    buf: out,
+                    compression: codec,
+                    count: self.count,
+                };
+                let mut free = self.buf;
+                free.as_mut().clear();
+                return Ok((sealed, free));
+            }
+        }
+        o.clear();
+        Ok((self.seal()?, out))
+    }
+
+    fn attributes(&self, codec: Compression) -> i16 {
+        let mut a = i16::from(codec.id());
+        if self.options.timestamp_type == TimestampType::LogAppendTime {
+            a |= attr::TIMESTAMP_TYPE;
+        }
+        if self.options.transactional {
+            a |= attr::TRANSACTIONAL;
+        }
+        if self.options.control {
+            a |= attr::CONTROL;
+        }
+        a
+    }
+
+    fn header(&self, attributes: i16) -> HeaderFields {
+        HeaderFields {
+            base_offset: self.options.base_offset,
+            partition_leader_epoch: self.options.partition_leader_epoch,
+            attributes,
+            last_offset_delta: self.count - 1,
+            base_timestamp: self.first_timestamp,
+            max_timestamp: self.max_timestamp,
+            producer_id: self.options.producer_id,
+            producer_epoch: self.options.producer_epoch,
+            base_sequence: self.options.base_sequence,
+            count: self.count,
+        }
+    }
+
+    /// Gives the arena back without sealing.
+    pub fn into_inner(self) -> B {
+        self.buf
+    }
+}
+
+struct HeaderFields {
+    base_offset: i64,
+    partition_leader_epoch: i32,
+    attributes: i16,
+    last_offset_delta: i32,
+    base_timestamp: i64,
+    max_timestamp: i64,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    count: i32,
+}
+
+/// Writes the 61-byte header into `v[..61]` for the batch that is all of `v`, CRC last.
+fn write_header(v: &mut [u8], h: &HeaderFields) {
+    let total = v.len();
+    let hdr = &mut v[..BATCH_HEADER_LEN];
+    hdr[off::BASE_OFFSET..off::LENGTH].copy_from_slice(&h.base_offset.to_be_bytes());
+    let length = (total - BATCH_LENGTH_OFFSET) as i32;
+    hdr[off::LENGTH..off::PARTITION_LEADER_EPOCH].copy_from_slice(&length.to_be_bytes());
+    hdr[off::PARTITION_LEADER_EPOCH..off::MAGIC]
+        .copy_from_slice(&h.partition_leader_epoch.to_be_bytes());
+    hdr[off::MAGIC] = MAGIC_V2 as u8;
+    hdr[off::ATTRIBUTES..off::LAST_OFFSET_DELTA].copy_from_slice(&h.attributes.to_be_bytes());
+    hdr[off::LAST_OFFSET_DELTA..off::BASE_TIMESTAMP]
+        .copy_from_slice(&h.last_offset_delta.to_be_bytes());
+    hdr[off::BASE_TIMESTAMP..off::MAX_TIMESTAMP].copy_from_slice(&h.base_timestamp.to_be_bytes());
+    hdr[off::MAX_TIMESTAMP..off::PRODUCER_ID].copy_from_slice(&h.max_timestamp.to_be_bytes());
+    hdr[off::PRODUCER_ID..off::PRODUCER_EPOCH].copy_from_slice(&h.producer_id.to_be_bytes());
+    hdr[off::PRODUCER_EPOCH..off::BASE_SEQUENCE].copy_from_slice(&h.producer_epoch.to_be_bytes());
+    hdr[off::BASE_SEQUENCE..off::RECORD_COUNT].copy_from_slice(&h.base_sequence.to_be_bytes());
+    hdr[off::RECORD_COUNT..BATCH_HEADER_LEN].copy_from_slice(&h.count.to_be_bytes());
+    refresh_crc(v);
+}
+
+fn refresh_crc(batch: &mut [u8]) {
+    let crc = crc32c::crc32c(&batch[off::ATTRIBUTES..]);
+    batch[off::CRC..off::ATTRIBUTES].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// A finished batch in its arena, ready to be sent.
+#[derive(Debug)]
+pub struct SealedBatch<B> {
+    buf: B,
+    compression: Compression,
+    count: i32,
+}
+
+impl<B: AsRef<Vec<u8>> + AsMut<Vec<u8>>> SealedBatch<B> {
+    /// The batch's wire bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.buf.as_ref()
+    }
+
+    /// Encoded size.
+    pub fn len(&self) -> usize {
+        self.buf.as_ref().len()
+    }
+
+    /// Never true: an empty batch cannot be sealed.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Records in the batch.
+    pub fn record_count(&self) -> usize {
+        self.count as usize
+    }
+
+    /// The codec actually used (`None` if compression did not pay off).
+    pub fn compression(&self) -> Compression {
+        self.compression
+    }
+
+    /// A reader over the sealed bytes.
+    pub fn as_batch(&self) -> Result<RecordBatchRef<'_>, RecordError> {
+        RecordBatchRef::new(self.as_bytes())
+    }
+
+    /// Sets the producer id, epoch and base sequence after sealing (a producer
+    /// assigns sequences when a batch is drained, not when it is filled); the CRC is
+    /// recomputed.
+    pub fn set_producer_state(&mut self, producer_id: i64, epoch: i16, base_sequence: i32) {
+        let v = self.buf.as_mut();
+        v[off::PRODUCER_ID..off::PRODUCER_EPOCH].copy_from_slice(&producer_id.to_be_bytes());
+        v[off::PRODUCER_EPOCH..off::BASE_SEQUENCE].copy_from_slice(&epoch.to_be_bytes());
+        v[off::BASE_SEQUENCE..off::RECORD_COUNT].copy_from_slice(&base_sequence.to_be_bytes());
+        refresh_crc(v);
+    }
+
+    /// Sets the base offset (not covered by the CRC).
+    pub fn set_base_offset(&mut self, base_offset: i64) {
+        self.buf.as_mut()[off::BASE_OFFSET..off::LENGTH]
+            .copy_from_slice(&base_offset.to_be_bytes());
+    }
+
+    /// Sets the partition leader epoch (not covered by the CRC).
+    pub fn set_partition_leader_epoch(&mut self, epoch: i32) {
+        self.buf.as_mut()[off::PARTITION_LEADER_EPOCH..off::MAGIC]
+            .copy_from_slice(&epoch.to_be_bytes());
+    }
+
+    /// The arena, holding the batch bytes.
+    pub fn into_inner(self) -> B {
+        self.buf
+    }
+}
