@@ -9,9 +9,12 @@
 //!   version negotiation and error codes.
 //! - [`record`]: record batches v2 written in place and read lazily without copying,
 //!   the four compression codecs, and the legacy v0/v1 message sets.
+//! - [`buf`]: pooled fixed-size arenas, a memory budget with backpressure, and
+//!   buffers lent to I/O that cannot be reused until I/O hands them back.
 
 #![deny(unsafe_code)]
 
+pub mod buf;
 pub mod io;
 pub mod protocol;
 pub mod record;

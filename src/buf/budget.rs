@@ -1,0 +1,498 @@
+//! [`MemoryBudget`]: a byte budget shared by the pools of one client, with
+//! backpressure when it is spent.
+//!
+//! [`MemoryBudget::try_acquire`] answers at once; [`MemoryBudget::acquire`] returns a
+//! future that completes when enough bytes come back. Waiters are served strictly in
+//! arrival order (a large request is not starved by a stream of small ones), and
+//! `try_acquire` does not jump the queue. The future is runtime-agnostic: it keeps
+//! its `Waker` in a queue under the budget's mutex and is woken by whichever
+//! [`Permit`] drop frees the bytes — no tokio, no I/O, no timers here.
+//!
+//! Invariants: `available + Σ outstanding permits + Σ granted-but-unclaimed
+//! waiters == capacity`; a dropped `Acquire` future gives back anything granted to
+//! it; a request larger than the whole capacity fails at once rather than waiting
+//! forever.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+/// Why bytes could not be had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BudgetError {
+    /// Not enough bytes are free now (only from `try_acquire`).
+    #[error("memory budget exhausted: {requested} bytes requested, {available} available")]
+    Exhausted {
+        /// Bytes asked for.
+        requested: usize,
+        /// Bytes free at the time.
+        available: usize,
+    },
+    /// The request exceeds the whole budget and could never be granted.
+    #[error("{requested} bytes requested from a budget of {capacity}")]
+    ExceedsCapacity {
+        /// Bytes asked for.
+        requested: usize,
+        /// The budget's capacity.
+        capacity: usize,
+    },
+}
+
+/// A byte budget with FIFO backpressure. Clones share the budget.
+#[derive(Clone)]
+pub struct MemoryBudget {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    capacity: usize,
+    state: Mutex<State>,
+}
+
+struct State {
+    available: usize,
+    next_id: u64,
+    waiters: VecDeque<Waiter>,
+}
+
+struct Waiter {
+    id: u64,
+    need: usize,
+    granted: bool,
+    waker: Option<Waker>,
+}
+
+impl std::fmt::Debug for MemoryBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.lock();
+        f.debug_struct("MemoryBudget")
+            .field("capacity", &self.inner.capacity)
+            .field("available", &state.available)
+            .field("waiters", &state.waiters.len())
+            .finish()
+    }
+}
+
+impl MemoryBudget {
+    /// A budget of `capacity` bytes.
+    pub fn new(capacity: usize) -> Self {
+        MemoryBudget {
+            inner: Arc::new(Inner {
+                capacity,
+                state: Mutex::new(State {
+                    available: capacity,
+                    next_id: 0,
+                    waiters: VecDeque::new(),
+                }),
+            }),
+        }
+    }
+
+    /// A budget that never runs out (for tests and unbounded pools).
+    pub fn unlimited() -> Self {
+        MemoryBudget::new(usize::MAX)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // No code path panics while holding the lock; recover the state if one did.
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Total bytes.
+    pub fn capacity(&self) -> usize {
+        self.inner.capacity
+    }
+
+    /// Bytes free now.
+    pub fn available(&self) -> usize {
+        self.lock().available
+    }
+
+    /// Futures waiting for bytes.
+    pub fn waiting(&self) -> usize {
+        self.lock().waiters.iter().filter(|w| !w.granted).count()
+    }
+
+    /// Takes `n` bytes now, or fails with [`BudgetError::Exhausted`] when they are not
+    /// free or earlier waiters are queued for them.
+    pub fn try_acquire(&self, n: usize) -> Result<Permit, BudgetError> {
+        self.check_capacity(n)?;
+        let mut state = self.lock();
+        let queued = state.waiters.iter().any(|w| !w.granted);
+        if queued || state.available < n {
+            return Err(BudgetError::Exhausted {
+                requested: n,
+                available: state.available,
+            });
+        }
+        state.available -= n;
+        Ok(Permit {
+            budget: self.clone(),
+            size: n,
+        })
+    }
+
+    /// Takes `n` bytes, waiting in line until they are free.
+    pub fn acquire(&self, n: usize) -> Acquire {
+        Acquire {
+            budget: self.clone(),
+            need: n,
+            id: None,
+            done: false,
+        }
+    }
+
+    fn check_capacity(&self, n: usize) -> Result<(), BudgetError> {
+        if n > self.inner.capacity {
+            return Err(BudgetError::ExceedsCapacity {
+                requested: n,
+                capacity: self.inner.capacity,
+            });
+        }
+        Ok(())
+    }
+
+    /// Returns `n` bytes and hands them to waiters in order.
+    fn release(&self, n: usize) {
+        let mut state = self.lock();
+        state.available += n;
+        let wake = grant_waiters(&mut state);
+        drop(state);
+        wake.into_iter().for_each(Waker::wake);
+    }
+}
+
+/// Grants bytes to waiters at the head of the queue while they fit, returning the
+/// wakers to call once the lock is released.
+fn grant_waiters(state: &mut State) -> Vec<Waker> {
+    let mut wake = Vec::new();
+    for i in 0..state.waiters.len() {
+        if state.waiters[i].granted {
+            continue;
+        }
+        let need = state.waiters[i].need;
+        if need > state.available {
+            break;
+        }
+        state.available -= need;
+        let w = &mut state.waiters[i];
+        w.granted = true;
+        if let Some(waker) = w.waker.take() {
+            wake.push(waker);
+        }
+    }
+    wake
+}
+
+/// Bytes held from a [`MemoryBudget`]; dropping it gives them back.
+#[derive(Debug)]
+pub struct Permit {
+    budget: MemoryBudget,
+    size: usize,
+}
+
+impl Permit {
+    /// Bytes held.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The budget the bytes came from.
+    pub fn budget(&self) -> &MemoryBudget {
+        &self.budget
+    }
+
+    /// Keeps `keep` bytes and returns the rest to the budget now.
+    pub fn shrink_to(&mut self, keep: usize) {
+        if keep < self.size {
+            let give = self.size - keep;
+            self.size = keep;
+            self.budget.release(give);
+        }
+    }
+
+    /// Forgets the bytes: they stay charged to the budget for good. For memory that
+    /// can never be reused (a buffer the kernel may still write to).
+    pub(crate) fn leak(mut self) {
+        self.size = 0;
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        if self.size > 0 {
+            self.budget.release(self.size);
+        }
+    }
+}
+
+/// Future of [`MemoryBudget::acquire`]. Dropping it before completion leaves the
+/// queue (and returns bytes already granted to it).
+#[must_use = "futures do nothing unless polled"]
+pub struct Acquire {
+    budget: MemoryBudget,
+    need: usize,
+    id: Option<u64>,
+    done: bool,
+}
+
+impl std::fmt::Debug for Acquire {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Acquire")
+            .field("need", &self.need)
+            .field("queued", &self.id.is_some())
+            .finish()
+    }
+}
+
+impl Future for Acquire {
+    type Output = Result<Permit, BudgetError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if this.done {
+            // Polled after completion: nothing more to give.
+            return Poll::Pending;
+        }
+        if let Err(e) = this.budget.check_capacity(this.need) {
+            this.done = true;
+            return Poll::Ready(Err(e));
+        }
+        let mut state = this.budget.lock();
+        match this.id {
+            None => {
+                let queued = state.waiters.iter().any(|w| !w.granted);
+                if !queued && state.available >= this.need {
+                    state.available -= this.need;
+                    drop(state);
+                    this.done = true;
+                    return Poll::Ready(Ok(Permit {
+                        budget: this.budget.clone(),
+                        size: this.need,
+                    }));
+                }
+                let id = state.next_id;
+                state.next_id += 1;
+                state.waiters.push_back(Waiter {
+                    id,
+                    need: this.need,
+                    granted: false,
+                    waker: Some(cx.waker().clone()),
+                });
+                this.id = Some(id);
+                Poll::Pending
+            }
+            Some(id) => {
+                let Some(pos) = state.waiters.iter().position(|w| w.id == id) else {
+                    // Cannot happen: only this future removes its entry.
+                    this.done = true;
+                    return Poll::Ready(Err(BudgetError::Exhausted {
+                        requested: this.need,
+                        available: state.available,
+                    }));
+                };
+                if state.waiters[pos].granted {
+                    state.waiters.remove(pos);
+                    drop(state);
+                    this.id = None;
+                    this.done = true;
+                    return Poll::Ready(Ok(Permit {
+                        budget: this.budget.clone(),
+                        size: this.need,
+                    }));
+                }
+                let w = &mut state.waiters[pos];
+                match &mut w.waker {
+                    Some(old) if old.will_wake(cx.waker()) => {}
+                    slot => *slot = Some(cx.waker().clone()),
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl Drop for Acquire {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let mut state = self.budget.lock();
+        let Some(pos) = state.waiters.iter().position(|w| w.id == id) else {
+            return;
+        };
+        let Some(w) = state.waiters.remove(pos) else {
+            return;
+        };
+        if w.granted {
+            state.available += w.need;
+        }
+        // Leaving the head of the line may let the next waiters through.
+        let wake = grant_waiters(&mut state);
+        drop(state);
+        wake.into_iter().for_each(Waker::wake);
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+
+    /// A waker that counts its wake-ups.
+    pub(crate) struct CountingWaker(pub AtomicUsize);
+
+    impl Wake for CountingWaker {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    pub(crate) fn poll_once<F: Future + Unpin>(
+        f: &mut F,
+        waker: &Arc<CountingWaker>,
+    ) -> Poll<F::Output> {
+        let waker = Waker::from(waker.clone());
+        Pin::new(f).poll(&mut Context::from_waker(&waker))
+    }
+
+    #[test]
+    fn try_acquire_and_release() {
+        let b = MemoryBudget::new(100);
+        let p1 = b.try_acquire(60).unwrap();
+        assert_eq!(b.available(), 40);
+        assert_eq!(
+            b.try_acquire(50).unwrap_err(),
+            BudgetError::Exhausted {
+                requested: 50,
+                available: 40
+            }
+        );
+        assert_eq!(
+            b.try_acquire(101).unwrap_err(),
+            BudgetError::ExceedsCapacity {
+                requested: 101,
+                capacity: 100
+            }
+        );
+        drop(p1);
+        assert_eq!(b.available(), 100);
+        let mut p = b.try_acquire(100).unwrap();
+        p.shrink_to(30);
+        assert_eq!(b.available(), 70);
+        drop(p);
+        assert_eq!(b.available(), 100);
+    }
+
+    #[test]
+    fn waiters_are_served_in_order_and_woken() {
+        let b = MemoryBudget::new(100);
+        let held = b.try_acquire(100).unwrap();
+        let w1 = Arc::new(CountingWaker(AtomicUsize::new(0)));
+        let w2 = Arc::new(CountingWaker(AtomicUsize::new(0)));
+        let mut big = b.acquire(80);
+        let mut small = b.acquire(10);
+        assert!(poll_once(&mut big, &w1).is_pending());
+        assert!(poll_once(&mut small, &w2).is_pending());
+        assert_eq!(b.waiting(), 2);
+        drop(held);
+        assert_eq!(w1.0.load(Ordering::SeqCst), 1);
+        assert_eq!(w2.0.load(Ordering::SeqCst), 1);
+        assert_eq!(b.available(), 10, "granted in order, the rest free");
+        let Poll::Ready(Ok(p_big)) = poll_once(&mut big, &w1) else {
+            panic!("granted")
+        };
+        let Poll::Ready(Ok(p_small)) = poll_once(&mut small, &w2) else {
+            panic!("granted")
+        };
+        assert_eq!(b.available(), 10);
+        drop((p_big, p_small));
+        assert_eq!(b.available(), 100);
+    }
+
+    #[test]
+    fn fifo_blocks_small_requests_behind_a_large_one() {
+        let b = MemoryBudget::new(100);
+        let held = b.try_acquire(50).unwrap();
+        let w = Arc::new(CountingWaker(AtomicUsize::new(0)));
+        let mut big = b.acquire(80);
+        assert!(poll_once(&mut big, &w).is_pending());
+        // 50 bytes are free, but the large waiter is first in line.
+        assert!(matches!(
+            b.try_acquire(10),
+            Err(BudgetError::Exhausted { .. })
+        ));
+        let mut small = b.acquire(10);
+        assert!(poll_once(&mut small, &w).is_pending());
+        // Cancelling the large waiter lets the small one through.
+        drop(big);
+        assert!(matches!(poll_once(&mut small, &w), Poll::Ready(Ok(_))));
+        drop(held);
+        assert_eq!(b.available(), 100);
+    }
+
+    #[test]
+    fn dropping_a_granted_future_returns_its_bytes() {
+        let b = MemoryBudget::new(10);
+        let held = b.try_acquire(10).unwrap();
+        let w = Arc::new(CountingWaker(AtomicUsize::new(0)));
+        let mut f = b.acquire(10);
+        assert!(poll_once(&mut f, &w).is_pending());
+        drop(held);
+        assert_eq!(b.available(), 0, "granted to the waiter");
+        drop(f);
+        assert_eq!(b.available(), 10);
+        assert_eq!(b.waiting(), 0);
+    }
+
+    #[test]
+    fn oversized_acquire_fails_at_once() {
+        let b = MemoryBudget::new(10);
+        let w = Arc::new(CountingWaker(AtomicUsize::new(0)));
+        let mut f = b.acquire(11);
+        assert!(matches!(
+            poll_once(&mut f, &w),
+            Poll::Ready(Err(BudgetError::ExceedsCapacity { .. }))
+        ));
+    }
+
+    #[test]
+    fn threads_contending_never_exceed_the_budget() {
+        let b = MemoryBudget::new(1000);
+        let in_use = Arc::new(AtomicUsize::new(0));
+        let handles: Vec<_> = (0..4)
+            .map(|t| {
+                let b = b.clone();
+                let in_use = in_use.clone();
+                std::thread::spawn(move || {
+                    let w = Arc::new(CountingWaker(AtomicUsize::new(0)));
+                    for i in 0..2000 {
+                        let n = 100 + (i * 37 + t * 11) % 300;
+                        let mut f = b.acquire(n);
+                        let permit = loop {
+                            match poll_once(&mut f, &w) {
+                                Poll::Ready(p) => break p.unwrap(),
+                                Poll::Pending => std::thread::yield_now(),
+                            }
+                        };
+                        let now = in_use.fetch_add(n, Ordering::SeqCst) + n;
+                        assert!(now <= 1000, "{now} bytes in use");
+                        in_use.fetch_sub(n, Ordering::SeqCst);
+                        drop(permit);
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(b.available(), 1000);
+    }
+}
