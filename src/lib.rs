@@ -11,6 +11,9 @@
 //!   the four compression codecs, and the legacy v0/v1 message sets.
 //! - [`buf`]: pooled fixed-size arenas, a memory budget with backpressure, and
 //!   buffers lent to I/O that cannot be reused until I/O hands them back.
+//! - [`io`]: the only code with sockets: io_uring and epoll transports, broker
+//!   connections with pipelining and batching, the public [`io::Broker`] handle.
+//! - [`runtime`]: thread-per-core workers that own the broker connections.
 
 #![deny(unsafe_code)]
 
@@ -18,3 +21,4 @@ pub mod buf;
 pub mod io;
 pub mod protocol;
 pub mod record;
+pub mod runtime;

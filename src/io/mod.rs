@@ -1,8 +1,26 @@
-//! The only layer with sockets. For now it holds [`blocking`], a plain blocking TCP
-//! connection that speaks framed Kafka requests one at a time (used by the command line
-//! and by the protocol integration tests). The thread-per-core io_uring/epoll transport
-//! with pipelining comes in beside it.
+//! The only layer with sockets.
+//!
+//! - [`transport`]: the completion-style transport traits (owned buffers in, owned
+//!   buffers back), with an io_uring backend ([`uring`], tokio-uring) and an epoll
+//!   backend ([`epoll`], tokio), chosen by [`backend`].
+//! - [`connection`]: one broker connection driven by a task on its worker: framing,
+//!   correlation ids, pipelining, batched vectored writes, timeouts, the ApiVersions
+//!   handshake, reconnection with backoff.
+//! - [`Broker`]: the public, `Send + Sync` handle to a connection (Sarama's Broker).
+//! - [`blocking`]: a plain blocking connection for tools and tests that want no runtime.
 
+pub mod backend;
+pub mod backoff;
 pub mod blocking;
+pub mod broker;
+pub mod connection;
+pub mod epoll;
+pub mod error;
+pub mod transport;
+pub mod uring;
 
+pub use backend::{Backend, BackendChoice};
 pub use blocking::{BlockingConnection, ConnectionError, ConnectionOptions};
+pub use broker::{Broker, PendingResponse};
+pub use connection::{ConnectionConfig, ConnectionState, EncodeRequest, Encoded, RawResponse};
+pub use error::IoError;

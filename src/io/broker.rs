@@ -1,0 +1,358 @@
+//! `Broker`: a handle to one broker connection owned by a worker (Sarama's Broker).
+//!
+//! The handle is `Send + Sync` and cheap to clone; every clone talks to the same
+//! connection. Requests are typed (`send::<MetadataRequest>` answers a
+//! `MetadataResponse`), encoded on the worker at the version negotiated with the broker,
+//! and their responses decoded on the caller's thread, so decoding work spreads over the
+//! callers instead of the worker. Calls work from any async runtime (they await tokio
+//! channels, which need no particular executor) and from plain threads
+//! (`send_blocking`).
+//!
+//! ```no_run
+//! use kring::io::{Broker, ConnectionConfig};
+//! use kring::protocol::messages::MetadataRequest;
+//! use kring::runtime::{Runtime, RuntimeConfig};
+//!
+//! let runtime = Runtime::new(RuntimeConfig::default())?;
+//! let broker = Broker::open(&runtime, 1, "127.0.0.1:9092", ConnectionConfig::default())?;
+//! let metadata = broker.send_blocking(MetadataRequest::default().with_topics(None))?;
+//! println!("{} brokers", metadata.brokers.len());
+//! # Ok::<(), kring::io::IoError>(())
+//! ```
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::io::backend::Backend;
+use crate::io::connection::{
+    self, Command, ConnectionConfig, ConnectionShared, ConnectionState, EncodeRequest, Outbound,
+    RawResponse, TypedRequest,
+};
+use crate::io::epoll::EpollConnector;
+use crate::io::error::IoError;
+use crate::io::uring::UringConnector;
+use crate::protocol::negotiation::ApiVersionsTable;
+use crate::protocol::{Request, decode_response_body};
+use crate::runtime::Runtime;
+
+/// A connection to one broker, owned by a worker of a [`Runtime`].
+#[derive(Clone)]
+pub struct Broker {
+    inner: Arc<BrokerInner>,
+}
+
+struct BrokerInner {
+    id: i32,
+    shared: Arc<ConnectionShared>,
+    tx: mpsc::Sender<Command>,
+    runtime: Runtime,
+}
+
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Broker")
+            .field("id", &self.inner.id)
+            .field("addr", &self.inner.shared.addr)
+            .field("state", &self.inner.shared.state())
+            .finish()
+    }
+}
+
+/// A response not yet arrived; resolve it with `.await` or [`PendingResponse::wait`].
+#[derive(Debug)]
+pub struct PendingResponse<R: Request> {
+    rx: oneshot::Receiver<Result<RawResponse, IoError>>,
+    addr: Arc<str>,
+    _request: std::marker::PhantomData<fn() -> R>,
+}
+
+impl<R: Request> PendingResponse<R> {
+    fn finish(
+        received: Result<Result<RawResponse, IoError>, oneshot::error::RecvError>,
+        addr: &str,
+    ) -> Result<R::Response, IoError> {
+        let raw = received.map_err(|_| IoError::ShuttingDown)??;
+        if raw.body.is_empty() && raw.api == crate::protocol::ApiKey::Produce {
+            // acks=0: the broker sends nothing back.
+            return Ok(R::Response::default());
+        }
+        decode_response_body::<R::Response>(raw.body, raw.version).map_err(|source| {
+            IoError::Decode {
+                api: raw.api,
+                addr: addr.to_string(),
+                source,
+            }
+        })
+    }
+
+    /// Blocks this thread until the response arrives. Must not be called from within an
+    /// async runtime.
+    pub fn wait(self) -> Result<R::Response, IoError> {
+        Self::finish(self.rx.blocking_recv(), &self.addr)
+    }
+}
+
+impl<R: Request> std::future::Future for PendingResponse<R> {
+    type Output = Result<R::Response, IoError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let addr = self.addr.clone();
+        std::pin::Pin::new(&mut self.rx)
+            .poll(cx)
+            .map(|r| Self::finish(r, &addr))
+    }
+}
+
+impl Broker {
+    /// Opens a broker handle: starts its connection task on the worker that owns broker
+    /// `id` (`-1` for a bootstrap address with no id yet). The TCP connection is made on
+    /// the first request, or by [`Broker::connect`].
+    pub fn open(
+        runtime: &Runtime,
+        id: i32,
+        addr: impl Into<String>,
+        config: ConnectionConfig,
+    ) -> Result<Broker, IoError> {
+        let addr = addr.into();
+        let shared = Arc::new(ConnectionShared::new(&addr));
+        let (tx, rx) = mpsc::channel(config.queue_capacity.max(1));
+        let config = Arc::new(config);
+        let shutdown = runtime.shutdown_signal();
+        let task_shared = shared.clone();
+        let seed = seed_for(&addr, id);
+        runtime.spawn_on(runtime.worker_for(id), move |backend| async move {
+            match backend {
+                Backend::IoUring => {
+                    connection::run_connection::<UringConnector>(
+                        task_shared,
+                        config,
+                        rx,
+                        shutdown,
+                        seed,
+                    )
+                    .await
+                }
+                Backend::Epoll => {
+                    connection::run_connection::<EpollConnector>(
+                        task_shared,
+                        config,
+                        rx,
+                        shutdown,
+                        seed,
+                    )
+                    .await
+                }
+            }
+        })?;
+        Ok(Broker {
+            inner: Arc::new(BrokerInner {
+                id,
+                shared,
+                tx,
+                runtime: runtime.clone(),
+            }),
+        })
+    }
+
+    /// The broker id given at open.
+    pub fn id(&self) -> i32 {
+        self.inner.id
+    }
+
+    /// The broker's address.
+    pub fn addr(&self) -> &str {
+        &self.inner.shared.addr
+    }
+
+    /// The runtime this broker's connection lives on.
+    pub fn runtime(&self) -> &Runtime {
+        &self.inner.runtime
+    }
+
+    /// The connection's state.
+    pub fn state(&self) -> ConnectionState {
+        self.inner.shared.state()
+    }
+
+    /// Whether the connection is up and has finished its handshake.
+    pub fn connected(&self) -> bool {
+        self.state() == ConnectionState::Connected
+    }
+
+    /// How many times the connection has been (re)established.
+    pub fn connect_count(&self) -> u64 {
+        self.inner.shared.connects.load(Ordering::Relaxed)
+    }
+
+    /// Requests written and awaiting their response right now.
+    pub fn in_flight(&self) -> usize {
+        self.inner.shared.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// The versions negotiated on the current (or last) connection.
+    pub fn api_versions(&self) -> Option<Arc<ApiVersionsTable>> {
+        self.inner.shared.versions()
+    }
+
+    /// Connects now (if not connected) and waits for the handshake.
+    pub async fn connect(&self) -> Result<(), IoError> {
+        let (tx, rx) = oneshot::channel();
+        self.check_open()?;
+        self.inner
+            .tx
+            .send(Command::Connect(tx))
+            .await
+            .map_err(|_| self.closed())?;
+        rx.await.map_err(|_| IoError::ShuttingDown)?
+    }
+
+    /// [`Broker::connect`] for plain threads.
+    pub fn connect_blocking(&self) -> Result<(), IoError> {
+        let (tx, rx) = oneshot::channel();
+        self.check_open()?;
+        self.inner
+            .tx
+            .blocking_send(Command::Connect(tx))
+            .map_err(|_| self.closed())?;
+        rx.blocking_recv().map_err(|_| IoError::ShuttingDown)?
+    }
+
+    /// Closes the connection: requests in flight get their answers (up to the drain
+    /// timeout), queued and later ones fail with `Closed`.
+    pub fn close(&self) {
+        self.inner.shared.closed.store(true, Ordering::Release);
+        self.inner.shared.close_notify.notify_one();
+    }
+
+    fn closed(&self) -> IoError {
+        IoError::Closed {
+            addr: self.addr().to_string(),
+        }
+    }
+
+    fn check_open(&self) -> Result<(), IoError> {
+        if self.inner.shared.closed.load(Ordering::Acquire) {
+            Err(self.closed())
+        } else {
+            Ok(())
+        }
+    }
+
+    fn outbound<R: Request + Send + 'static>(
+        &self,
+        request: R,
+        version: Option<i16>,
+    ) -> (Command, PendingResponse<R>) {
+        let (tx, rx) = oneshot::channel();
+        let typed = TypedRequest {
+            request,
+            version,
+            addr: self.inner.shared.addr.clone(),
+        };
+        (
+            Command::Send(Outbound {
+                request: Box::new(typed),
+                reply: tx,
+            }),
+            PendingResponse {
+                rx,
+                addr: self.inner.shared.addr.clone(),
+                _request: std::marker::PhantomData,
+            },
+        )
+    }
+
+    /// Queues `request` (waiting for queue room if needed) and returns its pending
+    /// response; the version is the highest both sides support.
+    pub async fn enqueue<R: Request + Send + 'static>(
+        &self,
+        request: R,
+        version: Option<i16>,
+    ) -> Result<PendingResponse<R>, IoError> {
+        self.check_open()?;
+        let (command, pending) = self.outbound(request, version);
+        self.inner
+            .tx
+            .send(command)
+            .await
+            .map_err(|_| self.closed())?;
+        Ok(pending)
+    }
+
+    /// Sends `request` at the negotiated version and waits for its response.
+    pub async fn send<R: Request + Send + 'static>(
+        &self,
+        request: R,
+    ) -> Result<R::Response, IoError> {
+        self.enqueue(request, None).await?.await
+    }
+
+    /// Sends `request` at an explicit version.
+    pub async fn send_version<R: Request + Send + 'static>(
+        &self,
+        request: R,
+        version: i16,
+    ) -> Result<R::Response, IoError> {
+        self.enqueue(request, Some(version)).await?.await
+    }
+
+    /// Queues `request` without ever waiting: a full queue is [`IoError::QueueFull`].
+    pub fn try_send<R: Request + Send + 'static>(
+        &self,
+        request: R,
+    ) -> Result<PendingResponse<R>, IoError> {
+        self.check_open()?;
+        let (command, pending) = self.outbound(request, None);
+        self.inner.tx.try_send(command).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => IoError::QueueFull {
+                addr: self.addr().to_string(),
+            },
+            mpsc::error::TrySendError::Closed(_) => self.closed(),
+        })?;
+        Ok(pending)
+    }
+
+    /// Sends `request` and blocks this thread for the response. Must not be called from
+    /// within an async runtime.
+    pub fn send_blocking<R: Request + Send + 'static>(
+        &self,
+        request: R,
+    ) -> Result<R::Response, IoError> {
+        self.check_open()?;
+        let (command, pending) = self.outbound(request, None);
+        self.inner
+            .tx
+            .blocking_send(command)
+            .map_err(|_| self.closed())?;
+        pending.wait()
+    }
+
+    /// Sends a request with a hand-written encoder (for hot paths that gather pre-encoded
+    /// buffers, like Produce) and returns the raw response body.
+    pub async fn send_raw(&self, request: Box<dyn EncodeRequest>) -> Result<RawResponse, IoError> {
+        self.check_open()?;
+        let (tx, rx) = oneshot::channel();
+        self.inner
+            .tx
+            .send(Command::Send(Outbound { request, reply: tx }))
+            .await
+            .map_err(|_| self.closed())?;
+        rx.await.map_err(|_| IoError::ShuttingDown)?
+    }
+}
+
+/// Per-connection jitter seed: distinct per broker and per process, reproducible for
+/// a given address and id within one process start.
+fn seed_for(addr: &str, id: i32) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ std::process::id() as u64;
+    for b in addr.bytes().chain(id.to_be_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}

@@ -1,0 +1,75 @@
+//! The epoll backend: tokio's readiness-based TCP stream behind the completion-style
+//! transport traits. Used where io_uring is unavailable (containers whose seccomp
+//! profile blocks it, old kernels) or when forced by configuration.
+
+use std::io::{self, IoSlice};
+use std::net::SocketAddr;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+
+use crate::io::transport::{Connector, MAX_IOVECS, TransportRead, TransportWrite, advance_bufs};
+
+/// Connects with tokio (epoll).
+#[derive(Debug)]
+pub struct EpollConnector;
+
+/// Read half of an epoll connection.
+#[derive(Debug)]
+pub struct EpollRead(OwnedReadHalf);
+
+/// Write half of an epoll connection.
+#[derive(Debug)]
+pub struct EpollWrite(Option<OwnedWriteHalf>);
+
+impl Connector for EpollConnector {
+    type Read = EpollRead;
+    type Write = EpollWrite;
+
+    async fn connect(addr: SocketAddr) -> io::Result<(EpollRead, EpollWrite)> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let (r, w) = stream.into_split();
+        Ok((EpollRead(r), EpollWrite(Some(w))))
+    }
+}
+
+impl TransportRead for EpollRead {
+    async fn read(&mut self, mut buf: BytesMut) -> (io::Result<usize>, BytesMut) {
+        let result = self.0.read_buf(&mut buf).await;
+        (result, buf)
+    }
+}
+
+impl TransportWrite for EpollWrite {
+    async fn write_all(&mut self, mut bufs: Vec<Bytes>) -> (io::Result<()>, Vec<Bytes>) {
+        let Some(stream) = self.0.as_mut() else {
+            return (Err(io::ErrorKind::NotConnected.into()), bufs);
+        };
+        bufs.retain(|b| !b.is_empty());
+        while !bufs.is_empty() {
+            let slices: Vec<IoSlice<'_>> = bufs
+                .iter()
+                .take(MAX_IOVECS)
+                .map(|b| IoSlice::new(b))
+                .collect();
+            let result = stream.write_vectored(&slices).await;
+            drop(slices);
+            match result {
+                Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), bufs),
+                Ok(n) => advance_bufs(&mut bufs, n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return (Err(e), bufs),
+            }
+        }
+        (Ok(()), bufs)
+    }
+
+    fn close(&mut self) {
+        // Dropping the write half shuts down the write direction; the read half ends
+        // when its task is stopped or the peer closes.
+        self.0 = None;
+    }
+}

@@ -1,0 +1,126 @@
+//! Errors of the I/O layer: connections, requests and the worker runtime. Each says which
+//! broker and API it concerns and whether retrying may help.
+
+use std::time::Duration;
+
+use crate::protocol::{ApiKey, DecodeError, EncodeError, KafkaCode};
+
+/// An error from a broker connection or the runtime that drives it.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum IoError {
+    /// The TCP connection could not be established.
+    #[error("connecting to {addr}: {message}")]
+    Connect {
+        /// The broker's address.
+        addr: String,
+        /// What the OS said.
+        message: String,
+    },
+    /// The connection broke (reset, EOF, write error, protocol violation); requests in
+    /// flight on it failed. Retriable: the connection is re-established on demand.
+    #[error("connection to {addr} lost: {reason}")]
+    Disconnected {
+        /// The broker's address.
+        addr: String,
+        /// Why.
+        reason: String,
+    },
+    /// The connection is in reconnect backoff after a failure.
+    #[error("not connected to {addr} (reconnecting in {retry_in:?})")]
+    NotConnected {
+        /// The broker's address.
+        addr: String,
+        /// Time until the next attempt.
+        retry_in: Duration,
+    },
+    /// No response arrived within the request timeout; the connection was closed, since
+    /// a pipelined connection cannot skip an answer.
+    #[error("{api:?} request to {addr} timed out after {after:?}")]
+    RequestTimedOut {
+        /// The API.
+        api: ApiKey,
+        /// The broker's address.
+        addr: String,
+        /// The timeout.
+        after: Duration,
+    },
+    /// Connecting took longer than the connect timeout.
+    #[error("connecting to {addr} timed out after {after:?}")]
+    ConnectTimedOut {
+        /// The broker's address.
+        addr: String,
+        /// The timeout.
+        after: Duration,
+    },
+    /// The request could not be encoded.
+    #[error("encoding {api:?} request: {source}")]
+    Encode {
+        /// The API.
+        api: ApiKey,
+        /// The cause.
+        #[source]
+        source: EncodeError,
+    },
+    /// The broker's answer could not be decoded (or a frame was malformed).
+    #[error("decoding {api:?} response from {addr}: {source}")]
+    Decode {
+        /// The API.
+        api: ApiKey,
+        /// The broker's address.
+        addr: String,
+        /// The cause.
+        #[source]
+        source: DecodeError,
+    },
+    /// No version of the API is supported by both sides.
+    #[error("broker {addr} supports no version of {api:?} that kring speaks")]
+    UnsupportedApi {
+        /// The API.
+        api: ApiKey,
+        /// The broker's address.
+        addr: String,
+    },
+    /// The ApiVersions handshake was refused.
+    #[error("ApiVersions handshake with {addr} failed: {code}")]
+    Handshake {
+        /// The broker's address.
+        addr: String,
+        /// The error code.
+        code: KafkaCode,
+    },
+    /// The request queue of the connection is full (only from the non-waiting calls).
+    #[error("request queue to {addr} is full")]
+    QueueFull {
+        /// The broker's address.
+        addr: String,
+    },
+    /// The broker handle was closed, or was never opened.
+    #[error("broker {addr} is closed")]
+    Closed {
+        /// The broker's address.
+        addr: String,
+    },
+    /// The runtime is shutting down.
+    #[error("the I/O runtime is shutting down")]
+    ShuttingDown,
+    /// The runtime could not start.
+    #[error("starting the I/O runtime: {0}")]
+    Runtime(String),
+}
+
+impl IoError {
+    /// Whether the same request may succeed if sent again (after a metadata refresh or a
+    /// reconnect, as the caller sees fit).
+    pub fn is_retriable(&self) -> bool {
+        matches!(
+            self,
+            IoError::Connect { .. }
+                | IoError::Disconnected { .. }
+                | IoError::NotConnected { .. }
+                | IoError::RequestTimedOut { .. }
+                | IoError::ConnectTimedOut { .. }
+                | IoError::QueueFull { .. }
+        )
+    }
+}

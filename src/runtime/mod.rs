@@ -1,0 +1,247 @@
+//! Thread-per-core workers. Each worker is one OS thread running one single-threaded
+//! runtime (tokio-uring for io_uring, a current-thread tokio runtime with a `LocalSet`
+//! for epoll) and owns a disjoint set of broker connections: a connection's socket,
+//! buffers and in-flight table live on its worker alone, so nothing on a worker's hot
+//! path takes a lock shared with other workers.
+//!
+//! Work reaches a worker through bounded queues: one per worker for starting tasks, and
+//! one per connection for requests (see `io::connection`). [`Runtime`] is a cheap,
+//! `Send + Sync` handle; when the last handle is dropped (or [`Runtime::shutdown`] is
+//! called) every connection drains or fails its in-flight requests and the threads are
+//! joined.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use tokio::sync::{mpsc, watch};
+
+use crate::io::IoError;
+use crate::io::backend::{self, Backend, BackendChoice};
+
+/// Settings of the worker runtime.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Worker threads; 0 means one per available core.
+    pub workers: usize,
+    /// Which I/O backend to use; `Auto` probes io_uring and falls back to epoll. The
+    /// `KRING_IO_BACKEND` environment variable (`io_uring` or `epoll`) overrides `Auto`.
+    pub backend: BackendChoice,
+    /// Worker thread name prefix.
+    pub thread_name: String,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            workers: 0,
+            backend: BackendChoice::Auto,
+            thread_name: "kring-io".into(),
+        }
+    }
+}
+
+type TaskFn = Box<dyn FnOnce(Backend) -> Pin<Box<dyn Future<Output = ()>>> + Send>;
+
+struct Worker {
+    tx: Mutex<Option<mpsc::Sender<TaskFn>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+struct Inner {
+    backend: Backend,
+    workers: Vec<Worker>,
+    shutdown_tx: watch::Sender<bool>,
+    live_tasks: Arc<AtomicUsize>,
+    next_worker: AtomicUsize,
+}
+
+thread_local! {
+    static ON_WORKER: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The worker threads that own broker connections. Cloning is cheap.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("backend", &self.inner.backend)
+            .field("workers", &self.inner.workers.len())
+            .finish()
+    }
+}
+
+struct TaskGuard(Arc<AtomicUsize>);
+
+impl Drop for TaskGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Runtime {
+    /// Starts the workers.
+    pub fn new(config: RuntimeConfig) -> Result<Runtime, IoError> {
+        let backend = backend::select(config.backend)?;
+        let count = if config.workers == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            config.workers
+        };
+        let (shutdown_tx, _) = watch::channel(false);
+        let live_tasks = Arc::new(AtomicUsize::new(0));
+        let mut workers = Vec::with_capacity(count);
+        for index in 0..count {
+            let (tx, rx) = mpsc::channel::<TaskFn>(256);
+            let live = live_tasks.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("{}-{index}", config.thread_name))
+                .spawn(move || worker_main(backend, rx, live))
+                .map_err(|e| IoError::Runtime(format!("spawning worker {index}: {e}")))?;
+            workers.push(Worker {
+                tx: Mutex::new(Some(tx)),
+                thread: Mutex::new(Some(thread)),
+            });
+        }
+        tracing::debug!(?backend, workers = count, "I/O runtime started");
+        Ok(Runtime {
+            inner: Arc::new(Inner {
+                backend,
+                workers,
+                shutdown_tx,
+                live_tasks,
+                next_worker: AtomicUsize::new(0),
+            }),
+        })
+    }
+
+    /// The I/O backend in use.
+    pub fn backend(&self) -> Backend {
+        self.inner.backend
+    }
+
+    /// The number of worker threads.
+    pub fn workers(&self) -> usize {
+        self.inner.workers.len()
+    }
+
+    /// Tasks (connections and the like) currently alive on the workers.
+    pub fn live_tasks(&self) -> usize {
+        self.inner.live_tasks.load(Ordering::Acquire)
+    }
+
+    /// The worker for a broker: brokers spread evenly by id; unknown ids round-robin.
+    pub(crate) fn worker_for(&self, broker_id: i32) -> usize {
+        let n = self.inner.workers.len();
+        if broker_id >= 0 {
+            broker_id as usize % n
+        } else {
+            self.inner.next_worker.fetch_add(1, Ordering::Relaxed) % n
+        }
+    }
+
+    /// A receiver that turns true when the runtime shuts down.
+    pub(crate) fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.inner.shutdown_tx.subscribe()
+    }
+
+    /// Starts a task on worker `index`. The closure runs on the worker and gets the
+    /// backend, so generic I/O code is instantiated for the right transport there.
+    pub(crate) fn spawn_on<F, Fut>(&self, index: usize, make: F) -> Result<(), IoError>
+    where
+        F: FnOnce(Backend) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        if *self.inner.shutdown_tx.borrow() {
+            return Err(IoError::ShuttingDown);
+        }
+        let worker = &self.inner.workers[index % self.inner.workers.len()];
+        let tx = worker
+            .tx
+            .lock()
+            .map_err(|_| IoError::ShuttingDown)?
+            .clone()
+            .ok_or(IoError::ShuttingDown)?;
+        let task: TaskFn = Box::new(move |b| Box::pin(make(b)));
+        // Starting a connection is rare; waiting for queue room here is fine.
+        match tx.try_send(task) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(task)) => {
+                if ON_WORKER.with(Cell::get) {
+                    return Err(IoError::Runtime("worker queue full".into()));
+                }
+                tx.blocking_send(task).map_err(|_| IoError::ShuttingDown)
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(IoError::ShuttingDown),
+        }
+    }
+
+    /// Shuts down: connections stop taking requests, drain what is in flight (up to their
+    /// drain timeout) and close; then the worker threads are joined. Idempotent. Called
+    /// from a worker thread itself, it signals but cannot join that thread.
+    pub fn shutdown(&self) {
+        self.inner.shutdown();
+    }
+}
+
+impl Inner {
+    fn shutdown(&self) {
+        self.shutdown_tx.send_replace(true);
+        for w in &self.workers {
+            if let Ok(mut tx) = w.tx.lock() {
+                tx.take();
+            }
+        }
+        let on_worker = ON_WORKER.with(Cell::get);
+        for w in &self.workers {
+            let handle = w.thread.lock().ok().and_then(|mut t| t.take());
+            if let Some(handle) = handle {
+                if on_worker && handle.thread().id() == std::thread::current().id() {
+                    continue;
+                }
+                let _ = handle.join();
+            }
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn worker_main(backend: Backend, mut rx: mpsc::Receiver<TaskFn>, live: Arc<AtomicUsize>) {
+    ON_WORKER.with(|w| w.set(true));
+    let main = async move {
+        let mut tasks = tokio::task::JoinSet::new();
+        loop {
+            tokio::select! {
+                task = rx.recv() => match task {
+                    Some(make) => {
+                        live.fetch_add(1, Ordering::AcqRel);
+                        let guard = TaskGuard(live.clone());
+                        tasks.spawn_local(async move {
+                            let _guard = guard;
+                            make(backend).await;
+                        });
+                    }
+                    None => break,
+                },
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            }
+        }
+        // Shutting down: every task watches the shutdown signal and finishes.
+        while tasks.join_next().await.is_some() {}
+    };
+    if let Err(e) = backend::block_on(backend, main) {
+        tracing::error!(error = %e, "I/O worker could not start its runtime");
+    }
+}

@@ -1,0 +1,565 @@
+//! The broker connection suite, run once per I/O backend (io_uring and epoll): against
+//! the real Kafka on loopback (`scripts/kafka up`, or `KRING_BOOTSTRAP`), and against a
+//! scripted fake broker for faults a real one will not show on demand (closing
+//! mid-response, never answering, hostile frame lengths, garbage, trickling, not reading).
+//! After each fault the error must be clear and retriable where it should be, and no
+//! in-flight entry, task or thread may be left behind.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kring::io::{Backend, BackendChoice, Broker, ConnectionConfig, IoError};
+use kring::protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
+    ProduceRequest, api_versions::ApiVersion, metadata::MetadataResponseBroker,
+};
+use kring::protocol::{Encode, RequestHeader, RequestKind, decode_request_frame};
+use kring::runtime::{Runtime, RuntimeConfig};
+
+fn bootstrap() -> String {
+    std::env::var("KRING_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9092".into())
+}
+
+fn runtime(backend: Backend, name: &str) -> Runtime {
+    let choice = match backend {
+        Backend::IoUring => BackendChoice::IoUring,
+        Backend::Epoll => BackendChoice::Epoll,
+    };
+    let rt = Runtime::new(RuntimeConfig {
+        workers: 2,
+        backend: choice,
+        thread_name: name.into(),
+    })
+    .unwrap_or_else(|e| panic!("{backend} runtime: {e}"));
+    assert_eq!(rt.backend(), backend);
+    rt
+}
+
+fn quick_config() -> ConnectionConfig {
+    ConnectionConfig {
+        request_timeout: Duration::from_millis(1500),
+        connect_timeout: Duration::from_secs(5),
+        reconnect_backoff: Duration::from_millis(10),
+        reconnect_backoff_max: Duration::from_millis(50),
+        drain_timeout: Duration::from_millis(500),
+        ..ConnectionConfig::default()
+    }
+}
+
+/// Threads whose name starts with `prefix` (from /proc, so it sees every thread).
+fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim_end().starts_with(prefix))
+        .count()
+}
+
+/// Shuts `rt` down and checks that nothing it started is left.
+fn assert_clean_shutdown(rt: Runtime, name: &str) {
+    rt.shutdown();
+    assert_eq!(rt.live_tasks(), 0, "tasks left after shutdown");
+    drop(rt);
+    // Thread names are cut to 15 bytes by the kernel.
+    let prefix: String = name.chars().take(15).collect();
+    assert_eq!(
+        threads_named(&prefix),
+        0,
+        "worker threads left after shutdown"
+    );
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+// ---------------------------------------------------------------- fake broker
+
+/// What the fake broker does with a request after the handshake.
+type Script = dyn Fn(usize, usize, &RequestHeader, &mut TcpStream) -> bool + Send + Sync;
+
+struct FakeBroker {
+    addr: SocketAddr,
+    connections: Arc<AtomicUsize>,
+}
+
+fn read_frame(stream: &mut TcpStream) -> Option<Bytes> {
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).ok()?;
+    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+    stream.read_exact(&mut body).ok()?;
+    Some(Bytes::from(body))
+}
+
+/// Writes `body` as a response frame to `header`'s request, with the right header version.
+fn respond<M: Encode>(stream: &mut TcpStream, header: &RequestHeader, body: &M) {
+    let api = ApiKey::from_i16(header.request_api_key).unwrap();
+    let mut buf = BytesMut::new();
+    buf.put_i32(0);
+    buf.put_i32(header.correlation_id);
+    if api.response_header_version(header.request_api_version) >= 1 {
+        buf.put_u8(0); // empty tagged fields
+    }
+    body.encode(&mut buf, header.request_api_version).unwrap();
+    let len = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&len.to_be_bytes());
+    let _ = stream.write_all(&buf);
+}
+
+fn metadata_answer(port: u16) -> MetadataResponse {
+    MetadataResponse::default().with_brokers(vec![
+        MetadataResponseBroker::default()
+            .with_node_id(1)
+            .with_host("127.0.0.1".into())
+            .with_port(port as i32),
+    ])
+}
+
+impl FakeBroker {
+    fn start(script: Arc<Script>) -> FakeBroker {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let count = connections.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let index = count.fetch_add(1, Ordering::SeqCst);
+                let script = script.clone();
+                std::thread::spawn(move || {
+                    let mut nth = 0;
+                    while let Some(frame) = read_frame(&mut stream) {
+                        let Ok((header, body)) = decode_request_frame(frame) else {
+                            return;
+                        };
+                        if let RequestKind::ApiVersions(_) = body {
+                            let keys = [(18, 0, 4), (3, 0, 12), (0, 3, 11)]
+                                .into_iter()
+                                .map(|(k, a, b)| {
+                                    ApiVersion::default()
+                                        .with_api_key(k)
+                                        .with_min_version(a)
+                                        .with_max_version(b)
+                                })
+                                .collect();
+                            respond(
+                                &mut stream,
+                                &header,
+                                &ApiVersionsResponse::default().with_api_keys(keys),
+                            );
+                            continue;
+                        }
+                        if !script(index, nth, &header, &mut stream) {
+                            return;
+                        }
+                        nth += 1;
+                    }
+                });
+            }
+        });
+        FakeBroker { addr, connections }
+    }
+}
+
+// ---------------------------------------------------------------- the suite
+
+fn real_broker_round_trip(backend: Backend) {
+    let name = format!("kr-rt-{backend}");
+    let rt = runtime(backend, &name);
+    let broker = Broker::open(&rt, 1, bootstrap(), ConnectionConfig::default()).unwrap();
+    assert!(!broker.connected(), "connections are made on demand");
+    broker.connect_blocking().expect("connect");
+    assert!(broker.connected());
+    let versions = broker.api_versions().expect("negotiated versions");
+    assert!(versions.version_for(ApiKey::Metadata).is_some());
+    let metadata = broker
+        .send_blocking(MetadataRequest::default().with_topics(None))
+        .expect("metadata");
+    assert!(!metadata.brokers.is_empty());
+    assert!(metadata.cluster_id.is_some());
+    assert_eq!(broker.connect_count(), 1);
+    assert_clean_shutdown(rt, &name);
+}
+
+fn real_broker_pipelined_from_threads_and_a_foreign_runtime(backend: Backend) {
+    let name = format!("kr-pipe-{backend}");
+    let rt = runtime(backend, &name);
+    let broker = Broker::open(&rt, 1, bootstrap(), ConnectionConfig::default()).unwrap();
+
+    // Plain threads, blocking.
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let b = broker.clone();
+            std::thread::spawn(move || {
+                for _ in 0..50 {
+                    let r = b
+                        .send_blocking(
+                            ApiVersionsRequest::default()
+                                .with_client_software_name("t".into())
+                                .with_client_software_version("1".into()),
+                        )
+                        .unwrap();
+                    assert_eq!(r.error_code, 0);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+
+    // A tokio multi-thread runtime: 200 requests pipelined at once.
+    let foreign = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let b = broker.clone();
+    let answered = foreign.block_on(async move {
+        let mut pending = Vec::new();
+        for _ in 0..200 {
+            pending.push(
+                b.enqueue(
+                    MetadataRequest::default().with_topics(Some(Vec::new())),
+                    None,
+                )
+                .await
+                .unwrap(),
+            );
+        }
+        let mut ok = 0;
+        for p in pending {
+            let m = p.await.unwrap();
+            assert!(!m.brokers.is_empty());
+            ok += 1;
+        }
+        ok
+    });
+    assert_eq!(answered, 200);
+    assert_eq!(
+        broker.connect_count(),
+        1,
+        "one connection served everything"
+    );
+    assert_eq!(broker.in_flight(), 0);
+    drop(foreign);
+    assert_clean_shutdown(rt, &name);
+}
+
+fn closes_mid_response_then_reconnects(backend: Backend) {
+    let name = format!("kr-mid-{backend}");
+    let rt = runtime(backend, &name);
+    let fake = FakeBroker::start(Arc::new(|conn, _, header, stream| {
+        if conn == 0 {
+            // Half a response, then close.
+            stream.write_all(&[0, 0, 0, 100, 0, 0]).unwrap();
+            let _ = header;
+            return false;
+        }
+        let port = stream.local_addr().unwrap().port();
+        respond(stream, header, &metadata_answer(port));
+        true
+    }));
+    let broker = Broker::open(&rt, 1, fake.addr.to_string(), quick_config()).unwrap();
+    let err = broker
+        .send_blocking(MetadataRequest::default())
+        .expect_err("the broker closed mid-response");
+    assert!(matches!(err, IoError::Disconnected { .. }), "{err}");
+    assert!(err.is_retriable());
+    assert!(err.to_string().contains("mid-response"), "{err}");
+    assert_eq!(broker.in_flight(), 0);
+    // The next request reconnects (after a short backoff) and succeeds.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let answer = loop {
+        match broker.send_blocking(MetadataRequest::default()) {
+            Ok(m) => break m,
+            Err(IoError::NotConnected { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(e) => panic!("reconnect failed: {e}"),
+        }
+    };
+    assert_eq!(answer.brokers[0].node_id, 1);
+    assert_eq!(broker.connect_count(), 2);
+    assert_eq!(fake.connections.load(Ordering::SeqCst), 2);
+    assert_clean_shutdown(rt, &name);
+}
+
+fn response_never_comes(backend: Backend) {
+    let name = format!("kr-silent-{backend}");
+    let rt = runtime(backend, &name);
+    let fake = FakeBroker::start(Arc::new(|_, _, _, _| true));
+    let config = ConnectionConfig {
+        request_timeout: Duration::from_millis(300),
+        ..quick_config()
+    };
+    let broker = Broker::open(&rt, 1, fake.addr.to_string(), config).unwrap();
+    let started = Instant::now();
+    let err = broker
+        .send_blocking(MetadataRequest::default())
+        .expect_err("no answer");
+    assert!(
+        matches!(
+            err,
+            IoError::RequestTimedOut {
+                api: ApiKey::Metadata,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.is_retriable());
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    wait_until("disconnect after timeout", || !broker.connected());
+    assert_eq!(broker.in_flight(), 0);
+    assert_clean_shutdown(rt, &name);
+}
+
+fn hostile_frames(backend: Backend) {
+    for (label, bytes) in [
+        ("oversized", vec![0x7f, 0xff, 0xff, 0xff]),
+        ("negative", vec![0xff, 0xff, 0xff, 0x00]),
+        // A well-framed answer whose correlation id is wrong.
+        (
+            "garbage",
+            vec![0, 0, 0, 8, 0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4],
+        ),
+        // A frame too short to hold a response header.
+        ("short", vec![0, 0, 0, 2, 0xab, 0xcd]),
+    ] {
+        let name = format!("kr-{label}-{}", backend.name());
+        let rt = runtime(backend, &name);
+        let fake = FakeBroker::start(Arc::new(move |_, _, _, stream| {
+            let _ = stream.write_all(&bytes);
+            std::thread::sleep(Duration::from_millis(200));
+            false
+        }));
+        let config = ConnectionConfig {
+            max_response_size: 1 << 20,
+            ..quick_config()
+        };
+        let broker = Broker::open(&rt, 1, fake.addr.to_string(), config).unwrap();
+        let err = broker
+            .send_blocking(MetadataRequest::default())
+            .expect_err(label);
+        match label {
+            "oversized" => assert!(
+                err.to_string().contains("exceeds the cap"),
+                "{label}: {err}"
+            ),
+            "negative" => assert!(err.to_string().contains("negative"), "{label}: {err}"),
+            "garbage" => assert!(
+                err.to_string().contains("correlation id") || matches!(err, IoError::Decode { .. }),
+                "{label}: {err}"
+            ),
+            _ => assert!(matches!(err, IoError::Decode { .. }), "{label}: {err}"),
+        }
+        assert_eq!(broker.in_flight(), 0, "{label}");
+        assert_clean_shutdown(rt, &name);
+    }
+}
+
+fn trickled_response_arrives_whole(backend: Backend) {
+    let name = format!("kr-trickle-{backend}");
+    let rt = runtime(backend, &name);
+    let fake = FakeBroker::start(Arc::new(|_, _, header, stream| {
+        let mut out = Vec::new();
+        let port = stream.local_addr().unwrap().port();
+        // Encode into a buffer, then send it a byte at a time.
+        let mut buf = BytesMut::new();
+        buf.put_i32(0);
+        buf.put_i32(header.correlation_id);
+        buf.put_u8(0);
+        metadata_answer(port)
+            .encode(&mut buf, header.request_api_version)
+            .unwrap();
+        let len = (buf.len() - 4) as i32;
+        buf[..4].copy_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(&buf);
+        for b in out {
+            if stream.write_all(&[b]).is_err() {
+                return false;
+            }
+            std::thread::sleep(Duration::from_micros(300));
+        }
+        true
+    }));
+    let broker = Broker::open(&rt, 1, fake.addr.to_string(), quick_config()).unwrap();
+    let m = broker
+        .send_blocking(MetadataRequest::default())
+        .expect("trickled answer");
+    assert_eq!(m.brokers.len(), 1);
+    assert_clean_shutdown(rt, &name);
+}
+
+fn broker_that_stops_reading(backend: Backend) {
+    let name = format!("kr-stall-{backend}");
+    let rt = runtime(backend, &name);
+    // After the handshake the fake reads nothing more; our writes fill the socket
+    // buffers and must give up at the request timeout instead of hanging.
+    let fake = FakeBroker::start(Arc::new(|_, _, _, _| {
+        std::thread::sleep(Duration::from_secs(30));
+        false
+    }));
+    let config = ConnectionConfig {
+        request_timeout: Duration::from_millis(500),
+        max_in_flight: 64,
+        ..quick_config()
+    };
+    let broker = Broker::open(&rt, 1, fake.addr.to_string(), config).unwrap();
+    broker.connect_blocking().unwrap();
+    let big_topic = "x".repeat(30_000);
+    let foreign = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let errors = foreign.block_on(async {
+        let mut pending = Vec::new();
+        for _ in 0..400 {
+            let request = MetadataRequest::default().with_topics(Some(vec![
+                kring::protocol::messages::metadata::MetadataRequestTopic::default()
+                    .with_name(Some(big_topic.clone())),
+            ]));
+            match broker.enqueue(request, None).await {
+                Ok(p) => pending.push(p),
+                Err(e) => panic!("enqueue: {e}"),
+            }
+        }
+        let mut errors = Vec::new();
+        for p in pending {
+            errors.push(p.await.expect_err("nobody answers"));
+        }
+        errors
+    });
+    assert!(errors.iter().all(IoError::is_retriable));
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.to_string().contains("stalled")
+                || matches!(e, IoError::RequestTimedOut { .. })),
+        "{:?}",
+        errors.first()
+    );
+    assert_eq!(broker.in_flight(), 0);
+    assert_clean_shutdown(rt, &name);
+}
+
+fn acks_zero_produce_expects_no_answer(backend: Backend) {
+    let name = format!("kr-acks0-{backend}");
+    let rt = runtime(backend, &name);
+    let seen = Arc::new(AtomicUsize::new(0));
+    let seen_in_fake = seen.clone();
+    let fake = FakeBroker::start(Arc::new(move |_, _, header, stream| {
+        if header.request_api_key == ApiKey::Produce.key() {
+            seen_in_fake.fetch_add(1, Ordering::SeqCst);
+            return true; // acks=0: no answer
+        }
+        let port = stream.local_addr().unwrap().port();
+        respond(stream, header, &metadata_answer(port));
+        true
+    }));
+    let broker = Broker::open(&rt, 1, fake.addr.to_string(), quick_config()).unwrap();
+    let produced = broker
+        .send_blocking(ProduceRequest::default().with_acks(0).with_timeout_ms(1000))
+        .expect("acks=0 resolves when written");
+    assert!(produced.responses.is_empty());
+    // The next request's answer is matched correctly after the unanswered one.
+    let m = broker.send_blocking(MetadataRequest::default()).unwrap();
+    assert_eq!(m.brokers.len(), 1);
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
+    assert_clean_shutdown(rt, &name);
+}
+
+fn refused_connection_backs_off(backend: Backend) {
+    let name = format!("kr-refused-{backend}");
+    let rt = runtime(backend, &name);
+    // A port with nothing listening.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let broker = Broker::open(
+        &rt,
+        1,
+        format!("127.0.0.1:{port}"),
+        ConnectionConfig {
+            reconnect_backoff: Duration::from_secs(5),
+            reconnect_backoff_max: Duration::from_secs(5),
+            ..quick_config()
+        },
+    )
+    .unwrap();
+    let first = broker
+        .send_blocking(MetadataRequest::default())
+        .unwrap_err();
+    assert!(matches!(first, IoError::Connect { .. }), "{first}");
+    let second = broker
+        .send_blocking(MetadataRequest::default())
+        .unwrap_err();
+    assert!(
+        matches!(second, IoError::NotConnected { .. }),
+        "in backoff: {second}"
+    );
+    assert!(second.is_retriable());
+    assert_clean_shutdown(rt, &name);
+}
+
+fn shutdown_fails_later_requests(backend: Backend) {
+    let name = format!("kr-down-{backend}");
+    let rt = runtime(backend, &name);
+    let fake = FakeBroker::start(Arc::new(|_, _, header, stream| {
+        let port = stream.local_addr().unwrap().port();
+        respond(stream, header, &metadata_answer(port));
+        true
+    }));
+    let broker = Broker::open(&rt, 1, fake.addr.to_string(), quick_config()).unwrap();
+    broker.send_blocking(MetadataRequest::default()).unwrap();
+    broker.close();
+    let err = broker
+        .send_blocking(MetadataRequest::default())
+        .unwrap_err();
+    assert!(matches!(err, IoError::Closed { .. }), "{err}");
+    let other = Broker::open(&rt, 2, fake.addr.to_string(), quick_config()).unwrap();
+    other.send_blocking(MetadataRequest::default()).unwrap();
+    rt.shutdown();
+    let err = other.send_blocking(MetadataRequest::default()).unwrap_err();
+    assert!(
+        matches!(err, IoError::ShuttingDown | IoError::Closed { .. }),
+        "{err}"
+    );
+    assert!(Broker::open(&rt, 3, fake.addr.to_string(), quick_config()).is_err());
+    assert_clean_shutdown(rt, &name);
+}
+
+macro_rules! suite {
+    ($($test:ident),* $(,)?) => {
+        mod io_uring {
+            $(#[test] fn $test() { super::$test(kring::io::Backend::IoUring); })*
+        }
+        mod epoll {
+            $(#[test] fn $test() { super::$test(kring::io::Backend::Epoll); })*
+        }
+    };
+}
+
+suite!(
+    real_broker_round_trip,
+    real_broker_pipelined_from_threads_and_a_foreign_runtime,
+    closes_mid_response_then_reconnects,
+    response_never_comes,
+    hostile_frames,
+    trickled_response_arrives_whole,
+    broker_that_stops_reading,
+    acks_zero_produce_expects_no_answer,
+    refused_connection_backs_off,
+    shutdown_fails_later_requests,
+);
