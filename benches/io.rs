@@ -1,0 +1,286 @@
+//! Pipelined request throughput and latency of one broker connection, io_uring against
+//! epoll in the same run, against a local blackhole responder (which answers every
+//! request at once with a canned response, so the client side dominates) and against the
+//! real broker (`scripts/kafka up`).
+//!
+//! `cargo bench --bench io -- [--backend io_uring|epoll|both] [--target blackhole|broker|both]
+//!  [--requests N] [--depth D] [--rounds R]`
+//!
+//! Each round sends N small Metadata requests (empty topic list) from D concurrent
+//! callers, keeping up to D requests in flight on the one connection; it reports the
+//! median round's requests/s and the p50/p99 latency over all rounds. `--serve ADDR` runs
+//! only the responder (in its own process) and `--blackhole ADDR` uses it, so that
+//! `scripts/bench-io` can count the client process's syscalls per request with `perf stat`.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kring::io::{Backend, BackendChoice, Broker, ConnectionConfig};
+use kring::protocol::messages::{
+    ApiKey, ApiVersionsResponse, MetadataRequest, MetadataResponse, api_versions::ApiVersion,
+    metadata::MetadataResponseBroker,
+};
+use kring::protocol::{Encode, decode_request_frame};
+use kring::runtime::{Runtime, RuntimeConfig};
+
+struct Args {
+    backends: Vec<Backend>,
+    targets: Vec<String>,
+    requests: usize,
+    depth: usize,
+    rounds: usize,
+    /// Use this responder instead of starting one in-process.
+    blackhole: Option<String>,
+    /// Only run a responder on this address, forever.
+    serve: Option<String>,
+}
+
+fn parse_args() -> Args {
+    let mut args = Args {
+        backends: vec![Backend::IoUring, Backend::Epoll],
+        targets: vec!["blackhole".into(), "broker".into()],
+        requests: 20_000,
+        depth: 32,
+        rounds: 5,
+        blackhole: None,
+        serve: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut value = || it.next().unwrap_or_else(|| panic!("{a} needs a value"));
+        match a.as_str() {
+            "--backend" => {
+                args.backends = match value().as_str() {
+                    "io_uring" => vec![Backend::IoUring],
+                    "epoll" => vec![Backend::Epoll],
+                    _ => vec![Backend::IoUring, Backend::Epoll],
+                }
+            }
+            "--target" => {
+                args.targets = match value().as_str() {
+                    "both" => vec!["blackhole".into(), "broker".into()],
+                    t => vec![t.to_string()],
+                }
+            }
+            "--requests" => args.requests = value().parse().expect("--requests N"),
+            "--depth" => args.depth = value().parse().expect("--depth D"),
+            "--rounds" => args.rounds = value().parse().expect("--rounds R"),
+            "--blackhole" => args.blackhole = Some(value()),
+            "--serve" => args.serve = Some(value()),
+            // cargo bench passes --bench; ignore harness flags.
+            _ => {}
+        }
+    }
+    args
+}
+
+/// A responder that answers each request immediately with a canned body, reading and
+/// writing in large chunks so it costs little CPU.
+fn start_blackhole(bind: &str) -> SocketAddr {
+    let listener = TcpListener::bind(bind).unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            stream.set_nodelay(true).unwrap();
+            std::thread::spawn(move || {
+                let mut canned: HashMap<(i16, i16), Bytes> = HashMap::new();
+                let mut buf = BytesMut::with_capacity(1 << 16);
+                let mut out = BytesMut::with_capacity(1 << 16);
+                let mut chunk = vec![0u8; 1 << 16];
+                loop {
+                    let n = match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    buf.extend_from_slice(&chunk[..n]);
+                    while buf.len() >= 4 {
+                        let len = i32::from_be_bytes(buf[..4].try_into().unwrap()) as usize;
+                        if buf.len() < 4 + len {
+                            break;
+                        }
+                        let frame = buf.split_to(4 + len).freeze().slice(4..);
+                        let Ok((header, _)) = decode_request_frame(frame) else {
+                            return;
+                        };
+                        let key = (header.request_api_key, header.request_api_version);
+                        let body = canned.entry(key).or_insert_with(|| canned_body(key));
+                        let api = ApiKey::from_i16(key.0).unwrap();
+                        let flexible_header = api.response_header_version(key.1) >= 1;
+                        let size = 4 + usize::from(flexible_header) + body.len();
+                        out.put_i32(size as i32);
+                        out.put_i32(header.correlation_id);
+                        if flexible_header {
+                            out.put_u8(0);
+                        }
+                        out.put_slice(body);
+                    }
+                    if !out.is_empty() {
+                        if stream.write_all(&out).is_err() {
+                            return;
+                        }
+                        out.clear();
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+fn canned_body((key, version): (i16, i16)) -> Bytes {
+    let mut b = BytesMut::new();
+    if key == ApiKey::ApiVersions.key() {
+        let keys = [(18, 0, 4), (3, 0, 12)]
+            .into_iter()
+            .map(|(k, a, z)| {
+                ApiVersion::default()
+                    .with_api_key(k)
+                    .with_min_version(a)
+                    .with_max_version(z)
+            })
+            .collect();
+        ApiVersionsResponse::default()
+            .with_api_keys(keys)
+            .encode(&mut b, version)
+            .unwrap();
+    } else {
+        MetadataResponse::default()
+            .with_brokers(vec![
+                MetadataResponseBroker::default()
+                    .with_node_id(1)
+                    .with_host("127.0.0.1".into())
+                    .with_port(9092),
+            ])
+            .with_cluster_id(Some("blackhole".into()))
+            .encode(&mut b, version)
+            .unwrap();
+    }
+    b.freeze()
+}
+
+struct Round {
+    elapsed: Duration,
+    latencies: Vec<Duration>,
+}
+
+fn run_round(broker: &Broker, requests: usize, depth: usize) -> Round {
+    let driver = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    driver.block_on(async {
+        let started = Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        let per_task = requests / depth;
+        for _ in 0..depth {
+            let b = broker.clone();
+            tasks.spawn(async move {
+                let mut lat = Vec::with_capacity(per_task);
+                for _ in 0..per_task {
+                    let t = Instant::now();
+                    let m = b
+                        .send(MetadataRequest::default().with_topics(Some(Vec::new())))
+                        .await
+                        .expect("metadata");
+                    assert!(!m.brokers.is_empty());
+                    lat.push(t.elapsed());
+                }
+                lat
+            });
+        }
+        let mut latencies = Vec::with_capacity(requests);
+        while let Some(l) = tasks.join_next().await {
+            latencies.extend(l.unwrap());
+        }
+        Round {
+            elapsed: started.elapsed(),
+            latencies,
+        }
+    })
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+fn main() {
+    let args = parse_args();
+    if let Some(bind) = &args.serve {
+        let addr = start_blackhole(bind);
+        eprintln!("blackhole responder on {addr}");
+        loop {
+            std::thread::park();
+        }
+    }
+    let blackhole = match &args.blackhole {
+        Some(a) => a.parse().expect("--blackhole HOST:PORT"),
+        None => start_blackhole("127.0.0.1:0"),
+    };
+    println!(
+        "| backend | target | requests/s (median of {}) | p50 | p99 |",
+        args.rounds
+    );
+    println!("|---|---|---:|---:|---:|");
+    let mut rates: HashMap<(String, Backend), f64> = HashMap::new();
+    for target in &args.targets {
+        for &backend in &args.backends {
+            let choice = match backend {
+                Backend::IoUring => BackendChoice::IoUring,
+                Backend::Epoll => BackendChoice::Epoll,
+            };
+            let rt = Runtime::new(RuntimeConfig {
+                workers: 1,
+                backend: choice,
+                thread_name: "kring-bench".into(),
+            })
+            .expect("runtime");
+            let addr = if target == "broker" {
+                std::env::var("KRING_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9092".into())
+            } else {
+                blackhole.to_string()
+            };
+            let config = ConnectionConfig {
+                max_in_flight: args.depth,
+                ..ConnectionConfig::default()
+            };
+            let broker = Broker::open(&rt, 1, addr, config).expect("open");
+            broker
+                .connect_blocking()
+                .unwrap_or_else(|e| panic!("{target}: {e}"));
+            // Warm-up.
+            run_round(&broker, args.requests / 10, args.depth);
+            let mut rounds: Vec<Round> = (0..args.rounds)
+                .map(|_| run_round(&broker, args.requests, args.depth))
+                .collect();
+            rounds.sort_by_key(|r| r.elapsed);
+            let median = &rounds[rounds.len() / 2];
+            let rate = median.latencies.len() as f64 / median.elapsed.as_secs_f64();
+            let mut all: Vec<Duration> = rounds.into_iter().flat_map(|r| r.latencies).collect();
+            all.sort();
+            println!(
+                "| {backend} | {target} | {rate:.0} | {:.1} µs | {:.1} µs |",
+                percentile(&all, 0.50).as_secs_f64() * 1e6,
+                percentile(&all, 0.99).as_secs_f64() * 1e6,
+            );
+            rates.insert((target.clone(), backend), rate);
+            drop(broker);
+            rt.shutdown();
+        }
+    }
+    for target in &args.targets {
+        if let (Some(u), Some(e)) = (
+            rates.get(&(target.clone(), Backend::IoUring)),
+            rates.get(&(target.clone(), Backend::Epoll)),
+        ) {
+            println!(
+                "io_uring/epoll throughput ratio against {target}: {:.2}",
+                u / e
+            );
+        }
+    }
+}
