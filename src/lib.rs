@@ -14,11 +14,20 @@
 //! - [`io`]: the only code with sockets: io_uring and epoll transports, broker
 //!   connections with pipelining and batching, the public [`io::Broker`] handle.
 //! - [`runtime`]: thread-per-core workers that own the broker connections.
+//! - [`client`]: bootstrap, the cluster metadata cache, leader routing, coordinators;
+//!   [`config`] holds every setting, [`Error`] is the error callers see.
 
 #![deny(unsafe_code)]
 
 pub mod buf;
+pub mod client;
+pub mod config;
+pub mod error;
 pub mod io;
 pub mod protocol;
 pub mod record;
 pub mod runtime;
+
+pub use client::Client;
+pub use config::Config;
+pub use error::{Error, Result};

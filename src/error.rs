@@ -1,0 +1,146 @@
+//! The crate's public error type: what a caller of the client, producer, consumer or
+//! admin sees. Broker error codes are data ([`KafkaCode`]) carried with the API, topic
+//! and partition they concern.
+
+use crate::config::ConfigurationError;
+use crate::io::IoError;
+use crate::protocol::{ApiKey, DecodeError, EncodeError, KafkaCode};
+
+/// Result alias with kring's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An error from kring's client roles.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The client was closed; nothing more can be done with it.
+    #[error("the client is closed")]
+    ClosedClient,
+    /// No broker could be reached; each attempt is listed.
+    #[error("no broker answered: {0}")]
+    OutOfBrokers(String),
+    /// The broker is not connected (and a request needed it to be).
+    #[error("not connected to broker {0}")]
+    NotConnected(i32),
+    /// A record or request is larger than allowed.
+    #[error("message of {size} bytes exceeds the limit of {max} bytes")]
+    MessageTooLarge {
+        /// Its size.
+        size: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A partition that the topic does not have.
+    #[error("topic {topic} has no partition {partition} (it has {count})")]
+    InvalidPartition {
+        /// The topic.
+        topic: String,
+        /// The partition asked for.
+        partition: i32,
+        /// How many partitions the topic has.
+        count: usize,
+    },
+    /// The client is shutting down.
+    #[error("shutting down")]
+    ShuttingDown,
+    /// A configuration problem.
+    #[error(transparent)]
+    Configuration(#[from] ConfigurationError),
+    /// A response could not be decoded.
+    #[error("protocol decode error: {0}")]
+    Decode(#[from] DecodeError),
+    /// A request could not be encoded.
+    #[error("protocol encode error: {0}")]
+    Encode(#[from] EncodeError),
+    /// A broker answered with an error code.
+    #[error("{api:?}{}: {code}", context(.topic, .partition))]
+    Broker {
+        /// The code.
+        code: KafkaCode,
+        /// The API that failed.
+        api: ApiKey,
+        /// The topic, where the error concerns one.
+        topic: Option<String>,
+        /// The partition, where the error concerns one.
+        partition: Option<i32>,
+    },
+    /// A connection or runtime error.
+    #[error(transparent)]
+    Io(#[from] IoError),
+    /// An operation did not finish in time.
+    #[error("timed out: {0}")]
+    Timeout(String),
+}
+
+fn context(topic: &Option<String>, partition: &Option<i32>) -> String {
+    match (topic, partition) {
+        (Some(t), Some(p)) => format!(" on {t}-{p}"),
+        (Some(t), None) => format!(" on {t}"),
+        (None, Some(p)) => format!(" on partition {p}"),
+        (None, None) => String::new(),
+    }
+}
+
+impl Error {
+    /// A broker error for `api`, optionally naming a topic and partition.
+    pub fn broker(
+        code: KafkaCode,
+        api: ApiKey,
+        topic: Option<&str>,
+        partition: Option<i32>,
+    ) -> Self {
+        Error::Broker {
+            code,
+            api,
+            topic: topic.map(str::to_owned),
+            partition,
+        }
+    }
+
+    /// Whether retrying the operation may succeed.
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            Error::Broker { code, .. } => code.is_retriable(),
+            Error::Io(e) => e.is_retriable(),
+            Error::NotConnected(_) | Error::OutOfBrokers(_) | Error::Timeout(_) => true,
+            _ => false,
+        }
+    }
+
+    /// The broker error code, if this is a broker error.
+    pub fn code(&self) -> Option<KafkaCode> {
+        match self {
+            Error::Broker { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broker_errors_name_their_context() {
+        let e = Error::broker(
+            KafkaCode::NOT_LEADER_OR_FOLLOWER,
+            ApiKey::Produce,
+            Some("orders"),
+            Some(3),
+        );
+        assert!(
+            e.to_string()
+                .starts_with("Produce on orders-3: NOT_LEADER_OR_FOLLOWER (6)")
+        );
+        assert!(e.is_retriable());
+        assert!(
+            !Error::broker(
+                KafkaCode::TOPIC_AUTHORIZATION_FAILED,
+                ApiKey::Fetch,
+                None,
+                None
+            )
+            .is_retriable()
+        );
+    }
+}

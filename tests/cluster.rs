@@ -1,0 +1,159 @@
+//! `Client` against a three-node KRaft cluster (`scripts/kafka up --brokers 3`, as
+//! `scripts/test` does for this binary): leaders spread over brokers, and metadata that
+//! follows a leader when its broker stops and comes back. Built only with the
+//! `cluster-tests` feature, since it needs the three-node cluster and stops nodes of it.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use kring::protocol::KafkaCode;
+use kring::protocol::messages::{
+    CreateTopicsRequest, ListOffsetsRequest,
+    create_topics::CreatableTopic,
+    list_offsets::{ListOffsetsPartition, ListOffsetsTopic},
+};
+use kring::{Client, Config};
+
+const SERVERS: [&str; 3] = ["127.0.0.1:9092", "127.0.0.1:9093", "127.0.0.1:9094"];
+
+fn kafka(args: &[&str]) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kafka");
+    let status = Command::new(script)
+        .args(args)
+        .status()
+        .expect("scripts/kafka");
+    assert!(status.success(), "scripts/kafka {args:?} failed");
+}
+
+fn unique(prefix: &str) -> String {
+    let n = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}-{n}")
+}
+
+fn client() -> Client {
+    let mut c = Config::new(SERVERS);
+    c.net.workers = 2;
+    c.metadata.refresh_backoff = Duration::from_millis(50);
+    Client::connect_blocking(c).expect("bootstrap the cluster")
+}
+
+fn eventually<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Sends ListOffsets for `partition` to the client's idea of its leader; true when the
+/// leader answers without error.
+fn leader_answers(client: &Client, topic: &str, partition: i32) -> bool {
+    kring::client::block_on(async {
+        let Ok((leader, _)) = client.leader(topic, partition).await else {
+            return false;
+        };
+        let request = ListOffsetsRequest::default()
+            .with_replica_id(-1)
+            .with_topics(vec![
+                ListOffsetsTopic::default()
+                    .with_name(topic.into())
+                    .with_partitions(vec![
+                        ListOffsetsPartition::default()
+                            .with_partition_index(partition)
+                            .with_timestamp(-1),
+                    ]),
+            ]);
+        match leader.send(request).await {
+            Ok(r) => KafkaCode(r.topics[0].partitions[0].error_code).is_ok(),
+            Err(_) => false,
+        }
+    })
+}
+
+fn create(client: &Client, topic: &str, partitions: i32) {
+    let r = kring::client::block_on(
+        client.send_any(
+            CreateTopicsRequest::default()
+                .with_topics(vec![
+                    CreatableTopic::default()
+                        .with_name(topic.into())
+                        .with_num_partitions(partitions)
+                        .with_replication_factor(3),
+                ])
+                .with_timeout_ms(30_000),
+        ),
+    )
+    .unwrap();
+    assert_eq!(KafkaCode(r.topics[0].error_code), KafkaCode::NONE);
+}
+
+#[test]
+fn cluster_leaders_follow_a_stopped_broker() {
+    let client = client();
+    assert_eq!(client.metadata().brokers.len(), 3, "three brokers");
+    let topic = unique("kring-cluster");
+    create(&client, &topic, 6);
+
+    // Every partition has a leader, leaders spread over the brokers, and each answers.
+    let leaders: Vec<i32> = eventually("leaders for all partitions", 60, || {
+        kring::client::block_on(client.refresh_metadata(&[&topic])).ok()?;
+        let t = client.metadata().topics.get(&topic).cloned()?;
+        let l: Vec<i32> = t.partitions.iter().map(|p| p.leader).collect();
+        (l.len() == 6 && l.iter().all(|&x| x > 0)).then_some(l)
+    });
+    let distinct: std::collections::BTreeSet<i32> = leaders.iter().copied().collect();
+    assert!(distinct.len() >= 2, "leaders spread: {leaders:?}");
+    for p in 0..6 {
+        eventually("leader answers", 30, || {
+            leader_answers(&client, &topic, p).then_some(())
+        });
+        let replicas = kring::client::block_on(client.replicas(&topic, p)).unwrap();
+        assert_eq!(replicas.len(), 3);
+    }
+
+    // Stop partition 0's leader: metadata moves the leadership elsewhere.
+    let old = leaders[0];
+    kafka(&["stop-node", &old.to_string()]);
+    let new = eventually("a new leader for partition 0", 60, || {
+        kring::client::block_on(client.refresh_after_error(&[&topic])).ok()?;
+        let p = client.metadata().partition(&topic, 0).cloned()?;
+        (p.leader > 0 && p.leader != old).then_some(p)
+    });
+    assert!(
+        !new.isr.contains(&old),
+        "stopped broker left the ISR: {:?}",
+        new.isr
+    );
+    eventually("broker leaves metadata", 30, || {
+        kring::client::block_on(client.refresh_metadata(&[])).ok()?;
+        client.broker(old).is_none().then_some(())
+    });
+    eventually("new leader answers", 30, || {
+        leader_answers(&client, &topic, 0).then_some(())
+    });
+
+    // Start it again: it comes back into metadata and the ISR.
+    kafka(&["start-node", &old.to_string()]);
+    eventually("restarted broker rejoins the ISR", 90, || {
+        kring::client::block_on(client.refresh_metadata(&[&topic])).ok()?;
+        let p = client.metadata().partition(&topic, 0).cloned()?;
+        (client.broker(old).is_some() && p.isr.contains(&old)).then_some(())
+    });
+    client.close();
+}
+
+#[test]
+fn cluster_coordinator_lookup() {
+    let client = client();
+    let group = unique("kring-cluster-group");
+    let coordinator = kring::client::block_on(client.coordinator(&group)).unwrap();
+    assert!((1..=3).contains(&coordinator.id()));
+    client.close();
+}
