@@ -67,6 +67,9 @@ pub enum Error {
     /// A connection or runtime error.
     #[error(transparent)]
     Io(#[from] IoError),
+    /// A record batch could not be built or read.
+    #[error("record batch: {0}")]
+    Batch(String),
     /// An operation did not finish in time.
     #[error("timed out: {0}")]
     Timeout(String),

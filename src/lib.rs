@@ -16,6 +16,10 @@
 //! - [`runtime`]: thread-per-core workers that own the broker connections.
 //! - [`client`]: bootstrap, the cluster metadata cache, leader routing, coordinators;
 //!   [`config`] holds every setting, [`Error`] is the error callers see.
+//! - [`producer`]: async and sync producers: in-place batching, Java-compatible
+//!   partitioning, compression, idempotence, ordered retries.
+//! - `mock` (cargo feature `mock`): `MockBroker` and `FakeCluster`, brokers on loopback
+//!   sockets that speak the real protocol, for tests of code that uses kring.
 
 #![deny(unsafe_code)]
 
@@ -24,6 +28,9 @@ pub mod client;
 pub mod config;
 pub mod error;
 pub mod io;
+#[cfg(feature = "mock")]
+pub mod mock;
+pub mod producer;
 pub mod protocol;
 pub mod record;
 pub mod runtime;

@@ -1,0 +1,370 @@
+//! What users hand to the producer, and what they get back: [`ProducerRecord`] (keys
+//! and values borrowed or shared, never copied before the arena), [`DeliveryFuture`]
+//! and [`RecordMetadata`].
+//!
+//! All records of a batch share one completion ([`BatchShared`]); a record's future is
+//! that completion plus its index, so sending a record allocates nothing for its future.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, Waker};
+
+use bytes::Bytes;
+
+use crate::error::Error;
+use crate::record::Header;
+
+/// A key or value: borrowed for the duration of `send` (it is copied once, into the
+/// batch arena), or shared `Bytes`.
+#[derive(Debug, Clone)]
+pub enum Payload<'a> {
+    /// Borrowed bytes.
+    Borrowed(&'a [u8]),
+    /// Shared bytes (a `Vec<u8>` or `String` becomes this without copying).
+    Shared(Bytes),
+}
+
+impl Payload<'_> {
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Payload::Borrowed(b) => b,
+            Payload::Shared(b) => b,
+        }
+    }
+}
+
+impl<'a> From<&'a [u8]> for Payload<'a> {
+    fn from(v: &'a [u8]) -> Self {
+        Payload::Borrowed(v)
+    }
+}
+
+impl<'a, const N: usize> From<&'a [u8; N]> for Payload<'a> {
+    fn from(v: &'a [u8; N]) -> Self {
+        Payload::Borrowed(v)
+    }
+}
+
+impl<'a> From<&'a str> for Payload<'a> {
+    fn from(v: &'a str) -> Self {
+        Payload::Borrowed(v.as_bytes())
+    }
+}
+
+impl<'a> From<&'a Vec<u8>> for Payload<'a> {
+    fn from(v: &'a Vec<u8>) -> Self {
+        Payload::Borrowed(v)
+    }
+}
+
+impl From<Vec<u8>> for Payload<'_> {
+    fn from(v: Vec<u8>) -> Self {
+        Payload::Shared(Bytes::from(v))
+    }
+}
+
+impl From<String> for Payload<'_> {
+    fn from(v: String) -> Self {
+        Payload::Shared(Bytes::from(v))
+    }
+}
+
+impl From<Bytes> for Payload<'_> {
+    fn from(v: Bytes) -> Self {
+        Payload::Shared(v)
+    }
+}
+
+/// A record to produce.
+///
+/// ```
+/// use kring::producer::ProducerRecord;
+/// let r = ProducerRecord::new("orders").with_key("customer-7").with_value(b"{\"total\":12}")
+///     .with_header("source", b"web");
+/// assert_eq!(r.topic, "orders");
+/// ```
+#[derive(Debug, Clone)]
+pub struct ProducerRecord<'a> {
+    /// The topic.
+    pub topic: &'a str,
+    /// The key (chooses the partition under the default partitioner).
+    pub key: Option<Payload<'a>>,
+    /// The value.
+    pub value: Option<Payload<'a>>,
+    /// Headers.
+    pub headers: Vec<Header<'a>>,
+    /// Milliseconds since the epoch; `None` is now.
+    pub timestamp: Option<i64>,
+    /// An explicit partition; `None` lets the partitioner choose.
+    pub partition: Option<i32>,
+}
+
+impl<'a> ProducerRecord<'a> {
+    /// A record for `topic` with no key, value or headers.
+    pub fn new(topic: &'a str) -> Self {
+        ProducerRecord {
+            topic,
+            key: None,
+            value: None,
+            headers: Vec::new(),
+            timestamp: None,
+            partition: None,
+        }
+    }
+
+    /// Sets the key.
+    pub fn with_key(mut self, key: impl Into<Payload<'a>>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// Sets the value.
+    pub fn with_value(mut self, value: impl Into<Payload<'a>>) -> Self {
+        self.value = Some(value.into());
+        self
+    }
+
+    /// Adds a header.
+    pub fn with_header(mut self, key: &'a str, value: &'a [u8]) -> Self {
+        self.headers.push(Header::new(key, value));
+        self
+    }
+
+    /// Sets the timestamp (ms since the epoch).
+    pub fn with_timestamp(mut self, timestamp: i64) -> Self {
+        self.timestamp = Some(timestamp);
+        self
+    }
+
+    /// Sets the partition.
+    pub fn with_partition(mut self, partition: i32) -> Self {
+        self.partition = Some(partition);
+        self
+    }
+}
+
+/// Where a record landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordMetadata {
+    /// Partition.
+    pub partition: i32,
+    /// Offset (-1 for acks=0, where the broker says nothing).
+    pub offset: i64,
+    /// The record's timestamp: the broker's log append time if the topic uses it.
+    pub timestamp: i64,
+}
+
+/// The broker's answer for a whole batch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BatchAck {
+    pub base_offset: i64,
+    pub log_append_time: i64,
+}
+
+#[derive(Debug)]
+enum Outcome {
+    Pending(Vec<Waker>),
+    Done(Result<BatchAck, Error>),
+    /// The batch was split (MESSAGE_TOO_LARGE); record `i` now lives in batch `i`.
+    Split(Vec<Arc<BatchShared>>),
+}
+
+/// The completion shared by every record of one batch.
+#[derive(Debug)]
+pub(crate) struct BatchShared {
+    outcome: Mutex<Outcome>,
+    done: Condvar,
+}
+
+impl BatchShared {
+    pub fn new() -> Arc<Self> {
+        Arc::new(BatchShared {
+            outcome: Mutex::new(Outcome::Pending(Vec::new())),
+            done: Condvar::new(),
+        })
+    }
+
+    fn settle(&self, outcome: Outcome) {
+        let wakers = match self.outcome.lock() {
+            Ok(mut o) => match std::mem::replace(&mut *o, outcome) {
+                Outcome::Pending(w) => w,
+                previous => {
+                    // Settled already: keep the first outcome.
+                    *o = previous;
+                    return;
+                }
+            },
+            Err(_) => return,
+        };
+        self.done.notify_all();
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    /// Completes every record of the batch.
+    pub fn complete(&self, result: Result<BatchAck, Error>) {
+        self.settle(Outcome::Done(result));
+    }
+
+    /// Hands each record over to its own new batch.
+    pub fn split_into(&self, parts: Vec<Arc<BatchShared>>) {
+        self.settle(Outcome::Split(parts));
+    }
+
+    /// The result for record `index`, or the batch it moved to; registers `waker` if pending.
+    fn poll_record(&self, index: usize, waker: Option<&Waker>) -> Poll<Resolved> {
+        let Ok(mut o) = self.outcome.lock() else {
+            return Poll::Ready(Resolved::Done(Err(Error::ShuttingDown)));
+        };
+        match &mut *o {
+            Outcome::Pending(wakers) => {
+                if let Some(w) = waker
+                    && !wakers.iter().any(|x| x.will_wake(w))
+                {
+                    wakers.push(w.clone());
+                }
+                Poll::Pending
+            }
+            Outcome::Done(r) => Poll::Ready(Resolved::Done(r.clone())),
+            Outcome::Split(parts) => match parts.get(index) {
+                Some(p) => Poll::Ready(Resolved::Moved(p.clone())),
+                None => Poll::Ready(Resolved::Done(Err(Error::ShuttingDown))),
+            },
+        }
+    }
+
+    fn wait_record(&self, index: usize) -> Resolved {
+        let Ok(mut o) = self.outcome.lock() else {
+            return Resolved::Done(Err(Error::ShuttingDown));
+        };
+        loop {
+            match &*o {
+                Outcome::Pending(_) => match self.done.wait(o) {
+                    Ok(g) => o = g,
+                    Err(_) => return Resolved::Done(Err(Error::ShuttingDown)),
+                },
+                Outcome::Done(r) => return Resolved::Done(r.clone()),
+                Outcome::Split(parts) => {
+                    return match parts.get(index) {
+                        Some(p) => Resolved::Moved(p.clone()),
+                        None => Resolved::Done(Err(Error::ShuttingDown)),
+                    };
+                }
+            }
+        }
+    }
+}
+
+enum Resolved {
+    Done(Result<BatchAck, Error>),
+    Moved(Arc<BatchShared>),
+}
+
+/// Resolves when the record is acknowledged (or definitively failed).
+#[derive(Debug)]
+#[must_use = "a delivery future reports whether the record was written"]
+pub struct DeliveryFuture {
+    shared: Arc<BatchShared>,
+    index: usize,
+    partition: i32,
+    timestamp: i64,
+}
+
+impl DeliveryFuture {
+    pub(crate) fn new(
+        shared: Arc<BatchShared>,
+        index: usize,
+        partition: i32,
+        timestamp: i64,
+    ) -> Self {
+        DeliveryFuture {
+            shared,
+            index,
+            partition,
+            timestamp,
+        }
+    }
+
+    /// The partition the record went to.
+    pub fn partition(&self) -> i32 {
+        self.partition
+    }
+
+    fn finish(&self, ack: Result<BatchAck, Error>) -> Result<RecordMetadata, Error> {
+        let ack = ack?;
+        Ok(RecordMetadata {
+            partition: self.partition,
+            offset: if ack.base_offset < 0 {
+                -1
+            } else {
+                ack.base_offset + self.index as i64
+            },
+            timestamp: if ack.log_append_time >= 0 {
+                ack.log_append_time
+            } else {
+                self.timestamp
+            },
+        })
+    }
+
+    /// Blocks this thread until the record is acknowledged.
+    pub fn wait(mut self) -> Result<RecordMetadata, Error> {
+        loop {
+            match self.shared.wait_record(self.index) {
+                Resolved::Done(r) => return self.finish(r),
+                Resolved::Moved(p) => {
+                    self.shared = p;
+                    self.index = 0;
+                }
+            }
+        }
+    }
+}
+
+impl Future for DeliveryFuture {
+    type Output = Result<RecordMetadata, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        loop {
+            match self.shared.poll_record(self.index, Some(cx.waker())) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Resolved::Done(r)) => return Poll::Ready(self.finish(r)),
+                Poll::Ready(Resolved::Moved(p)) => {
+                    self.shared = p;
+                    self.index = 0;
+                }
+            }
+        }
+    }
+}
+
+/// Waits for a whole batch (flush): until it is settled, and a split batch until every
+/// part is.
+pub(crate) fn batch_done(shared: Arc<BatchShared>) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    struct Settled(Arc<BatchShared>);
+    impl Future for Settled {
+        type Output = ();
+        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            match self.0.poll_record(0, Some(cx.waker())) {
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(_) => Poll::Ready(()),
+            }
+        }
+    }
+    Box::pin(async move {
+        Settled(shared.clone()).await;
+        let children = match shared.outcome.lock() {
+            Ok(o) => match &*o {
+                Outcome::Split(p) => p.clone(),
+                _ => return,
+            },
+            Err(_) => return,
+        };
+        for c in children {
+            batch_done(c).await;
+        }
+    })
+}

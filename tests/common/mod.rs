@@ -1,0 +1,214 @@
+//! Helpers shared by the integration tests: unique names, topic creation, and reading a
+//! partition back with raw Fetch requests and the lazy batch reader (independent of the
+//! consumer, so producer tests do not depend on it).
+
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use kring::protocol::KafkaCode;
+use kring::protocol::messages::{
+    CreateTopicsRequest, FetchRequest,
+    create_topics::{CreatableTopic, CreatableTopicConfig},
+    fetch::{FetchPartition, FetchTopic},
+};
+use kring::record::{BatchRef, Batches, Decompressor};
+use kring::{Client, Config};
+
+pub fn bootstrap() -> String {
+    std::env::var("KRING_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9092".into())
+}
+
+pub fn unique(prefix: &str) -> String {
+    let n = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}-{}-{n}", std::process::id())
+}
+
+pub fn config() -> Config {
+    let mut c = Config::new([bootstrap()]);
+    c.net.workers = 2;
+    c
+}
+
+pub fn client(config: Config) -> Client {
+    Client::connect_blocking(config).expect("connect")
+}
+
+/// Creates a topic and waits until every partition has a leader.
+pub fn create_topic(
+    client: &Client,
+    name: &str,
+    partitions: i32,
+    replication: i16,
+    configs: &[(&str, &str)],
+) {
+    let request = CreateTopicsRequest::default()
+        .with_topics(vec![
+            CreatableTopic::default()
+                .with_name(name.into())
+                .with_num_partitions(partitions)
+                .with_replication_factor(replication)
+                .with_configs(
+                    configs
+                        .iter()
+                        .map(|(k, v)| {
+                            CreatableTopicConfig::default()
+                                .with_name(k.to_string())
+                                .with_value(Some(v.to_string()))
+                        })
+                        .collect(),
+                ),
+        ])
+        .with_timeout_ms(30_000);
+    let r = kring::client::block_on(client.send_any(request)).expect("create topic");
+    assert_eq!(
+        KafkaCode(r.topics[0].error_code),
+        KafkaCode::NONE,
+        "{:?}",
+        r.topics[0].error_message
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        kring::client::block_on(client.refresh_metadata(&[name])).unwrap();
+        if let Some(t) = client.metadata().topics.get(name)
+            && t.partitions.len() == partitions as usize
+            && t.partitions.iter().all(|p| p.leader >= 0)
+            && (0..partitions).all(|p| leader_serves(client, name, p))
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no leaders for {name}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Whether the partition's leader answers ListOffsets without error (a new partition's
+/// leader may not know it leads yet, even when metadata already says so).
+pub fn leader_serves(client: &Client, topic: &str, partition: i32) -> bool {
+    use kring::protocol::messages::{
+        ListOffsetsRequest,
+        list_offsets::{ListOffsetsPartition, ListOffsetsTopic},
+    };
+    let Ok((leader, _)) = kring::client::block_on(client.leader(topic, partition)) else {
+        return false;
+    };
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(-1)
+        .with_topics(vec![
+            ListOffsetsTopic::default()
+                .with_name(topic.into())
+                .with_partitions(vec![
+                    ListOffsetsPartition::default()
+                        .with_partition_index(partition)
+                        .with_timestamp(-1),
+                ]),
+        ]);
+    leader
+        .send_blocking(request)
+        .is_ok_and(|r| KafkaCode(r.topics[0].partitions[0].error_code).is_ok())
+}
+
+/// A record read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetched {
+    pub offset: i64,
+    pub timestamp: i64,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+}
+
+/// Reads partition `partition` of `topic` from offset 0 until `count` records have been
+/// read (or the deadline passes), checking every batch's CRC.
+pub fn read_partition(client: &Client, topic: &str, partition: i32, count: usize) -> Vec<Fetched> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut out = Vec::new();
+    let mut offset = 0i64;
+    let mut decompressor = Decompressor::default();
+    let mut scratch = Vec::new();
+    while out.len() < count {
+        assert!(
+            Instant::now() < deadline,
+            "read {} of {count} records from {topic}-{partition}",
+            out.len()
+        );
+        let metadata = client.metadata();
+        let t = metadata.topics.get(topic).expect("topic in metadata");
+        let topic_id = t.id;
+        let Ok((leader, _)) = kring::client::block_on(client.leader(topic, partition)) else {
+            std::thread::sleep(Duration::from_millis(200));
+            let _ = kring::client::block_on(client.refresh_metadata(&[topic]));
+            continue;
+        };
+        let request = FetchRequest::default()
+            .with_replica_id(-1)
+            .with_max_wait_ms(200)
+            .with_min_bytes(1)
+            .with_max_bytes(32 << 20)
+            .with_isolation_level(0)
+            .with_topics(vec![
+                FetchTopic::default()
+                    .with_topic(topic.into())
+                    .with_topic_id(topic_id)
+                    .with_partitions(vec![
+                        FetchPartition::default()
+                            .with_partition(partition)
+                            .with_fetch_offset(offset)
+                            .with_partition_max_bytes(16 << 20),
+                    ]),
+            ]);
+        let response = match leader.send_blocking(request) {
+            Ok(r) => r,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(200));
+                let _ = kring::client::block_on(client.refresh_metadata(&[topic]));
+                continue;
+            }
+        };
+        let p = &response.responses[0].partitions[0];
+        let code = KafkaCode(p.error_code);
+        if !code.is_ok() {
+            assert!(code.is_retriable(), "fetch {topic}-{partition}: {code}");
+            std::thread::sleep(Duration::from_millis(200));
+            let _ = kring::client::block_on(client.refresh_metadata(&[topic]));
+            continue;
+        }
+        let records = p.records.clone().unwrap_or_default();
+        for batch in Batches::new(&records).verify_crc(true) {
+            let BatchRef::V2(batch) = batch.expect("valid batch") else {
+                panic!("legacy message set")
+            };
+            if batch.is_control() {
+                offset = batch.next_offset();
+                continue;
+            }
+            for r in batch
+                .decompress_records(&mut decompressor, &mut scratch)
+                .expect("records")
+            {
+                let r = r.expect("record");
+                if r.offset() < offset {
+                    continue;
+                }
+                out.push(Fetched {
+                    offset: r.offset(),
+                    timestamp: r.timestamp(),
+                    key: r.key().map(<[u8]>::to_vec),
+                    value: r.value().map(<[u8]>::to_vec),
+                    headers: r
+                        .headers()
+                        .map(|h| {
+                            let h = h.unwrap();
+                            (h.key_str().unwrap().to_owned(), h.value.map(<[u8]>::to_vec))
+                        })
+                        .collect(),
+                });
+            }
+            offset = batch.next_offset();
+        }
+    }
+    out
+}

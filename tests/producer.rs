@@ -1,0 +1,291 @@
+//! The producer against the real broker (`scripts/kafka up`): what is produced is read
+//! back exactly (raw Fetch + the batch reader), for every codec and partitioner; a record
+//! over the size limit fails alone; flush, close, the sync producer and the channels.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::{bootstrap, client, config, create_topic, read_partition, unique};
+use kring::Error;
+use kring::config::{Acks, Compression, PartitionerKind};
+use kring::producer::partitioner::{fnv1a_partition, murmur2_partition};
+use kring::producer::{OwnedRecord, Producer, ProducerRecord, SyncProducer};
+use kring::protocol::KafkaCode;
+
+fn produce_and_check(
+    compression: Compression,
+    partitioner: PartitionerKind,
+    acks: Acks,
+    idempotent: bool,
+) {
+    let mut c = config();
+    c.producer.compression = compression;
+    c.producer.partitioner = partitioner;
+    c.producer.acks = acks;
+    c.producer.enable_idempotence = idempotent;
+    c.producer.linger = Duration::from_millis(10);
+    let client = client(c);
+    let topic = unique(&format!("kring-prod-{compression:?}-{partitioner:?}").to_lowercase());
+    let partitions = 4;
+    create_topic(&client, &topic, partitions, 1, &[]);
+    let producer = Producer::new_blocking(client.clone()).unwrap();
+    assert_eq!(producer.producer_id().is_some(), idempotent);
+
+    let n = 2000;
+    let mut deliveries = Vec::new();
+    for i in 0..n {
+        let key = format!("key-{}", i % 37);
+        let value = format!("value-{i}-{}", "x".repeat(i % 50));
+        let mut record = ProducerRecord::new(&topic)
+            .with_key(key.clone())
+            .with_value(value.clone())
+            .with_header("i", b"h");
+        if partitioner == PartitionerKind::Manual {
+            record = record.with_partition((i % partitions as usize) as i32);
+        }
+        deliveries.push((key, value, producer.send_blocking(record).unwrap()));
+    }
+    producer.flush_blocking().unwrap();
+    let mut expected: HashMap<i32, Vec<(String, String, i64)>> = HashMap::new();
+    for (i, (key, value, d)) in deliveries.into_iter().enumerate() {
+        let meta = d.wait().unwrap_or_else(|e| panic!("record {i}: {e}"));
+        let want = match partitioner {
+            PartitionerKind::Default => {
+                Some(murmur2_partition(key.as_bytes(), partitions as usize))
+            }
+            PartitionerKind::Fnv1a => Some(fnv1a_partition(key.as_bytes(), partitions as usize)),
+            PartitionerKind::Manual => Some((i % partitions as usize) as i32),
+            PartitionerKind::RoundRobin => Some((i % partitions as usize) as i32),
+            PartitionerKind::Random => None,
+        };
+        if let Some(want) = want {
+            assert_eq!(
+                meta.partition, want,
+                "record {i} ({key}) under {partitioner:?}"
+            );
+        }
+        expected
+            .entry(meta.partition)
+            .or_default()
+            .push((key, value, meta.offset));
+    }
+    if partitioner == PartitionerKind::Random {
+        assert!(expected.len() > 1, "random spreads records");
+    }
+    for (partition, records) in expected {
+        let read = read_partition(&client, &topic, partition, records.len());
+        assert_eq!(read.len(), records.len(), "partition {partition}");
+        for ((key, value, offset), got) in records.iter().zip(&read) {
+            if acks != Acks::None {
+                assert_eq!(*offset, got.offset, "offset in partition {partition}");
+            }
+            assert_eq!(got.key.as_deref(), Some(key.as_bytes()));
+            assert_eq!(got.value.as_deref(), Some(value.as_bytes()));
+            assert_eq!(got.headers, vec![("i".to_string(), Some(b"h".to_vec()))]);
+        }
+        // Offsets are contiguous and in send order.
+        for w in read.windows(2) {
+            assert_eq!(w[1].offset, w[0].offset + 1);
+        }
+    }
+    producer.close_blocking().unwrap();
+    client.close();
+}
+
+#[test]
+fn every_codec_round_trips() {
+    for codec in [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ] {
+        produce_and_check(codec, PartitionerKind::Default, Acks::All, true);
+    }
+}
+
+#[test]
+fn every_partitioner_places_records_as_specified() {
+    for partitioner in [
+        PartitionerKind::Fnv1a,
+        PartitionerKind::RoundRobin,
+        PartitionerKind::Random,
+        PartitionerKind::Manual,
+    ] {
+        produce_and_check(Compression::Lz4, partitioner, Acks::All, true);
+    }
+}
+
+#[test]
+fn acks_one_and_zero_without_idempotence() {
+    produce_and_check(
+        Compression::None,
+        PartitionerKind::Default,
+        Acks::Leader,
+        false,
+    );
+    produce_and_check(
+        Compression::Zstd,
+        PartitionerKind::Default,
+        Acks::None,
+        false,
+    );
+}
+
+#[test]
+fn a_record_over_the_limit_fails_alone() {
+    let mut c = config();
+    c.producer.linger = Duration::from_millis(200);
+    let client = client(c);
+    let topic = unique("kring-too-large");
+    create_topic(&client, &topic, 1, 1, &[("max.message.bytes", "3000")]);
+    let producer = Producer::new_blocking(client.clone()).unwrap();
+    let small: Vec<_> = (0..40)
+        .map(|i| {
+            producer
+                .send_blocking(ProducerRecord::new(&topic).with_value(format!("small-{i}")))
+                .unwrap()
+        })
+        .collect();
+    let big_value = vec![7u8; 8000];
+    let big = producer
+        .send_blocking(ProducerRecord::new(&topic).with_value(&big_value))
+        .unwrap();
+    let more: Vec<_> = (40..60)
+        .map(|i| {
+            producer
+                .send_blocking(ProducerRecord::new(&topic).with_value(format!("small-{i}")))
+                .unwrap()
+        })
+        .collect();
+    producer.flush_blocking().unwrap();
+    let err = big.wait().expect_err("the big record fails");
+    assert_eq!(err.code(), Some(KafkaCode::MESSAGE_TOO_LARGE), "{err}");
+    let offsets: Vec<i64> = small
+        .into_iter()
+        .chain(more)
+        .map(|d| d.wait().expect("small records succeed").offset)
+        .collect();
+    assert_eq!(offsets.len(), 60);
+    for w in offsets.windows(2) {
+        assert!(w[1] > w[0], "in order: {offsets:?}");
+    }
+    let read = read_partition(&client, &topic, 0, 60);
+    let values: Vec<String> = read
+        .iter()
+        .map(|r| String::from_utf8(r.value.clone().unwrap()).unwrap())
+        .collect();
+    let want: Vec<String> = (0..60).map(|i| format!("small-{i}")).collect();
+    assert_eq!(values, want, "every small record, once, in order");
+
+    // A record over max.request.size is refused before it is queued.
+    let huge = vec![0u8; 2 << 20];
+    match producer.send_blocking(ProducerRecord::new(&topic).with_value(&huge)) {
+        Err(Error::MessageTooLarge { .. }) => {}
+        other => panic!("expected MessageTooLarge, got {other:?}"),
+    }
+    producer.close_blocking().unwrap();
+}
+
+#[test]
+fn flush_close_and_errors() {
+    let mut c = config();
+    c.producer.linger = Duration::from_secs(30);
+    let client = client(c);
+    let topic = unique("kring-flush");
+    create_topic(&client, &topic, 2, 1, &[]);
+    let producer = Producer::new_blocking(client.clone()).unwrap();
+    let d = producer
+        .send_blocking(ProducerRecord::new(&topic).with_value("lingering"))
+        .unwrap();
+    // A 30 s linger: only flush sends it now.
+    producer.flush_blocking().unwrap();
+    let meta = d.wait().unwrap();
+    assert!(meta.offset >= 0);
+
+    // Explicit partition out of range.
+    match producer.send_blocking(
+        ProducerRecord::new(&topic)
+            .with_partition(9)
+            .with_value("x"),
+    ) {
+        Err(Error::InvalidPartition {
+            partition: 9,
+            count: 2,
+            ..
+        }) => {}
+        other => panic!("expected InvalidPartition, got {other:?}"),
+    }
+    // Unknown topic.
+    let err = producer
+        .send_blocking(ProducerRecord::new(&unique("kring-nope")).with_value("x"))
+        .unwrap_err();
+    assert_eq!(
+        err.code(),
+        Some(KafkaCode::UNKNOWN_TOPIC_OR_PARTITION),
+        "{err}"
+    );
+
+    // Close delivers what is pending, then refuses more.
+    let pending = producer
+        .send_blocking(ProducerRecord::new(&topic).with_value("at close"))
+        .unwrap();
+    producer.close_blocking().unwrap();
+    assert!(pending.wait().unwrap().offset >= 0);
+    assert!(matches!(
+        producer.send_blocking(ProducerRecord::new(&topic).with_value("late")),
+        Err(Error::ShuttingDown)
+    ));
+}
+
+#[test]
+fn sync_producer_and_channels() {
+    let client = client(config());
+    let topic = unique("kring-sync");
+    create_topic(&client, &topic, 1, 1, &[]);
+    let sync = SyncProducer::connect(client.clone()).unwrap();
+    let first = sync
+        .send(ProducerRecord::new(&topic).with_key("k").with_value("one"))
+        .unwrap();
+    assert_eq!(first.offset, 0);
+    let records: Vec<ProducerRecord<'_>> = (0..10)
+        .map(|i| ProducerRecord::new(&topic).with_value(format!("batch-{i}")))
+        .collect();
+    let results = sync.send_all(&records);
+    let offsets: Vec<i64> = results.into_iter().map(|r| r.unwrap().offset).collect();
+    assert_eq!(offsets, (1..=10).collect::<Vec<_>>());
+
+    let mut channels = sync.producer().channels(16).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        for i in 0..5 {
+            channels
+                .input
+                .send(OwnedRecord::new(topic.clone(), format!("chan-{i}")))
+                .await
+                .unwrap();
+        }
+        for _ in 0..5 {
+            let (record, meta) = channels.successes.recv().await.unwrap();
+            assert!(record.value.is_some());
+            assert!(meta.offset >= 11);
+        }
+        channels
+            .input
+            .send(OwnedRecord::new(unique("kring-chan-missing"), "lost"))
+            .await
+            .unwrap();
+        let (_, err) = channels.errors.recv().await.unwrap();
+        assert_eq!(err.code(), Some(KafkaCode::UNKNOWN_TOPIC_OR_PARTITION));
+    });
+    sync.close().unwrap();
+    let read = read_partition(&client, &topic, 0, 16);
+    assert_eq!(read.len(), 16);
+    let _ = bootstrap();
+}
