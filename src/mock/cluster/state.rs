@@ -1,0 +1,671 @@
+//! The fake cluster's data: brokers, topics with their partitions' replicas, leaders
+//! and logs, producer ids, groups. Pure data and the rules that change it; no sockets,
+//! no waiting.
+//!
+//! Invariants:
+//! - A partition's log is a run of stored batches with contiguous offsets from
+//!   `log_start` (the first batch may begin before it, after DeleteRecords) up to the
+//!   high watermark; every stored batch has had its base offset and partition leader
+//!   epoch written by the cluster (the two header fields outside the CRC).
+//! - Every leader change bumps the partition's leader epoch.
+//! - Placement is a function of the live brokers and the topic's creation number.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use bytes::{Bytes, BytesMut};
+
+use super::group::Group;
+use crate::mock::responses::id_from;
+use crate::protocol::{KafkaCode, Uuid};
+use crate::record::{Decompressor, RecordBatchRef};
+
+/// Settings of the fake cluster.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) cluster_id: String,
+    pub(crate) default_partitions: i32,
+    pub(crate) default_replication: i16,
+    pub(crate) auto_create_topics: bool,
+    pub(crate) auto_failover: bool,
+    pub(crate) max_message_bytes: usize,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct BrokerInfo {
+    pub(crate) host: String,
+    pub(crate) port: i32,
+    pub(crate) up: bool,
+}
+
+/// One stored batch: its bytes as fetched, and the header fields looked up often.
+#[derive(Debug, Clone)]
+pub(crate) struct StoredBatch {
+    pub(crate) base_offset: i64,
+    /// The offset after its last record.
+    pub(crate) next_offset: i64,
+    pub(crate) leader_epoch: i32,
+    pub(crate) max_timestamp: i64,
+    pub(crate) bytes: Bytes,
+}
+
+/// Sequence state of one idempotent producer on one partition (KIP-98).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProducerSeq {
+    epoch: i16,
+    next_sequence: i32,
+    /// The last five batches: (first sequence, last sequence, base offset).
+    recent: VecDeque<(i32, i32, i64)>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Log {
+    pub(crate) batches: Vec<StoredBatch>,
+    pub(crate) log_start: i64,
+    pub(crate) high_watermark: i64,
+    producers: BTreeMap<i64, ProducerSeq>,
+}
+
+/// A validated batch waiting to be appended.
+pub(crate) struct Incoming<'a> {
+    batch: RecordBatchRef<'a>,
+}
+
+/// What an append did.
+pub(crate) enum Appended {
+    /// Stored at this base offset.
+    At(i64),
+    /// A retry of a batch already stored at this base offset; nothing stored.
+    Duplicate(i64),
+}
+
+impl Log {
+    /// Parses and checks `records` (one or more v2 batches) without storing them.
+    pub(crate) fn validate<'a>(
+        records: &'a [u8],
+        max_message_bytes: usize,
+    ) -> Result<Vec<Incoming<'a>>, KafkaCode> {
+        let mut out = Vec::new();
+        let mut rest = records;
+        while !rest.is_empty() {
+            let (batch, tail) = match RecordBatchRef::parse(rest) {
+                Ok(Some(parsed)) => parsed,
+                Ok(None) => return Err(KafkaCode::CORRUPT_MESSAGE),
+                Err(crate::record::RecordError::UnsupportedMagic(_)) => {
+                    return Err(KafkaCode::UNSUPPORTED_FOR_MESSAGE_FORMAT);
+                }
+                Err(_) => return Err(KafkaCode::CORRUPT_MESSAGE),
+            };
+            if batch.verify_crc().is_err() || batch.record_count() <= 0 {
+                return Err(KafkaCode::CORRUPT_MESSAGE);
+            }
+            if batch.record_count() != batch.last_offset_delta().saturating_add(1) {
+                return Err(KafkaCode::INVALID_RECORD);
+            }
+            if batch.as_bytes().len() > max_message_bytes {
+                return Err(KafkaCode::MESSAGE_TOO_LARGE);
+            }
+            out.push(Incoming { batch });
+            rest = tail;
+        }
+        if out.is_empty() {
+            return Err(KafkaCode::CORRUPT_MESSAGE);
+        }
+        Ok(out)
+    }
+
+    /// Checks idempotent producers' sequence numbers for `batches`: the error, if any,
+    /// or, when the first batch is a retry of one already stored, its base offset.
+    pub(crate) fn check_sequences(
+        &self,
+        batches: &[Incoming<'_>],
+    ) -> Result<Option<i64>, KafkaCode> {
+        let mut expected: BTreeMap<i64, (i16, i32)> = BTreeMap::new();
+        for (i, inc) in batches.iter().enumerate() {
+            let b = &inc.batch;
+            let pid = b.producer_id();
+            if pid < 0 {
+                continue;
+            }
+            let (epoch, seq) = (b.producer_epoch(), b.base_sequence());
+            let last = seq.wrapping_add(b.last_offset_delta());
+            let state = self.producers.get(&pid);
+            let (known_epoch, next) = match expected.get(&pid) {
+                Some(&(e, n)) => (Some(e), Some(n)),
+                None => (state.map(|s| s.epoch), state.map(|s| s.next_sequence)),
+            };
+            match known_epoch {
+                Some(e) if epoch < e => return Err(KafkaCode::INVALID_PRODUCER_EPOCH),
+                Some(e) if epoch > e && seq != 0 => {
+                    return Err(KafkaCode::OUT_OF_ORDER_SEQUENCE_NUMBER);
+                }
+                Some(e) if epoch == e => {
+                    if i == 0 {
+                        if let Some(&(_, _, offset)) = state
+                            .into_iter()
+                            .flat_map(|s| s.recent.iter())
+                            .find(|&&(first, l, _)| first == seq && l == last)
+                        {
+                            return Ok(Some(offset));
+                        }
+                    }
+                    if next.is_some_and(|n| n != seq) {
+                        return Err(KafkaCode::OUT_OF_ORDER_SEQUENCE_NUMBER);
+                    }
+                }
+                _ => {}
+            }
+            expected.insert(pid, (epoch, next_sequence(seq, b.record_count())));
+        }
+        Ok(None)
+    }
+
+    /// Appends checked batches: each gets the next offsets and `leader_epoch`. Returns
+    /// the base offset of the first.
+    pub(crate) fn append(&mut self, batches: &[Incoming<'_>], leader_epoch: i32) -> i64 {
+        let first = self.high_watermark;
+        for inc in batches {
+            let b = &inc.batch;
+            let base = self.high_watermark;
+            let mut bytes = BytesMut::from(b.as_bytes());
+            bytes[0..8].copy_from_slice(&base.to_be_bytes());
+            bytes[12..16].copy_from_slice(&leader_epoch.to_be_bytes());
+            let next = base + i64::from(b.last_offset_delta()) + 1;
+            self.batches.push(StoredBatch {
+                base_offset: base,
+                next_offset: next,
+                leader_epoch,
+                max_timestamp: b.max_timestamp(),
+                bytes: bytes.freeze(),
+            });
+            self.high_watermark = next;
+            let pid = b.producer_id();
+            if pid >= 0 {
+                let seq = b.base_sequence();
+                let last = seq.wrapping_add(b.last_offset_delta());
+                let state = self.producers.entry(pid).or_default();
+                if state.epoch != b.producer_epoch() {
+                    state.recent.clear();
+                }
+                state.epoch = b.producer_epoch();
+                state.next_sequence = next_sequence(seq, b.record_count());
+                state.recent.push_back((seq, last, base));
+                if state.recent.len() > 5 {
+                    state.recent.pop_front();
+                }
+            }
+        }
+        first
+    }
+
+    /// Moves the log start to `offset` (at most the high watermark), dropping batches
+    /// wholly before it.
+    pub(crate) fn delete_before(&mut self, offset: i64) {
+        let offset = offset.min(self.high_watermark);
+        if offset <= self.log_start {
+            return;
+        }
+        self.log_start = offset;
+        self.batches.retain(|b| b.next_offset > offset);
+    }
+
+    /// Index of the batch holding `offset`.
+    pub(crate) fn batch_index(&self, offset: i64) -> usize {
+        self.batches.partition_point(|b| b.next_offset <= offset)
+    }
+
+    /// The first offset whose record timestamp is at least `timestamp`, with that
+    /// timestamp and its batch's leader epoch.
+    pub(crate) fn offset_for_timestamp(&self, timestamp: i64) -> Option<(i64, i64, i32)> {
+        let mut decompressor = Decompressor::default();
+        let mut scratch = Vec::new();
+        for b in &self.batches {
+            if b.max_timestamp < timestamp {
+                continue;
+            }
+            let Ok(batch) = RecordBatchRef::new(&b.bytes) else {
+                continue;
+            };
+            if let Ok(records) = batch.decompress_records(&mut decompressor, &mut scratch) {
+                for r in records.flatten() {
+                    if r.timestamp() >= timestamp && r.offset() >= self.log_start {
+                        return Some((r.offset(), r.timestamp(), b.leader_epoch));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The offset of the record with the largest timestamp (KIP-734), its timestamp
+    /// and its batch's leader epoch.
+    pub(crate) fn max_timestamp(&self) -> Option<(i64, i64, i32)> {
+        let b = self.batches.iter().rev().max_by_key(|b| b.max_timestamp)?;
+        let mut decompressor = Decompressor::default();
+        let mut scratch = Vec::new();
+        let batch = RecordBatchRef::new(&b.bytes).ok()?;
+        let records = batch
+            .decompress_records(&mut decompressor, &mut scratch)
+            .ok()?;
+        records
+            .flatten()
+            .filter(|r| r.timestamp() == b.max_timestamp)
+            .map(|r| (r.offset(), r.timestamp(), b.leader_epoch))
+            .next()
+    }
+
+    /// For OffsetForLeaderEpoch: the largest epoch at most `epoch` and the offset
+    /// where the next epoch begins (or the high watermark).
+    pub(crate) fn end_offset_for_epoch(&self, epoch: i32, current: i32) -> (i32, i64) {
+        if epoch >= current {
+            return (current, self.high_watermark);
+        }
+        let Some(found) = self
+            .batches
+            .iter()
+            .map(|b| b.leader_epoch)
+            .filter(|&e| e <= epoch)
+            .max()
+        else {
+            return (-1, -1);
+        };
+        let end = self
+            .batches
+            .iter()
+            .find(|b| b.leader_epoch > found)
+            .map_or(self.high_watermark, |b| b.base_offset);
+        (found, end)
+    }
+}
+
+/// The sequence after a batch of `count` records starting at `seq`; sequences wrap
+/// from `i32::MAX` to 0.
+fn next_sequence(seq: i32, count: i32) -> i32 {
+    ((i64::from(seq) + i64::from(count)) % (i64::from(i32::MAX) + 1)) as i32
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Partition {
+    pub(crate) leader: i32,
+    pub(crate) leader_epoch: i32,
+    pub(crate) replicas: Vec<i32>,
+    pub(crate) log: Log,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Topic {
+    pub(crate) id: Uuid,
+    pub(crate) partitions: Vec<Partition>,
+}
+
+/// Committed offsets are per group.
+#[derive(Debug, Clone)]
+pub(crate) struct Committed {
+    pub(crate) offset: i64,
+    pub(crate) leader_epoch: i32,
+    pub(crate) metadata: Option<String>,
+}
+
+/// Everything the cluster knows.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) config: Config,
+    pub(crate) brokers: BTreeMap<i32, BrokerInfo>,
+    pub(crate) topics: BTreeMap<String, Topic>,
+    topics_created: u64,
+    pub(crate) groups: BTreeMap<String, Group>,
+    pub(crate) coordinator_overrides: BTreeMap<String, i32>,
+    pub(crate) next_producer_id: i64,
+    pub(crate) transactional_ids: BTreeMap<String, (i64, i16)>,
+    pub(crate) member_seq: u64,
+    pub(crate) closed: bool,
+}
+
+/// A topic as created (or, validating only, as it would be).
+pub(crate) struct Created {
+    pub(crate) id: Uuid,
+    pub(crate) partitions: i32,
+    pub(crate) replication: i16,
+}
+
+/// Why a topic could not be created.
+pub(crate) struct CreateError {
+    pub(crate) code: KafkaCode,
+    pub(crate) message: String,
+}
+
+fn create_error(code: KafkaCode, message: impl Into<String>) -> CreateError {
+    CreateError {
+        code,
+        message: message.into(),
+    }
+}
+
+/// Kafka's topic name rule: 1 to 249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub(crate) fn valid_topic_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 249
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+impl State {
+    pub(crate) fn new(config: Config, brokers: BTreeMap<i32, BrokerInfo>) -> State {
+        State {
+            config,
+            brokers,
+            topics: BTreeMap::new(),
+            topics_created: 0,
+            groups: BTreeMap::new(),
+            coordinator_overrides: BTreeMap::new(),
+            next_producer_id: 1000,
+            transactional_ids: BTreeMap::new(),
+            member_seq: 0,
+            closed: false,
+        }
+    }
+
+    pub(crate) fn is_up(&self, broker: i32) -> bool {
+        self.brokers.get(&broker).is_some_and(|b| b.up)
+    }
+
+    pub(crate) fn live_brokers(&self) -> Vec<i32> {
+        self.brokers
+            .iter()
+            .filter(|(_, b)| b.up)
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    /// Creates a topic. `assignment`, when given, lists each partition's replicas
+    /// (leader first); otherwise partitions and replication fall back to the defaults
+    /// when negative and replicas are placed round-robin over the live brokers.
+    pub(crate) fn create_topic(
+        &mut self,
+        name: &str,
+        partitions: i32,
+        replication: i16,
+        assignment: Option<Vec<Vec<i32>>>,
+        validate_only: bool,
+    ) -> Result<Created, CreateError> {
+        if !valid_topic_name(name) {
+            return Err(create_error(
+                KafkaCode::INVALID_TOPIC_EXCEPTION,
+                format!("topic name {name:?} is not valid"),
+            ));
+        }
+        if self.topics.contains_key(name) {
+            return Err(create_error(
+                KafkaCode::TOPIC_ALREADY_EXISTS,
+                format!("topic {name:?} already exists"),
+            ));
+        }
+        let live = self.live_brokers();
+        let replicas: Vec<Vec<i32>> = match assignment {
+            Some(assignment) => {
+                if assignment.is_empty() {
+                    return Err(create_error(
+                        KafkaCode::INVALID_REPLICA_ASSIGNMENT,
+                        "empty replica assignment",
+                    ));
+                }
+                for replicas in &assignment {
+                    let mut sorted = replicas.clone();
+                    sorted.sort_unstable();
+                    sorted.dedup();
+                    if replicas.is_empty()
+                        || sorted.len() != replicas.len()
+                        || replicas.iter().any(|b| !self.brokers.contains_key(b))
+                    {
+                        return Err(create_error(
+                            KafkaCode::INVALID_REPLICA_ASSIGNMENT,
+                            format!("replicas {replicas:?} are not distinct known brokers"),
+                        ));
+                    }
+                }
+                assignment
+            }
+            None => {
+                let partitions = if partitions == -1 {
+                    self.config.default_partitions
+                } else {
+                    partitions
+                };
+                if partitions <= 0 {
+                    return Err(create_error(
+                        KafkaCode::INVALID_PARTITIONS,
+                        format!("{partitions} partitions"),
+                    ));
+                }
+                let replication = if replication == -1 {
+                    self.config.default_replication.min(live.len() as i16)
+                } else {
+                    replication
+                };
+                if replication <= 0 || replication as usize > live.len() {
+                    return Err(create_error(
+                        KafkaCode::INVALID_REPLICATION_FACTOR,
+                        format!(
+                            "replication factor {replication} with {} live brokers",
+                            live.len()
+                        ),
+                    ));
+                }
+                let n = live.len();
+                let start = (self.topics_created % n as u64) as usize;
+                (0..partitions as usize)
+                    .map(|p| {
+                        (0..replication as usize)
+                            .map(|i| live[(start + p + i) % n])
+                            .collect()
+                    })
+                    .collect()
+            }
+        };
+        let replication = replicas[0].len() as i16;
+        if validate_only {
+            return Ok(Created {
+                id: Uuid::ZERO,
+                partitions: replicas.len() as i32,
+                replication,
+            });
+        }
+        self.topics_created += 1;
+        let id = id_from(name.as_bytes(), self.topics_created);
+        let created = Created {
+            id,
+            partitions: replicas.len() as i32,
+            replication,
+        };
+        let topic = Topic {
+            id,
+            partitions: replicas
+                .into_iter()
+                .map(|replicas| {
+                    let leader = replicas
+                        .iter()
+                        .copied()
+                        .find(|r| self.is_up(*r))
+                        .unwrap_or(-1);
+                    Partition {
+                        leader,
+                        leader_epoch: 0,
+                        replicas,
+                        log: Log::default(),
+                    }
+                })
+                .collect(),
+        };
+        self.topics.insert(name.to_string(), topic);
+        Ok(created)
+    }
+
+    /// The topic with id `id`.
+    pub(crate) fn topic_by_id(&self, id: Uuid) -> Option<(&String, &Topic)> {
+        if id.is_zero() {
+            return None;
+        }
+        self.topics.iter().find(|(_, t)| t.id == id)
+    }
+
+    /// Marks `broker` down and, with auto failover, hands its partitions to their next
+    /// live replica (leaderless when there is none).
+    pub(crate) fn broker_down(&mut self, broker: i32) {
+        if let Some(b) = self.brokers.get_mut(&broker) {
+            b.up = false;
+        }
+        let failover = self.config.auto_failover;
+        let live: Vec<i32> = self.live_brokers();
+        for topic in self.topics.values_mut() {
+            for p in &mut topic.partitions {
+                if p.leader == broker {
+                    p.leader = if failover {
+                        p.replicas
+                            .iter()
+                            .copied()
+                            .find(|r| live.contains(r))
+                            .unwrap_or(-1)
+                    } else {
+                        -1
+                    };
+                    p.leader_epoch += 1;
+                }
+            }
+        }
+    }
+
+    /// Marks `broker` up; leaderless partitions it replicates get it as leader.
+    pub(crate) fn broker_up(&mut self, broker: i32) {
+        if let Some(b) = self.brokers.get_mut(&broker) {
+            b.up = true;
+        }
+        for topic in self.topics.values_mut() {
+            for p in &mut topic.partitions {
+                if p.leader == -1 && p.replicas.contains(&broker) {
+                    p.leader = broker;
+                    p.leader_epoch += 1;
+                }
+            }
+        }
+    }
+
+    /// The broker coordinating `key` (a group or transactional id): an override if it
+    /// is up, otherwise a hash of the key over all brokers, moving on to the next live
+    /// one when that broker is down. `None` when every broker is down.
+    pub(crate) fn coordinator(&self, key: &str) -> Option<i32> {
+        if let Some(&id) = self.coordinator_overrides.get(key) {
+            if self.is_up(id) {
+                return Some(id);
+            }
+        }
+        let ids: Vec<i32> = self.brokers.keys().copied().collect();
+        if ids.is_empty() {
+            return None;
+        }
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in key.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        let start = (h % ids.len() as u64) as usize;
+        (0..ids.len())
+            .map(|i| ids[(start + i) % ids.len()])
+            .find(|&id| self.is_up(id))
+    }
+
+    /// A new producer id.
+    pub(crate) fn allocate_producer_id(&mut self) -> i64 {
+        let id = self.next_producer_id;
+        self.next_producer_id += 1;
+        id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mock::record_batch;
+    use crate::record::{BatchBuilder, BatchOptions};
+
+    fn idempotent_batch(pid: i64, epoch: i16, seq: i32, n: usize) -> Bytes {
+        let mut b = BatchBuilder::new(
+            Vec::with_capacity(1024),
+            BatchOptions::default().with_producer(pid, epoch, seq),
+        )
+        .unwrap();
+        for i in 0..n {
+            b.append(i as i64, None, Some(b"v"), &[]).unwrap();
+        }
+        Bytes::copy_from_slice(b.seal().unwrap().as_bytes())
+    }
+
+    #[test]
+    fn appends_assign_offsets_and_epochs() {
+        let mut log = Log::default();
+        let one = record_batch(77, 5, &[(None, Some(b"a")), (None, Some(b"b"))]).unwrap();
+        let checked = Log::validate(&one, 1 << 20).unwrap();
+        assert_eq!(log.append(&checked, 3), 0);
+        let checked = Log::validate(&one, 1 << 20).unwrap();
+        assert_eq!(log.append(&checked, 4), 2);
+        assert_eq!(log.high_watermark, 4);
+        let stored = RecordBatchRef::new(&log.batches[1].bytes).unwrap();
+        assert_eq!(stored.base_offset(), 2);
+        assert_eq!(stored.partition_leader_epoch(), 4);
+        stored.verify_crc().unwrap();
+        assert_eq!(log.batch_index(3), 1);
+        assert_eq!(log.end_offset_for_epoch(3, 4), (3, 2));
+        assert_eq!(log.end_offset_for_epoch(1, 4), (-1, -1));
+        log.delete_before(3);
+        assert_eq!((log.log_start, log.batches.len()), (3, 1));
+    }
+
+    #[test]
+    fn rejects_corrupt_batches() {
+        let mut bad = record_batch(0, 0, &[(None, Some(b"x"))]).unwrap().to_vec();
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        assert_eq!(
+            Log::validate(&bad, 1 << 20).err(),
+            Some(KafkaCode::CORRUPT_MESSAGE)
+        );
+        assert_eq!(
+            Log::validate(&bad[..20], 1 << 20).err(),
+            Some(KafkaCode::CORRUPT_MESSAGE)
+        );
+        assert_eq!(
+            Log::validate(&[], 1 << 20).err(),
+            Some(KafkaCode::CORRUPT_MESSAGE)
+        );
+        let ok = record_batch(0, 0, &[(None, Some(&[0u8; 100][..]))]).unwrap();
+        assert_eq!(
+            Log::validate(&ok, 50).err(),
+            Some(KafkaCode::MESSAGE_TOO_LARGE)
+        );
+    }
+
+    #[test]
+    fn idempotent_sequences() {
+        let mut log = Log::default();
+        let first = idempotent_batch(7, 0, 0, 3);
+        let v = Log::validate(&first, 1 << 20).unwrap();
+        assert_eq!(log.check_sequences(&v).unwrap(), None);
+        log.append(&v, 0);
+        // A retry of the same batch is answered with its offset and not stored again.
+        assert_eq!(log.check_sequences(&v).unwrap(), Some(0));
+        let gap = idempotent_batch(7, 0, 5, 1);
+        let v = Log::validate(&gap, 1 << 20).unwrap();
+        assert_eq!(
+            log.check_sequences(&v).err(),
+            Some(KafkaCode::OUT_OF_ORDER_SEQUENCE_NUMBER)
+        );
+        let next = idempotent_batch(7, 0, 3, 1);
+        let v = Log::validate(&next, 1 << 20).unwrap();
+        assert_eq!(log.check_sequences(&v).unwrap(), None);
+        let stale = idempotent_batch(7, -1, 0, 1);
+        let v = Log::validate(&stale, 1 << 20).unwrap();
+        assert!(log.check_sequences(&v).is_err());
+        assert_eq!(next_sequence(i32::MAX, 1), 0);
+    }
+}
