@@ -192,11 +192,14 @@ impl Service for BrokerService {
 /// let mut conn = BlockingConnection::connect(&broker.address(), ConnectionOptions::default())?;
 /// let metadata = conn.send(&MetadataRequest::default().with_topics(None))?;
 /// assert_eq!(metadata.topics[0].partitions[0].leader_id, 1);
-/// let produce = ProduceRequest::default().with_acks(-1).with_timeout_ms(1000).with_topic_data(vec![
-///     TopicProduceData::default()
-///         .with_name("events".into())
-///         .with_partition_data(vec![PartitionProduceData::default().with_index(0)]),
-/// ]);
+/// let produce = ProduceRequest::default()
+///     .with_acks(-1)
+///     .with_timeout_ms(1000)
+///     .with_topic_data(vec![
+///         TopicProduceData::default()
+///             .with_name("events".into())
+///             .with_partition_data(vec![PartitionProduceData::default().with_index(0)]),
+///     ]);
 /// let answer = conn.send(&produce)?;
 /// let code = KafkaCode(answer.responses[0].partition_responses[0].error_code);
 /// assert_eq!(code, KafkaCode::NOT_ENOUGH_REPLICAS);
@@ -339,7 +342,8 @@ impl MockBroker {
         self.server.disconnect_all();
     }
 
-    /// Every request so far, oldest first, with what was answered.
+    /// Every request so far, oldest first, with what was answered (kept in full until
+    /// [`MockBroker::clear_history`]).
     pub fn history(&self) -> Vec<RequestResponse> {
         lock(&self.inner.state).history.clone()
     }

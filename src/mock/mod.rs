@@ -223,7 +223,8 @@ impl ReceivedRequest {
 /// use kring::protocol::messages::HeartbeatResponse;
 ///
 /// let ok = Reply::from(HeartbeatResponse::default());
-/// let slow_error = Reply::error(KafkaCode::REBALANCE_IN_PROGRESS).after(Duration::from_millis(50));
+/// let slow_error =
+///     Reply::error(KafkaCode::REBALANCE_IN_PROGRESS).after(Duration::from_millis(50));
 /// let drop_it = Reply::close();
 /// # let _ = (ok, slow_error, drop_it);
 /// ```

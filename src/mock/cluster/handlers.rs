@@ -540,7 +540,7 @@ pub(crate) fn fetch(cx: &Ctx<'_>, r: &FetchRequest) -> ResponseKind {
     let mut st = cx.lock();
     loop {
         let (response, bytes, any_error) = fetch_once(&st, cx.broker, cx.request.version, r);
-        if bytes >= min_bytes.max(1) || any_error || Instant::now() >= deadline || cx.aborted(&st) {
+        if bytes >= min_bytes || any_error || Instant::now() >= deadline || cx.aborted(&st) {
             return ResponseKind::Fetch(response);
         }
         st = cx.wait(st, deadline);

@@ -4,8 +4,8 @@
 //! What it does: topics with partitions placed over the brokers, leaders with epochs,
 //! an append-only log per partition (record batches stored as the producer sent them,
 //! with the base offset and leader epoch the cluster assigned), high watermark and log
-//! start, Produce (with idempotent sequence checks), Fetch (long polling, KIP-74
-//! sizing, no fetch sessions), ListOffsets, OffsetForLeaderEpoch, DeleteRecords,
+//! start, Produce (with idempotent sequence checks), Fetch (waiting up to `max_wait_ms`
+//! for `min_bytes`, KIP-74 sizing, no fetch sessions), ListOffsets, OffsetForLeaderEpoch, DeleteRecords,
 //! Metadata (optionally creating topics), CreateTopics, DeleteTopics,
 //! FindCoordinator, InitProducerId, classic consumer groups (JoinGroup, SyncGroup,
 //! Heartbeat, LeaveGroup, DescribeGroups, ListGroups) and committed offsets
@@ -462,26 +462,35 @@ impl FakeClusterBuilder {
 /// };
 ///
 /// let cluster = FakeCluster::builder().brokers(3).topic("events", 2).build()?;
+/// let options = ConnectionOptions::default;
 ///
 /// // Discover the leader of events-0 from any broker, as a client does.
-/// let mut seed = BlockingConnection::connect(&cluster.bootstrap()[0], ConnectionOptions::default())?;
+/// let mut seed = BlockingConnection::connect(&cluster.bootstrap()[0], options())?;
 /// let metadata = seed.send(&MetadataRequest::default().with_topics(None))?;
 /// let leader = metadata.topics[0].partitions[0].leader_id;
 /// assert_eq!(Some(leader), cluster.leader("events", 0));
 ///
 /// // Script a fault: the first Produce anywhere fails with NOT_ENOUGH_REPLICAS.
-/// cluster.control_once(Some(ApiKey::Produce), |_| Reply::error(KafkaCode::NOT_ENOUGH_REPLICAS));
+/// cluster.control_once(Some(ApiKey::Produce), |_| {
+///     Reply::error(KafkaCode::NOT_ENOUGH_REPLICAS)
+/// });
 ///
-/// let produce = ProduceRequest::default().with_acks(-1).with_timeout_ms(1000).with_topic_data(vec![
-///     TopicProduceData::default().with_name("events".into()).with_partition_data(vec![
-///         PartitionProduceData::default()
-///             .with_index(0)
-///             .with_records(Some(record_batch(0, 1_000, &[(None, Some(b"hello".as_slice()))])?)),
-///     ]),
-/// ]);
-/// let mut conn = BlockingConnection::connect(&cluster.broker_address(leader).unwrap(), ConnectionOptions::default())?;
+/// let batch = record_batch(0, 1_000, &[(None, Some(b"hello".as_slice()))])?;
+/// let produce = ProduceRequest::default()
+///     .with_acks(-1)
+///     .with_timeout_ms(1000)
+///     .with_topic_data(vec![
+///         TopicProduceData::default()
+///             .with_name("events".into())
+///             .with_partition_data(vec![
+///                 PartitionProduceData::default().with_index(0).with_records(Some(batch)),
+///             ]),
+///     ]);
+/// let leader_addr = cluster.broker_address(leader).unwrap();
+/// let mut conn = BlockingConnection::connect(&leader_addr, options())?;
 /// let first = conn.send(&produce)?;
-/// assert_eq!(first.responses[0].partition_responses[0].error_code, KafkaCode::NOT_ENOUGH_REPLICAS.code());
+/// let code = KafkaCode(first.responses[0].partition_responses[0].error_code);
+/// assert_eq!(code, KafkaCode::NOT_ENOUGH_REPLICAS);
 /// let retry = conn.send(&produce)?;
 /// assert_eq!(retry.responses[0].partition_responses[0].base_offset, 0);
 /// assert_eq!(cluster.high_watermark("events", 0)?, 1);
