@@ -311,6 +311,12 @@ pub struct Records<'a> {
 }
 
 impl<'a> Records<'a> {
+    /// The bytes of the records not yet iterated (all of them before the first `next`):
+    /// the region every [`RecordRef`] from this iterator points into.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.data
+    }
+
     fn new(batch: &RecordBatchRef<'_>, data: &'a [u8]) -> Result<Self, RecordError> {
         let count = batch.record_count();
         if count < 0 || (count as usize).saturating_mul(MIN_RECORD_LEN) > data.len() {
@@ -739,6 +745,7 @@ pub enum AnyRecords<'a> {
 impl<'a> Iterator for AnyRecords<'a> {
     type Item = Result<RecordRef<'a>, RecordError>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         match self {
             AnyRecords::V2(r) => r.next(),

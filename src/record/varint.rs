@@ -20,15 +20,25 @@ pub(crate) enum VarintError {
 }
 
 /// Reads an unsigned 32-bit LEB128 varint from the front of `buf`, advancing it.
+///
+/// One- and two-byte varints (every length below 8 KiB, most deltas) are decoded
+/// inline; longer ones take the out-of-line path.
 #[inline(always)]
 pub(crate) fn read_uvarint(buf: &mut &[u8]) -> Result<u32, VarintError> {
-    match buf.first() {
-        Some(&b) if b < 0x80 => {
-            *buf = &buf[1..];
-            Ok(u32::from(b))
+    let b = *buf;
+    if let Some(&b0) = b.first() {
+        if b0 < 0x80 {
+            *buf = &b[1..];
+            return Ok(u32::from(b0));
         }
-        _ => read_uvarint_slow(buf),
+        if let Some(&b1) = b.get(1) {
+            if b1 < 0x80 {
+                *buf = &b[2..];
+                return Ok(u32::from(b0 & 0x7f) | u32::from(b1) << 7);
+            }
+        }
     }
+    read_uvarint_slow(buf)
 }
 
 #[inline(never)]
@@ -54,13 +64,20 @@ fn read_uvarint_slow(buf: &mut &[u8]) -> Result<u32, VarintError> {
 /// Reads an unsigned 64-bit LEB128 varint from the front of `buf`, advancing it.
 #[inline(always)]
 pub(crate) fn read_uvarlong(buf: &mut &[u8]) -> Result<u64, VarintError> {
-    match buf.first() {
-        Some(&b) if b < 0x80 => {
-            *buf = &buf[1..];
-            Ok(u64::from(b))
+    let b = *buf;
+    if let Some(&b0) = b.first() {
+        if b0 < 0x80 {
+            *buf = &b[1..];
+            return Ok(u64::from(b0));
         }
-        _ => read_uvarlong_slow(buf),
+        if let Some(&b1) = b.get(1) {
+            if b1 < 0x80 {
+                *buf = &b[2..];
+                return Ok(u64::from(b0 & 0x7f) | u64::from(b1) << 7);
+            }
+        }
     }
+    read_uvarlong_slow(buf)
 }
 
 #[inline(never)]
@@ -118,8 +135,9 @@ pub(crate) fn zigzag64(v: i64) -> u64 {
 #[inline(always)]
 pub(crate) const fn uvarlong_len(v: u64) -> usize {
     // Bits needed, rounded up to 7-bit groups; 0 still takes one byte.
+    // (9 * bits + 64) / 64 == ceil(bits / 7) for 1 <= bits <= 64, without a division.
     let bits = 64 - (v | 1).leading_zeros() as usize;
-    bits.div_ceil(7)
+    (9 * bits + 64) / 64
 }
 
 /// Encoded width of a zig-zag signed 32-bit varint.
@@ -137,7 +155,23 @@ pub(crate) const fn varlong_len(v: i64) -> usize {
 /// Writes an unsigned LEB128 value into `out` (which must hold 10 bytes), returning
 /// the width written.
 #[inline(always)]
-pub(crate) fn put_uvarlong(out: &mut [u8], mut v: u64) -> usize {
+pub(crate) fn put_uvarlong(out: &mut [u8], v: u64) -> usize {
+    // One- and two-byte values (lengths under 8 KiB, most deltas) without a loop.
+    if v < 0x80 {
+        out[0] = v as u8;
+        return 1;
+    }
+    if v < 0x4000 {
+        let two = &mut out[..2];
+        two[0] = (v as u8) | 0x80;
+        two[1] = (v >> 7) as u8;
+        return 2;
+    }
+    put_uvarlong_long(out, v)
+}
+
+#[inline(never)]
+fn put_uvarlong_long(out: &mut [u8], mut v: u64) -> usize {
     let mut i = 0;
     while v >= 0x80 {
         out[i] = (v as u8) | 0x80;
@@ -161,8 +195,8 @@ pub(crate) fn put_varlong(out: &mut [u8], v: i64) -> usize {
 }
 
 /// Appends a zig-zag signed 32-bit varint to `out`.
-#[inline(always)]
-pub(crate) fn push_varint(out: &mut Vec<u8>, v: i32) {
+#[cfg(test)]
+fn push_varint(out: &mut Vec<u8>, v: i32) {
     let mut tmp = [0u8; 10];
     let n = put_varint(&mut tmp, v);
     out.extend_from_slice(&tmp[..n]);
@@ -209,6 +243,18 @@ mod tests {
         assert_eq!(read_varlong(&mut s), Err(VarintError::Overlong));
         let mut s: &[u8] = &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02];
         assert_eq!(read_varlong(&mut s), Err(VarintError::Overlong));
+    }
+
+    #[test]
+    fn lengths_match_the_encoder_at_every_width() {
+        for shift in 0..64 {
+            for v in [1u64 << shift, (1u64 << shift) - 1, (1u64 << shift) + 1] {
+                let mut out = [0u8; 10];
+                assert_eq!(uvarlong_len(v), put_uvarlong(&mut out, v), "{v}");
+            }
+        }
+        assert_eq!(uvarlong_len(u64::MAX), 10);
+        assert_eq!(uvarlong_len(0), 1);
     }
 
     proptest! {
