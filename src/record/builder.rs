@@ -513,11 +513,9 @@ struct Stage {
 
 impl Stage {
     const CAP: usize = 128;
-    /// Payloads up to this size are staged with a few fixed-size moves.
-    const SHORT: usize = 48;
-    /// Payloads up to this size are staged with a loop of 16-byte moves; longer ones
+    /// Payloads up to this size are staged with a few fixed-size moves; longer ones
     /// are copied into the arena directly.
-    const MEDIUM: usize = 160;
+    const SHORT: usize = 48;
 
     #[inline(always)]
     fn new() -> Self {
@@ -560,12 +558,8 @@ impl Stage {
     #[inline(always)]
     fn nullable_payload(&mut self, field: Option<&[u8]>, v: &mut Vec<u8>) {
         let Some(x) = field else { return };
-        let fits = x.len() + 10 <= self.room();
-        if x.len() <= Stage::SHORT && fits {
+        if x.len() <= Stage::SHORT && x.len() + 10 <= self.room() {
             copy_short(&mut self.buf[self.n..], x);
-            self.n += x.len();
-        } else if x.len() <= Stage::MEDIUM && fits {
-            copy_medium(&mut self.buf[self.n..], x);
             self.n += x.len();
         } else {
             self.flush(v);
@@ -590,20 +584,6 @@ impl Stage {
             self.flush(v);
         }
         self.n = 0;
-    }
-}
-
-/// Copies `src` (more than 16 bytes) to the front of `dst` in 16-byte moves, the
-/// last one overlapping, rather than with a `memcpy` call.
-#[inline(always)]
-fn copy_medium(dst: &mut [u8], src: &[u8]) {
-    let n = src.len();
-    let dst = &mut dst[..n];
-    for (d, s) in dst.chunks_exact_mut(16).zip(src.chunks_exact(16)) {
-        d.copy_from_slice(s);
-    }
-    if n % 16 != 0 && n >= 16 {
-        dst[n - 16..].copy_from_slice(&src[n - 16..]);
     }
 }
 
@@ -745,20 +725,6 @@ impl<B: AsRef<Vec<u8>> + AsMut<Vec<u8>>> SealedBatch<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn copy_medium_copies_every_length_exactly() {
-        let src: Vec<u8> = (1..=Stage::MEDIUM as u8).collect();
-        for n in 16..=Stage::MEDIUM {
-            let mut dst = [0u8; Stage::CAP];
-            copy_medium(&mut dst, &src[..n]);
-            assert_eq!(&dst[..n], &src[..n], "length {n}");
-            assert!(
-                dst[n..].iter().all(|&b| b == 0),
-                "length {n} wrote past the end"
-            );
-        }
-    }
 
     #[test]
     fn copy_short_copies_every_length_exactly() {
