@@ -9,9 +9,11 @@
 //! record count in the name. `benches/records_report.py` turns a run into the table.
 //!
 //! Groups:
-//! - `encode/<codec>`: build and seal one batch (compressing on seal). kring writes
-//!   into reused arenas; kafka-protocol encodes prebuilt `Record`s into a reused
-//!   `BytesMut` (building its `Record` values is left out of its timing).
+//! - `encode/<codec>`: build and seal one batch (compressing on seal). kring appends
+//!   borrowed slices into reused arenas; kafka-protocol encodes prebuilt `Record`s
+//!   into a reused `BytesMut` (its best case: building the `Record`s is not timed).
+//!   `kafka-protocol+build` (uncompressed only) also times building those `Record`s
+//!   from the same `Bytes`-backed data, as a user holding the data would.
 //! - `decode/<codec>`: check the CRC, decompress, and iterate every record, touching
 //!   key, value and each header. Both libraries read the same bytes.
 //! - `iterate`: kring's borrowed iteration alone (no CRC), for ns per record.
@@ -98,36 +100,10 @@ impl Workload {
             spans.push((at, at + KEY_LEN, at + KEY_LEN + v.len()));
         }
         let flat = Bytes::from(flat);
-        let peer = (0..n)
-            .map(|i| {
-                let mut h = IndexMap::new();
-                if headers {
-                    h.insert(
-                        StrBytes::from_static_str("trace-id"),
-                        Some(Bytes::from_static(TRACE)),
-                    );
-                    h.insert(
-                        StrBytes::from_static_str("content-type"),
-                        Some(Bytes::from_static(CONTENT_TYPE)),
-                    );
-                }
-                kp::Record {
-                    transactional: false,
-                    control: false,
-                    delete_horizon: false,
-                    partition_leader_epoch: -1,
-                    producer_id: -1,
-                    producer_epoch: -1,
-                    timestamp_type: kp::TimestampType::Creation,
-                    offset: i as i64,
-                    // kafka-protocol starts a new batch when offset - sequence changes.
-                    sequence: i as i32,
-                    timestamp: BASE_TS + i as i64,
-                    key: Some(flat.slice(spans[i].0..spans[i].1)),
-                    value: Some(flat.slice(spans[i].1..spans[i].2)),
-                    headers: h,
-                }
-            })
+        let peer = spans
+            .iter()
+            .enumerate()
+            .map(|(i, &(k, v, end))| peer_record(i, flat.slice(k..v), flat.slice(v..end), headers))
             .collect();
         Workload {
             n,
@@ -208,6 +184,37 @@ impl Encoder {
     fn batch(&mut self, w: &Workload, codec: Compression) -> Vec<u8> {
         let len = self.encode(w, codec);
         self.arena[..len].to_vec()
+    }
+}
+
+/// One record as kafka-protocol wants it.
+fn peer_record(i: usize, key: Bytes, value: Bytes, headers: bool) -> kp::Record {
+    let mut h = IndexMap::new();
+    if headers {
+        h.insert(
+            StrBytes::from_static_str("trace-id"),
+            Some(Bytes::from_static(TRACE)),
+        );
+        h.insert(
+            StrBytes::from_static_str("content-type"),
+            Some(Bytes::from_static(CONTENT_TYPE)),
+        );
+    }
+    kp::Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: kp::TimestampType::Creation,
+        offset: i as i64,
+        // kafka-protocol starts a new batch when offset - sequence changes.
+        sequence: i as i32,
+        timestamp: BASE_TS + i as i64,
+        key: Some(key),
+        value: Some(value),
+        headers: h,
     }
 }
 
@@ -295,6 +302,26 @@ fn benches(c: &mut Criterion) {
             group.bench_function(BenchmarkId::new("kafka-protocol", w.name()), |b| {
                 b.iter(|| black_box(peer_encode(black_box(w), codec, &mut buf)))
             });
+            if codec == Compression::None {
+                // kafka-protocol encodes owned `Record`s: starting from the same
+                // `Bytes`-backed data kring appends from, a user builds them first.
+                let mut records = Vec::with_capacity(w.n);
+                group.bench_function(BenchmarkId::new("kafka-protocol+build", w.name()), |b| {
+                    b.iter(|| {
+                        records.clear();
+                        records.extend(w.spans.iter().enumerate().map(|(i, &(k, v, end))| {
+                            peer_record(i, w.flat.slice(k..v), w.flat.slice(v..end), w.headers)
+                        }));
+                        buf.clear();
+                        let options = kp::RecordEncodeOptions {
+                            version: 2,
+                            compression: kp::Compression::None,
+                        };
+                        kp::RecordBatchEncoder::encode(&mut buf, records.iter(), &options).unwrap();
+                        black_box(buf.len())
+                    })
+                });
+            }
         }
         group.finish();
     }
