@@ -40,6 +40,14 @@ pub enum Error {
         /// How many partitions the topic has.
         count: usize,
     },
+    /// The partition is already being consumed by this consumer.
+    #[error("{topic}-{partition} is already being consumed")]
+    AlreadyConsumed {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+    },
     /// The client is shutting down.
     #[error("shutting down")]
     ShuttingDown,

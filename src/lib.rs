@@ -16,6 +16,8 @@
 //! - [`runtime`]: thread-per-core workers that own the broker connections.
 //! - [`client`]: bootstrap, the cluster metadata cache, leader routing, coordinators;
 //!   [`config`] holds every setting, [`Error`] is the error callers see.
+//! - [`consumer`]: partition consumers over lazily parsed fetches, borrowed records,
+//!   fetch sessions, and the offset manager.
 //! - [`producer`]: async and sync producers: in-place batching, Java-compatible
 //!   partitioning, compression, idempotence, ordered retries.
 //! - `mock` (cargo feature `mock`): `MockBroker` and `FakeCluster`, brokers on loopback
@@ -26,6 +28,7 @@
 pub mod buf;
 pub mod client;
 pub mod config;
+pub mod consumer;
 pub mod error;
 pub mod io;
 #[cfg(feature = "mock")]

@@ -1,4 +1,4 @@
-//! `Client` against a three-node KRaft cluster (`scripts/kafka up --brokers 3`, as
+//! The client and producer against a three-node KRaft cluster (`scripts/kafka up --brokers 3`, as
 //! `scripts/test` does for this binary): leaders spread over brokers, and metadata that
 //! follows a leader when its broker stops and comes back. Built only with the
 //! `cluster-tests` feature, since it needs the three-node cluster and stops nodes of it.
@@ -14,6 +14,9 @@ use kring::protocol::messages::{
     list_offsets::{ListOffsetsPartition, ListOffsetsTopic},
 };
 use kring::{Client, Config};
+
+#[path = "common/mod.rs"]
+mod common;
 
 const SERVERS: [&str; 3] = ["127.0.0.1:9092", "127.0.0.1:9093", "127.0.0.1:9094"];
 
@@ -155,5 +158,90 @@ fn cluster_coordinator_lookup() {
     let group = unique("kring-cluster-group");
     let coordinator = kring::client::block_on(client.coordinator(&group)).unwrap();
     assert!((1..=3).contains(&coordinator.id()));
+    client.close();
+}
+
+/// Idempotence under a crash: 100,000 records while the leader of a partition is killed
+/// (SIGKILL) and restarted; every record must arrive exactly once and in order.
+#[test]
+fn cluster_idempotent_producer_survives_a_leader_kill() {
+    use kring::producer::{Producer, ProducerRecord};
+    let mut config = Config::new(SERVERS);
+    config.net.workers = 2;
+    config.metadata.refresh_backoff = Duration::from_millis(50);
+    config.producer.linger = Duration::from_millis(5);
+    config.producer.partitioner = kring::config::PartitionerKind::Manual;
+    let client = Client::connect_blocking(config).expect("bootstrap");
+    let topic = unique("kring-idem");
+    let partitions = 3;
+    common::create_topic(
+        &client,
+        &topic,
+        partitions,
+        3,
+        &[("min.insync.replicas", "2")],
+    );
+    let victim = client.metadata().partition(&topic, 0).unwrap().leader;
+    let producer = Producer::new_blocking(client.clone()).unwrap();
+
+    let total = 100_000usize;
+    let mut deliveries = Vec::with_capacity(total);
+    for i in 0..total {
+        if i == 30_000 {
+            kafka(&["stop-node", &victim.to_string(), "--kill"]);
+        }
+        if i == 70_000 {
+            kafka(&["start-node", &victim.to_string()]);
+        }
+        let partition = (i % partitions as usize) as i32;
+        let value = (i as u64).to_be_bytes();
+        let d = producer
+            .send_blocking(
+                ProducerRecord::new(&topic)
+                    .with_partition(partition)
+                    .with_value(&value),
+            )
+            .expect("queued");
+        deliveries.push(d);
+    }
+    producer.flush_blocking().unwrap();
+    let mut failed = 0;
+    for d in deliveries {
+        if let Err(e) = d.wait() {
+            failed += 1;
+            eprintln!("delivery failed: {e}");
+        }
+    }
+    assert_eq!(failed, 0, "every record acknowledged");
+    producer.close_blocking().unwrap();
+
+    let (mut lost, mut duplicates, mut reordered) = (0, 0, 0);
+    for p in 0..partitions {
+        let expected: Vec<u64> = (0..total as u64)
+            .filter(|i| i % partitions as u64 == p as u64)
+            .collect();
+        let read = common::read_partition(&client, &topic, p, expected.len());
+        let got: Vec<u64> = read
+            .iter()
+            .map(|r| u64::from_be_bytes(r.value.as_deref().unwrap().try_into().unwrap()))
+            .collect();
+        let mut seen = std::collections::HashSet::new();
+        for w in got.windows(2) {
+            if w[1] <= w[0] {
+                reordered += 1;
+            }
+        }
+        for v in &got {
+            if !seen.insert(*v) {
+                duplicates += 1;
+            }
+        }
+        lost += expected.iter().filter(|v| !seen.contains(v)).count();
+    }
+    assert_eq!(
+        (lost, duplicates, reordered),
+        (0, 0, 0),
+        "lost, duplicates, reordered"
+    );
     client.close();
 }

@@ -661,6 +661,15 @@ impl Client {
         rx.await.map_err(|_| Error::ShuttingDown)?
     }
 
+    /// Waits `duration` on a worker's timer, so callers on any executor (or none) can wait.
+    pub(crate) async fn sleep(&self, duration: std::time::Duration) -> Result<()> {
+        self.run_on_worker(move || async move {
+            tokio::time::sleep(duration).await;
+            Ok(())
+        })
+        .await
+    }
+
     /// Whether [`Client::close`] was called.
     pub fn is_closed(&self) -> bool {
         self.shared().closed.load(Ordering::Acquire)

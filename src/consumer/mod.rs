@@ -1,0 +1,693 @@
+//! The consumer (Sarama's Consumer and PartitionConsumer): partition consumers over
+//! lazily parsed fetch responses.
+//!
+//! `consume_partition` resolves the start position (oldest, newest, an offset, or a
+//! timestamp through ListOffsets) and attaches the partition to the fetcher of its
+//! leader: one fetcher per broker sends one Fetch for all its partitions (see
+//! [`fetcher`]). A [`PartitionConsumer`] then reads what arrives:
+//! - [`PartitionConsumer::next_batch`] gives a [`FetchedBatch`] whose records are
+//!   [`RecordRef`]s borrowing the fetch buffer (or the decompression scratch): no
+//!   allocation per record;
+//! - [`PartitionConsumer::next_message`] gives owned [`Message`]s whose key and value are
+//!   `Bytes` slices of the same buffer (no copy for uncompressed data).
+//!
+//! Control batches are skipped; under read_committed, records of aborted transactions
+//! are filtered with the response's aborted-transaction list, as the Java client does.
+
+pub(crate) mod fetcher;
+pub mod offsets;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+pub use offsets::{OffsetManager, PartitionOffsetManager};
+
+use crate::buf::MemoryBudget;
+use crate::client::Client;
+use crate::config::{Config, IsolationLevel, OffsetReset};
+use crate::error::{Error, Result};
+use crate::protocol::messages::{
+    ListOffsetsRequest,
+    list_offsets::{ListOffsetsPartition, ListOffsetsTopic},
+};
+use crate::protocol::{ApiKey, KafkaCode};
+use crate::record::{ControlRecordType, Decompressor, RecordBatchRef, RecordRef, Records};
+use fetcher::{Chunk, Command, Delivery, PartitionShared};
+
+/// Where a partition consumer starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offset {
+    /// The oldest offset still kept.
+    Oldest,
+    /// The next offset to be written (only new records).
+    Newest,
+    /// An exact offset.
+    Exact(i64),
+    /// The first offset whose timestamp is at or after this (ms since the epoch).
+    Timestamp(i64),
+}
+
+/// An error of one partition consumer.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("consuming {topic}-{partition}: {error}")]
+pub struct ConsumerError {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// What happened.
+    #[source]
+    pub error: Error,
+}
+
+/// A record with owned (shared, zero-copy for uncompressed data) key and value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// The topic.
+    pub topic: Arc<str>,
+    /// The partition.
+    pub partition: i32,
+    /// The offset.
+    pub offset: i64,
+    /// The timestamp (ms).
+    pub timestamp: i64,
+    /// The key.
+    pub key: Option<Bytes>,
+    /// The value.
+    pub value: Option<Bytes>,
+    /// Headers.
+    pub headers: Vec<(String, Option<Bytes>)>,
+}
+
+pub(crate) struct ConsumerInner {
+    pub client: Client,
+    pub config: Arc<Config>,
+    budget: MemoryBudget,
+    fetchers: Mutex<HashMap<i32, mpsc::Sender<Command>>>,
+    /// Partitions with a live partition consumer.
+    consuming: Mutex<HashSet<(String, i32)>>,
+    this: std::sync::Weak<ConsumerInner>,
+}
+
+/// Creates partition consumers. Cheap to clone; `Send + Sync`.
+#[derive(Clone)]
+pub struct Consumer {
+    inner: Arc<ConsumerInner>,
+}
+
+impl std::fmt::Debug for Consumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Consumer").finish_non_exhaustive()
+    }
+}
+
+impl ConsumerInner {
+    /// ListOffsets at the partition's leader for `timestamp` (-2 earliest, -1 latest).
+    async fn list_offset(&self, topic: &str, partition: i32, timestamp: i64) -> Result<i64> {
+        for attempt in 0..20 {
+            let (leader, _) = self.client.leader(topic, partition).await?;
+            let isolation = match self.config.consumer.isolation_level {
+                IsolationLevel::ReadUncommitted => 0,
+                IsolationLevel::ReadCommitted => 1,
+            };
+            let request = ListOffsetsRequest::default()
+                .with_replica_id(-1)
+                .with_isolation_level(isolation)
+                .with_topics(vec![
+                    ListOffsetsTopic::default()
+                        .with_name(topic.into())
+                        .with_partitions(vec![
+                            ListOffsetsPartition::default()
+                                .with_partition_index(partition)
+                                .with_timestamp(timestamp),
+                        ]),
+                ]);
+            let result = leader.send(request).await;
+            let code = match &result {
+                Ok(r) => r
+                    .topics
+                    .first()
+                    .and_then(|t| t.partitions.first())
+                    .map_or(KafkaCode::UNKNOWN_TOPIC_OR_PARTITION, |p| {
+                        KafkaCode(p.error_code)
+                    }),
+                Err(_) => KafkaCode::NOT_LEADER_OR_FOLLOWER,
+            };
+            if code.is_ok()
+                && let Ok(r) = result
+            {
+                let p = &r.topics[0].partitions[0];
+                // No record at or after the timestamp: the end of the log.
+                if p.offset < 0 && timestamp >= 0 {
+                    return Box::pin(self.list_offset(topic, partition, -1)).await;
+                }
+                return Ok(p.offset);
+            }
+            if !code.is_retriable() || attempt == 19 {
+                return Err(match result {
+                    Err(e) => Error::Io(e),
+                    Ok(_) => Error::broker(code, ApiKey::ListOffsets, Some(topic), Some(partition)),
+                });
+            }
+            let _ = self.client.refresh_after_error(&[topic]).await;
+            self.client.sleep(Duration::from_millis(100)).await?;
+        }
+        unreachable!("the loop returns")
+    }
+
+    /// Applies the reset policy after OFFSET_OUT_OF_RANGE.
+    async fn reset_offset(&self, p: &PartitionShared) -> Result<()> {
+        let Some(ts) = fetcher::reset_timestamp(self.config.consumer.auto_offset_reset) else {
+            return Err(Error::broker(
+                KafkaCode::OFFSET_OUT_OF_RANGE,
+                ApiKey::Fetch,
+                Some(&p.topic),
+                Some(p.partition),
+            ));
+        };
+        let offset = self.list_offset(&p.topic, p.partition, ts).await?;
+        tracing::info!(topic = %p.topic, partition = p.partition, offset, "offset out of range: reset");
+        p.fetch_position.store(offset, Ordering::Release);
+        let _ = p.tx.send(Delivery::Reset(offset)).await;
+        Ok(())
+    }
+
+    /// Attaches a partition to its leader's fetcher.
+    async fn attach(&self, shared: Arc<PartitionShared>) -> Result<()> {
+        let (leader, _) = self.client.leader(&shared.topic, shared.partition).await?;
+        let tx = {
+            let mut fetchers = self.fetchers.lock().map_err(|_| Error::ShuttingDown)?;
+            match fetchers.get(&leader.id()) {
+                Some(tx) if !tx.is_closed() => tx.clone(),
+                _ => {
+                    let (tx, rx) = mpsc::channel(256);
+                    let weak = self.this.clone();
+                    let budget = self.budget.clone();
+                    let broker = leader.clone();
+                    let runtime = self.client.runtime();
+                    runtime.spawn_on(runtime.worker_for(leader.id()), move |_| {
+                        fetcher::run(weak, broker, rx, budget)
+                    })?;
+                    fetchers.insert(leader.id(), tx.clone());
+                    tx
+                }
+            }
+        };
+        tx.send(Command::Add(shared))
+            .await
+            .map_err(|_| Error::ShuttingDown)
+    }
+
+    /// Moves partitions whose leader changed (or whose fetcher broke) to their new leader.
+    fn reroute(&self, partitions: Vec<Arc<PartitionShared>>, delay: Duration) {
+        let Some(this) = self.this.upgrade() else {
+            return;
+        };
+        tokio::task::spawn_local(async move {
+            tokio::time::sleep(delay).await;
+            let topics: Vec<String> = partitions
+                .iter()
+                .map(|p| p.topic.to_string())
+                .collect::<HashSet<_>>()
+                .into_iter()
+                .collect();
+            let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+            let _ = this.client.refresh_after_error(&names).await;
+            for p in partitions {
+                if p.closed.load(Ordering::Acquire) {
+                    continue;
+                }
+                let mut delay = Duration::from_millis(100);
+                loop {
+                    match this.attach(p.clone()).await {
+                        Ok(()) => break,
+                        Err(e) if e.is_retriable() && !p.tx.is_closed() => {
+                            tracing::debug!(topic = %p.topic, partition = p.partition, error = %e, "no leader yet");
+                            tokio::time::sleep(delay).await;
+                            delay = (delay * 2).min(Duration::from_secs(2));
+                            let _ = this.client.refresh_after_error(&[&p.topic]).await;
+                        }
+                        Err(e) => {
+                            let _ = p.tx.send(Delivery::Error(e)).await;
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+    }
+}
+
+impl Consumer {
+    /// A consumer on `client`'s connections, configured by `client.config().consumer`.
+    pub fn new(client: Client) -> Result<Consumer> {
+        let config = Arc::new(client.config().clone());
+        let budget = MemoryBudget::new(config.consumer.fetch_buffer_memory);
+        let inner = Arc::new_cyclic(|this| ConsumerInner {
+            client,
+            config,
+            budget,
+            fetchers: Mutex::new(HashMap::new()),
+            consuming: Mutex::new(HashSet::new()),
+            this: this.clone(),
+        });
+        Ok(Consumer { inner })
+    }
+
+    /// The client underneath.
+    pub fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    /// The earliest and the next offset of a partition (ListOffsets at its leader).
+    pub async fn offsets(&self, topic: &str, partition: i32) -> Result<(i64, i64)> {
+        let earliest = self.inner.list_offset(topic, partition, -2).await?;
+        let latest = self.inner.list_offset(topic, partition, -1).await?;
+        Ok((earliest, latest))
+    }
+
+    /// Starts consuming `topic`/`partition` from `start`.
+    pub async fn consume_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+        start: Offset,
+    ) -> Result<PartitionConsumer> {
+        let count = self.inner.client.partitions(topic).await?.len();
+        if partition < 0 || partition as usize >= count {
+            return Err(Error::InvalidPartition {
+                topic: topic.to_string(),
+                partition,
+                count,
+            });
+        }
+        let claim = (topic.to_string(), partition);
+        if !self
+            .inner
+            .consuming
+            .lock()
+            .map_err(|_| Error::ShuttingDown)?
+            .insert(claim.clone())
+        {
+            return Err(Error::AlreadyConsumed {
+                topic: topic.to_string(),
+                partition,
+            });
+        }
+        let guard = Claim {
+            consumer: self.inner.this.clone(),
+            key: Some(claim),
+        };
+        let offset = match start {
+            Offset::Oldest => self.inner.list_offset(topic, partition, -2).await?,
+            Offset::Newest => self.inner.list_offset(topic, partition, -1).await?,
+            Offset::Timestamp(ts) => self.inner.list_offset(topic, partition, ts.max(0)).await?,
+            Offset::Exact(o) => o,
+        };
+        let (tx, rx) = mpsc::channel(4);
+        let shared = Arc::new(PartitionShared {
+            topic: Arc::from(topic),
+            partition,
+            fetch_position: AtomicI64::new(offset),
+            high_watermark: AtomicI64::new(-1),
+            paused: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            tx,
+        });
+        self.inner.attach(shared.clone()).await?;
+        Ok(PartitionConsumer {
+            _claim: guard,
+            shared,
+            rx,
+            position: offset,
+            read_committed: self.inner.config.consumer.isolation_level
+                == IsolationLevel::ReadCommitted,
+            check_crcs: self.inner.config.consumer.check_crcs,
+            current: None,
+            cursor: 0,
+            scratch: Vec::new(),
+            decompressor: Decompressor::default(),
+            aborted_pending: BTreeMap::new(),
+            aborted_active: HashSet::new(),
+        })
+    }
+
+    /// [`Consumer::consume_partition`] for plain threads.
+    pub fn consume_partition_blocking(
+        &self,
+        topic: &str,
+        partition: i32,
+        start: Offset,
+    ) -> Result<PartitionConsumer> {
+        crate::client::block_on(self.consume_partition(topic, partition, start))
+    }
+
+    /// Where the reset policy would put a partition now (for callers handling
+    /// `OffsetReset::None` themselves).
+    pub fn reset_policy(&self) -> OffsetReset {
+        self.inner.config.consumer.auto_offset_reset
+    }
+}
+
+/// Reads one partition, in order, from what its fetcher delivers.
+#[derive(Debug)]
+pub struct PartitionConsumer {
+    _claim: Claim,
+    shared: Arc<PartitionShared>,
+    rx: mpsc::Receiver<Delivery>,
+    /// The next offset to hand to the user.
+    position: i64,
+    read_committed: bool,
+    check_crcs: bool,
+    current: Option<Chunk>,
+    /// Byte position in the current chunk.
+    cursor: usize,
+    scratch: Vec<u8>,
+    decompressor: Decompressor,
+    /// Aborted transactions not reached yet: first offset → producer ids.
+    aborted_pending: BTreeMap<i64, Vec<i64>>,
+    /// Producers whose open transaction is aborted.
+    aborted_active: HashSet<i64>,
+}
+
+/// A fetched batch, borrowed from the fetch buffer (or, when compressed, from the
+/// partition consumer's scratch buffer).
+#[derive(Debug)]
+pub struct FetchedBatch<'a> {
+    batch: RecordBatchRef<'a>,
+    records: Records<'a>,
+    /// The bytes the records point into.
+    backing: &'a [u8],
+    /// The fetch buffer, when `backing` is a slice of it (uncompressed batches).
+    buffer: Option<Bytes>,
+    start: i64,
+}
+
+impl<'a> FetchedBatch<'a> {
+    /// The batch header.
+    pub fn header(&self) -> &RecordBatchRef<'a> {
+        &self.batch
+    }
+
+    /// The records at or after the consumer's position, borrowed: key, value and header
+    /// slices point into the fetch buffer (or the decompression scratch).
+    pub fn records(
+        &self,
+    ) -> impl Iterator<Item = std::result::Result<RecordRef<'a>, crate::record::RecordError>> + 'a
+    {
+        let start = self.start;
+        self.records
+            .clone()
+            .filter(move |r| r.as_ref().map_or(true, |r| r.offset() >= start))
+    }
+
+    /// A shared, owned handle to the bytes the records point into: a zero-copy slice of
+    /// the fetch buffer for uncompressed batches, a copy of the decompressed records
+    /// otherwise.
+    pub fn shared_bytes(&self) -> Bytes {
+        match &self.buffer {
+            Some(b) => b.slice_ref(self.backing),
+            None => Bytes::copy_from_slice(self.backing),
+        }
+    }
+
+    /// `part` (a slice of a record of this batch) as a slice of `owner`, which came from
+    /// [`FetchedBatch::shared_bytes`].
+    fn share(&self, owner: &Bytes, part: &[u8]) -> Bytes {
+        let offset = part.as_ptr() as usize - self.backing.as_ptr() as usize;
+        owner.slice(offset..offset + part.len())
+    }
+}
+
+impl PartitionConsumer {
+    fn error(&self, error: Error) -> ConsumerError {
+        ConsumerError {
+            topic: self.shared.topic.to_string(),
+            partition: self.shared.partition,
+            error,
+        }
+    }
+
+    /// The topic.
+    pub fn topic(&self) -> &str {
+        &self.shared.topic
+    }
+
+    /// The partition.
+    pub fn partition(&self) -> i32 {
+        self.shared.partition
+    }
+
+    /// The next offset this consumer will hand out.
+    pub fn position(&self) -> i64 {
+        self.position
+    }
+
+    /// The partition's high watermark as of the latest fetch (-1 before the first).
+    pub fn high_watermark(&self) -> i64 {
+        self.shared.high_watermark.load(Ordering::Acquire)
+    }
+
+    /// Records between the position and the high watermark.
+    pub fn lag(&self) -> i64 {
+        (self.high_watermark() - self.position).max(0)
+    }
+
+    /// Stops fetching for this partition (what is already fetched can still be read).
+    pub fn pause(&self) {
+        self.shared.paused.store(true, Ordering::Release);
+    }
+
+    /// Resumes fetching.
+    pub fn resume(&self) {
+        self.shared.paused.store(false, Ordering::Release);
+    }
+
+    /// Stops consuming; the fetcher forgets the partition.
+    pub fn close(self) {
+        self.shared.closed.store(true, Ordering::Release);
+    }
+
+    /// Takes the next chunk, or an error, from the fetcher.
+    async fn refill(&mut self) -> Option<std::result::Result<(), ConsumerError>> {
+        match self.rx.recv().await? {
+            Delivery::Chunk(chunk) => {
+                if self.read_committed {
+                    for &(producer, first) in &chunk.aborted {
+                        self.aborted_pending
+                            .entry(first)
+                            .or_default()
+                            .push(producer);
+                    }
+                }
+                self.current = Some(chunk);
+                self.cursor = 0;
+                Some(Ok(()))
+            }
+            Delivery::Reset(offset) => {
+                self.position = offset;
+                self.current = None;
+                Some(Ok(()))
+            }
+            Delivery::Error(e) => Some(Err(self.error(e))),
+        }
+    }
+
+    /// The next batch with records for the user, or an error. `None` when the consumer's
+    /// fetcher is gone (the consumer or client was closed).
+    pub async fn next_batch(
+        &mut self,
+    ) -> Option<std::result::Result<FetchedBatch<'_>, ConsumerError>> {
+        loop {
+            if self.current.is_none() {
+                match self.refill().await? {
+                    Ok(()) => {}
+                    Err(e) => return Some(Err(e)),
+                }
+                if self.current.is_none() {
+                    continue; // a reset: wait for data at the new position
+                }
+            }
+            // Find the next batch worth returning; remember its byte range.
+            let chunk = self.current.as_ref().expect("refilled");
+            let data = &chunk.records[self.cursor..];
+            let (range, base, next, compressed) = match RecordBatchRef::parse(data) {
+                Ok(Some((batch, _))) => {
+                    let begin = self.cursor;
+                    let len = batch.as_bytes().len();
+                    (
+                        begin..begin + len,
+                        batch.base_offset(),
+                        batch.next_offset(),
+                        batch.compression().ok() != Some(crate::record::Compression::None),
+                    )
+                }
+                Ok(None) => {
+                    self.current = None;
+                    continue;
+                }
+                Err(e) => {
+                    self.current = None;
+                    return Some(Err(self.error(Error::Batch(e.to_string()))));
+                }
+            };
+            self.cursor = range.end;
+            let _ = base;
+            let chunk = self.current.as_ref().expect("present");
+            let batch = match RecordBatchRef::new(&chunk.records[range.clone()]) {
+                Ok(b) => b,
+                Err(e) => return Some(Err(self.error(Error::Batch(e.to_string())))),
+            };
+            if next <= self.position {
+                continue; // all before the position (a batch we asked to start inside)
+            }
+            if self.check_crcs
+                && let Err(e) = batch.verify_crc()
+            {
+                return Some(Err(self.error(Error::Batch(e.to_string()))));
+            }
+            // Aborted transactions begin at their first offset.
+            let start_offsets: Vec<i64> = self
+                .aborted_pending
+                .range(..=batch.last_offset())
+                .map(|(k, _)| *k)
+                .collect();
+            for k in start_offsets {
+                if let Some(producers) = self.aborted_pending.remove(&k) {
+                    self.aborted_active.extend(producers);
+                }
+            }
+            if batch.is_control() {
+                if let Ok(Some(marker)) = batch.control_record() {
+                    if marker.kind == ControlRecordType::Abort {
+                        self.aborted_active.remove(&batch.producer_id());
+                    }
+                }
+                self.position = next;
+                continue;
+            }
+            if self.read_committed
+                && batch.is_transactional()
+                && self.aborted_active.contains(&batch.producer_id())
+            {
+                self.position = next;
+                continue;
+            }
+            let start = self.position;
+            self.position = next;
+            let _ = compressed;
+            let chunk = self.current.as_ref().expect("present");
+            let batch = RecordBatchRef::new(&chunk.records[range.clone()]).expect("parsed above");
+            let zero_copy = batch.compression().ok() == Some(crate::record::Compression::None);
+            let records = match batch.decompress_records(&mut self.decompressor, &mut self.scratch)
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    let error = Error::Batch(e.to_string());
+                    return Some(Err(ConsumerError {
+                        topic: self.shared.topic.to_string(),
+                        partition: self.shared.partition,
+                        error,
+                    }));
+                }
+            };
+            let backing = records.bytes();
+            let buffer = zero_copy.then(|| chunk.records.clone());
+            return Some(Ok(FetchedBatch {
+                batch,
+                records,
+                backing,
+                buffer,
+                start,
+            }));
+        }
+    }
+
+    /// [`PartitionConsumer::next_batch`] for plain threads.
+    pub fn next_batch_blocking(
+        &mut self,
+    ) -> Option<std::result::Result<FetchedBatch<'_>, ConsumerError>> {
+        crate::client::block_on(self.next_batch())
+    }
+
+    /// Every record of the next batch as owned messages (their bytes shared with the
+    /// fetch buffer when the batch is uncompressed). `None` when the consumer ended.
+    pub async fn next_messages(
+        &mut self,
+    ) -> Option<std::result::Result<Vec<Message>, ConsumerError>> {
+        let topic = self.shared.topic.clone();
+        let partition = self.shared.partition;
+        let batch = match self.next_batch().await? {
+            Ok(b) => b,
+            Err(e) => return Some(Err(e)),
+        };
+        let owner = batch.shared_bytes();
+        let fail = |e: crate::record::RecordError| ConsumerError {
+            topic: topic.to_string(),
+            partition,
+            error: Error::Batch(e.to_string()),
+        };
+        let mut out = Vec::new();
+        for r in batch.records() {
+            let r = match r {
+                Ok(r) => r,
+                Err(e) => return Some(Err(fail(e))),
+            };
+            let mut headers = Vec::new();
+            for h in r.headers() {
+                match h {
+                    Ok(h) => headers.push((
+                        String::from_utf8_lossy(h.key).into_owned(),
+                        h.value.map(|v| batch.share(&owner, v)),
+                    )),
+                    Err(e) => return Some(Err(fail(e))),
+                }
+            }
+            out.push(Message {
+                topic: topic.clone(),
+                partition,
+                offset: r.offset(),
+                timestamp: r.timestamp(),
+                key: r.key().map(|k| batch.share(&owner, k)),
+                value: r.value().map(|v| batch.share(&owner, v)),
+                headers,
+            });
+        }
+        Some(Ok(out))
+    }
+
+    /// [`PartitionConsumer::next_messages`] for plain threads.
+    pub fn next_messages_blocking(
+        &mut self,
+    ) -> Option<std::result::Result<Vec<Message>, ConsumerError>> {
+        crate::client::block_on(self.next_messages())
+    }
+}
+
+/// Releases a partition's claim when its consumer goes away.
+#[derive(Debug)]
+struct Claim {
+    consumer: std::sync::Weak<ConsumerInner>,
+    key: Option<(String, i32)>,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if let (Some(inner), Some(key)) = (self.consumer.upgrade(), self.key.take())
+            && let Ok(mut c) = inner.consuming.lock()
+        {
+            c.remove(&key);
+        }
+    }
+}
+
+impl Drop for PartitionConsumer {
+    fn drop(&mut self) {
+        self.shared.closed.store(true, Ordering::Release);
+    }
+}

@@ -1,0 +1,487 @@
+//! The consumer against the real broker (`scripts/kafka up`): reads back exactly what was
+//! produced for every codec, every start position, reset policies after DeleteRecords,
+//! read_committed over an aborted transaction (made at the raw protocol level), pause and
+//! resume, and an offset commit/fetch round trip.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::{client, config, create_topic, unique};
+use kring::config::{Compression, IsolationLevel, OffsetReset};
+use kring::consumer::{Consumer, Offset, OffsetManager, PartitionConsumer};
+use kring::producer::request::{PartitionBatch, ProduceBatches};
+use kring::producer::{Producer, ProducerRecord};
+use kring::protocol::KafkaCode;
+use kring::protocol::decode_response_body;
+use kring::protocol::messages::{
+    AddPartitionsToTxnRequest, DeleteRecordsRequest, EndTxnRequest, InitProducerIdRequest,
+    ProduceResponse,
+    add_partitions_to_txn::AddPartitionsToTxnTopic,
+    delete_records::{DeleteRecordsPartition, DeleteRecordsTopic},
+};
+use kring::record::{BatchBuilder, BatchOptions};
+use kring::{Client, Config};
+
+/// Produces `values` to partition 0 with the client's producer settings (its
+/// compression included) and returns their offsets.
+fn produce(client: &Client, topic: &str, values: &[String]) -> Vec<i64> {
+    let producer = Producer::new_blocking(client.clone()).unwrap();
+    let deliveries: Vec<_> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            producer
+                .send_blocking(
+                    ProducerRecord::new(topic)
+                        .with_partition(0)
+                        .with_key(format!("k{i}"))
+                        .with_value(v.clone())
+                        .with_header("n", b"1"),
+                )
+                .unwrap()
+        })
+        .collect();
+    producer.flush_blocking().unwrap();
+    let offsets = deliveries
+        .into_iter()
+        .map(|d| d.wait().unwrap().offset)
+        .collect();
+    producer.close_blocking().unwrap();
+    offsets
+}
+
+/// Reads `count` records from `pc` with the borrowed API.
+fn read(pc: &mut PartitionConsumer, count: usize) -> Vec<(i64, Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    while out.len() < count {
+        let batch = pc
+            .next_batch_blocking()
+            .expect("consumer alive")
+            .expect("no error");
+        for r in batch.records() {
+            let r = r.unwrap();
+            out.push((
+                r.offset(),
+                r.key().unwrap().to_vec(),
+                r.value().unwrap().to_vec(),
+            ));
+            let h: Vec<_> = r.headers().map(|h| h.unwrap()).collect();
+            assert_eq!(h.len(), 1);
+        }
+    }
+    out
+}
+
+fn consumer_for(config: Config) -> (Client, Consumer) {
+    let client = client(config);
+    let consumer = Consumer::new(client.clone()).unwrap();
+    (client, consumer)
+}
+
+#[test]
+fn reads_back_exactly_what_was_produced_for_every_codec() {
+    for codec in [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ] {
+        let mut c = config();
+        c.producer.compression = codec;
+        let (client, consumer) = consumer_for(c);
+        let topic = unique("kring-cons");
+        create_topic(&client, &topic, 1, 1, &[]);
+        let values: Vec<String> = (0..3000)
+            .map(|i| format!("v{i}-{}", "y".repeat(i % 90)))
+            .collect();
+        let offsets = produce(&client, &topic, &values);
+        assert_eq!(offsets, (0..3000).collect::<Vec<i64>>());
+        let mut pc = consumer
+            .consume_partition_blocking(&topic, 0, Offset::Oldest)
+            .unwrap();
+        let got = read(&mut pc, values.len());
+        assert_eq!(got.len(), values.len(), "{codec:?}");
+        for (i, (offset, key, value)) in got.iter().enumerate() {
+            assert_eq!(*offset, i as i64, "{codec:?} contiguous offsets");
+            assert_eq!(key, format!("k{i}").as_bytes());
+            assert_eq!(value, values[i].as_bytes(), "{codec:?} record {i}");
+        }
+        assert_eq!(pc.position(), 3000);
+        assert_eq!(pc.high_watermark(), 3000);
+        assert_eq!(pc.lag(), 0);
+        pc.close();
+
+        // The owned path: Bytes slices of the same fetch buffer.
+        let mut pc = consumer
+            .consume_partition_blocking(&topic, 0, Offset::Exact(2990))
+            .unwrap();
+        let mut messages = Vec::new();
+        while messages.len() < 10 {
+            messages.extend(pc.next_messages_blocking().unwrap().unwrap());
+        }
+        assert_eq!(messages[0].offset, 2990);
+        assert_eq!(messages[9].value.as_deref(), Some(values[2999].as_bytes()));
+        assert_eq!(messages[9].headers[0].1.as_deref(), Some(&b"1"[..]));
+        client.close();
+    }
+}
+
+#[test]
+fn every_start_position() {
+    let (client, consumer) = consumer_for(config());
+    let topic = unique("kring-start");
+    create_topic(&client, &topic, 1, 1, &[]);
+    let producer = Producer::new_blocking(client.clone()).unwrap();
+    let base_ts = 1_700_000_000_000i64;
+    for i in 0..100 {
+        let _delivery = producer
+            .send_blocking(
+                ProducerRecord::new(&topic)
+                    .with_partition(0)
+                    .with_key(format!("k{i}"))
+                    .with_value(format!("v{i}"))
+                    .with_header("n", b"1")
+                    .with_timestamp(base_ts + i * 1000),
+            )
+            .unwrap();
+    }
+    producer.flush_blocking().unwrap();
+
+    let mut oldest = consumer
+        .consume_partition_blocking(&topic, 0, Offset::Oldest)
+        .unwrap();
+    assert_eq!(read(&mut oldest, 100)[0].0, 0);
+    // One consumer per partition at a time, as in Sarama.
+    let again = consumer.consume_partition_blocking(&topic, 0, Offset::Oldest);
+    assert!(
+        matches!(again, Err(kring::Error::AlreadyConsumed { .. })),
+        "{again:?}"
+    );
+    oldest.close();
+    let mut exact = consumer
+        .consume_partition_blocking(&topic, 0, Offset::Exact(42))
+        .unwrap();
+    assert_eq!(
+        read(&mut exact, 1)[0].0,
+        42,
+        "starts inside a batch at the exact offset"
+    );
+    exact.close();
+    let mut by_time = consumer
+        .consume_partition_blocking(&topic, 0, Offset::Timestamp(base_ts + 70_500))
+        .unwrap();
+    assert_eq!(
+        read(&mut by_time, 1)[0].0,
+        71,
+        "first record at or after the timestamp"
+    );
+    by_time.close();
+    let mut newest = consumer
+        .consume_partition_blocking(&topic, 0, Offset::Newest)
+        .unwrap();
+    assert_eq!(newest.position(), 100);
+    let d = producer
+        .send_blocking(
+            ProducerRecord::new(&topic)
+                .with_partition(0)
+                .with_key("new")
+                .with_value("after")
+                .with_header("n", b"1"),
+        )
+        .unwrap();
+    producer.flush_blocking().unwrap();
+    assert_eq!(d.wait().unwrap().offset, 100);
+    let got = read(&mut newest, 1);
+    assert_eq!(got[0].0, 100);
+    assert_eq!(got[0].2, b"after");
+    producer.close_blocking().unwrap();
+
+    // Pause: nothing more arrives; resume: it does.
+    newest.pause();
+    let producer = Producer::new_blocking(client.clone()).unwrap();
+    let _delivery = producer
+        .send_blocking(
+            ProducerRecord::new(&topic)
+                .with_partition(0)
+                .with_key("p")
+                .with_value("paused")
+                .with_header("n", b"1"),
+        )
+        .unwrap();
+    producer.flush_blocking().unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(newest.position(), 101);
+    newest.resume();
+    assert_eq!(read(&mut newest, 1)[0].2, b"paused");
+    producer.close_blocking().unwrap();
+    client.close();
+}
+
+fn delete_records(client: &Client, topic: &str, before: i64) {
+    let (leader, _) = kring::client::block_on(client.leader(topic, 0)).unwrap();
+    let r = leader
+        .send_blocking(
+            DeleteRecordsRequest::default()
+                .with_topics(vec![
+                    DeleteRecordsTopic::default()
+                        .with_name(topic.into())
+                        .with_partitions(vec![
+                            DeleteRecordsPartition::default()
+                                .with_partition_index(0)
+                                .with_offset(before),
+                        ]),
+                ])
+                .with_timeout_ms(30_000),
+        )
+        .unwrap();
+    let p = &r.topics[0].partitions[0];
+    assert_eq!(KafkaCode(p.error_code), KafkaCode::NONE);
+    assert_eq!(p.low_watermark, before);
+}
+
+#[test]
+fn reset_policies_after_delete_records() {
+    let topic = unique("kring-reset");
+    {
+        let client = client(config());
+        create_topic(&client, &topic, 1, 1, &[]);
+        let values: Vec<String> = (0..100).map(|i| format!("v{i}")).collect();
+        produce(&client, &topic, &values);
+        delete_records(&client, &topic, 50);
+        client.close();
+    }
+    for (policy, expected) in [
+        (OffsetReset::Earliest, Some(50)),
+        (OffsetReset::Latest, None),
+        (OffsetReset::None, None),
+    ] {
+        let mut c = config();
+        c.consumer.auto_offset_reset = policy;
+        let (client, consumer) = consumer_for(c);
+        let mut pc = consumer
+            .consume_partition_blocking(&topic, 0, Offset::Exact(10))
+            .unwrap();
+        match policy {
+            OffsetReset::Earliest => {
+                assert_eq!(
+                    read(&mut pc, 1)[0].0,
+                    expected.unwrap(),
+                    "earliest after truncation"
+                );
+            }
+            OffsetReset::Latest => {
+                // Jumps to the end: the next record produced is the first seen.
+                let producer = Producer::new_blocking(client.clone()).unwrap();
+                std::thread::sleep(Duration::from_millis(1500));
+                let d = producer
+                    .send_blocking(
+                        ProducerRecord::new(&topic)
+                            .with_partition(0)
+                            .with_key("late")
+                            .with_value("late")
+                            .with_header("n", b"1"),
+                    )
+                    .unwrap();
+                producer.flush_blocking().unwrap();
+                let offset = d.wait().unwrap().offset;
+                let got = read(&mut pc, 1);
+                assert_eq!(got[0].0, offset, "latest after truncation");
+                producer.close_blocking().unwrap();
+            }
+            OffsetReset::None => {
+                let err = pc.next_batch_blocking().unwrap().expect_err("no reset");
+                assert_eq!(
+                    err.error.code(),
+                    Some(KafkaCode::OFFSET_OUT_OF_RANGE),
+                    "{err}"
+                );
+            }
+        }
+        client.close();
+    }
+}
+
+/// An aborted transaction written at the raw protocol level, then committed records.
+#[test]
+fn read_committed_skips_aborted_records() {
+    let client = client(config());
+    let topic = unique("kring-txn");
+    create_topic(&client, &topic, 1, 1, &[]);
+    let txn_id = unique("kring-txn-id");
+    kring::client::block_on(async {
+        let coordinator = client.transaction_coordinator(&txn_id).await.unwrap();
+        let init = coordinator
+            .send(
+                InitProducerIdRequest::default()
+                    .with_transactional_id(Some(txn_id.clone()))
+                    .with_transaction_timeout_ms(60_000)
+                    .with_producer_id(-1)
+                    .with_producer_epoch(-1),
+            )
+            .await
+            .unwrap();
+        assert_eq!(KafkaCode(init.error_code), KafkaCode::NONE);
+        let (pid, epoch) = (init.producer_id, init.producer_epoch);
+        let add = coordinator
+            .send_version(
+                AddPartitionsToTxnRequest::default()
+                    .with_v3_and_below_transactional_id(txn_id.clone())
+                    .with_v3_and_below_producer_id(pid)
+                    .with_v3_and_below_producer_epoch(epoch)
+                    .with_v3_and_below_topics(vec![
+                        AddPartitionsToTxnTopic::default()
+                            .with_name(topic.clone())
+                            .with_partitions(vec![0]),
+                    ]),
+                3,
+            )
+            .await
+            .unwrap();
+        let code =
+            add.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code;
+        assert_eq!(KafkaCode(code), KafkaCode::NONE);
+        let mut b = BatchBuilder::new(
+            Vec::with_capacity(4096),
+            BatchOptions::default()
+                .with_producer(pid, epoch, 0)
+                .with_transactional(true),
+        )
+        .unwrap();
+        for i in 0..5 {
+            b.append(
+                1,
+                Some(format!("k{i}").as_bytes()),
+                Some(b"aborted"),
+                &[kring::record::Header::new("n", b"1")],
+            )
+            .unwrap();
+        }
+        let batch = Bytes::from(b.seal().unwrap().into_inner());
+        let (leader, _) = client.leader(&topic, 0).await.unwrap();
+        let raw = leader
+            .send_raw(Box::new(ProduceBatches {
+                transactional_id: Some(txn_id.clone()),
+                acks: -1,
+                timeout_ms: 30_000,
+                topics: vec![(
+                    Arc::from(topic.as_str()),
+                    vec![PartitionBatch {
+                        partition: 0,
+                        batch,
+                    }],
+                )],
+                addr: Arc::from(leader.addr()),
+            }))
+            .await
+            .unwrap();
+        let produced: ProduceResponse = decode_response_body(raw.body, raw.version).unwrap();
+        assert_eq!(
+            KafkaCode(produced.responses[0].partition_responses[0].error_code),
+            KafkaCode::NONE
+        );
+        let end = coordinator
+            .send(
+                EndTxnRequest::default()
+                    .with_transactional_id(txn_id.clone())
+                    .with_producer_id(pid)
+                    .with_producer_epoch(epoch)
+                    .with_committed(false),
+            )
+            .await
+            .unwrap();
+        assert_eq!(KafkaCode(end.error_code), KafkaCode::NONE);
+    });
+    // The coordinator writes the abort marker after answering: wait for it (offset 5).
+    let consumer = Consumer::new(client.clone()).unwrap();
+    for _ in 0..100 {
+        if kring::client::block_on(consumer.offsets(&topic, 0))
+            .unwrap()
+            .1
+            == 6
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Committed (non-transactional) records after the abort marker.
+    let values: Vec<String> = (0..5).map(|i| format!("committed-{i}")).collect();
+    let offsets = produce(&client, &topic, &values);
+    assert_eq!(
+        offsets[0], 6,
+        "5 aborted records and the abort marker come first"
+    );
+    client.close();
+
+    let mut c = config();
+    c.consumer.isolation_level = IsolationLevel::ReadCommitted;
+    let (client, consumer) = consumer_for(c);
+    let mut pc = consumer
+        .consume_partition_blocking(&topic, 0, Offset::Oldest)
+        .unwrap();
+    let got = read(&mut pc, 5);
+    let seen: Vec<&[u8]> = got.iter().map(|(_, _, v)| v.as_slice()).collect();
+    assert!(
+        seen.iter().all(|v| v.starts_with(b"committed")),
+        "aborted records hidden: {seen:?}"
+    );
+    assert_eq!(got[0].0, 6);
+    client.close();
+
+    let (client, consumer) = consumer_for(config());
+    let mut pc = consumer
+        .consume_partition_blocking(&topic, 0, Offset::Oldest)
+        .unwrap();
+    let got = read(&mut pc, 10);
+    assert_eq!(&got[0].2, b"aborted", "read_uncommitted sees them");
+    assert_eq!(got[5].0, 6, "the control batch is skipped (offset 5)");
+    client.close();
+}
+
+#[test]
+fn offsets_commit_and_fetch_round_trip() {
+    let mut c = config();
+    c.consumer.enable_auto_commit = false;
+    let client = client(c.clone());
+    let topic = unique("kring-commit");
+    create_topic(&client, &topic, 2, 1, &[]);
+    let group = unique("kring-group");
+    kring::client::block_on(async {
+        let om = OffsetManager::new(client.clone(), group.clone()).unwrap();
+        let p0 = om.manage_partition(&topic, 0).await.unwrap();
+        assert_eq!(p0.next_offset(), None, "nothing committed yet");
+        p0.mark_offset(42, "meta-42");
+        let p1 = om.manage_partition(&topic, 1).await.unwrap();
+        p1.mark_offset(7, "");
+        om.commit().await.unwrap();
+        assert_eq!(
+            om.committed(&topic, 0).await.unwrap(),
+            Some((42, "meta-42".to_string()))
+        );
+        om.close().await.unwrap();
+
+        // Auto-commit on a second manager.
+        let mut auto = c.clone();
+        auto.consumer.enable_auto_commit = true;
+        auto.consumer.auto_commit_interval = Duration::from_millis(200);
+        let client2 = Client::connect(auto).await.unwrap();
+        let om2 = OffsetManager::new(client2.clone(), group.clone()).unwrap();
+        let p1 = om2.manage_partition(&topic, 1).await.unwrap();
+        assert_eq!(p1.next_offset(), Some((7, String::new())));
+        p1.mark_offset(8, "auto");
+        let mut committed = None;
+        for _ in 0..50 {
+            committed = om2.committed(&topic, 1).await.unwrap();
+            if committed.as_ref().map(|c| c.0) == Some(8) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(committed, Some((8, "auto".to_string())));
+        client2.close();
+    });
+    client.close();
+}
