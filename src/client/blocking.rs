@@ -23,8 +23,12 @@ impl Wake for ThreadWaker {
 /// Runs `future` to completion on this thread. Do not call it from inside an async
 /// runtime: it blocks the thread.
 pub fn block_on<F: Future>(future: F) -> F::Output {
+    thread_local! {
+        // One waker per thread, made once: blocking calls in a loop allocate nothing.
+        static WAKER: Waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    }
     let mut future = pin!(future);
-    let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    let waker = WAKER.with(Waker::clone);
     let mut cx = Context::from_waker(&waker);
     loop {
         match future.as_mut().poll(&mut cx) {

@@ -64,6 +64,9 @@ pub struct TopicInfo {
 /// An immutable view of the cluster.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClusterMetadata {
+    /// Counts snapshots: each refresh makes one with a higher generation, so caches
+    /// derived from a snapshot can tell whether it is still current.
+    pub generation: u64,
     /// The cluster id.
     pub cluster_id: Option<String>,
     /// The active controller, -1 if unknown.
@@ -142,6 +145,7 @@ impl ClusterMetadata {
             );
         }
         ClusterMetadata {
+            generation: previous.generation + 1,
             cluster_id: response.cluster_id.clone(),
             controller_id: response.controller_id,
             brokers,

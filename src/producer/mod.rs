@@ -52,6 +52,17 @@ use accumulator::{Arena, PartitionState};
 pub(crate) struct TopicState {
     pub name: Arc<str>,
     pub partitions: RwLock<Vec<Arc<Mutex<PartitionState>>>>,
+    /// What the partitioner needs, computed once per metadata snapshot rather than per
+    /// record.
+    view: Mutex<TopicView>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct TopicView {
+    /// The generation of the metadata snapshot this view was computed from.
+    generation: u64,
+    count: usize,
+    available: Arc<[i32]>,
 }
 
 /// The idempotent producer's identity.
@@ -190,9 +201,24 @@ impl Producer {
         }
     }
 
-    /// The topic's state, creating it from metadata (`fetch` allows a metadata request).
-    async fn topic(&self, name: &str, fetch: bool) -> Result<(Arc<TopicState>, Vec<i32>, usize)> {
-        let meta = match self.inner.client.metadata().topics.get(name) {
+    /// The topic's state, its partition count and the partitions with a leader; a
+    /// metadata request is made for a topic not seen yet when `fetch` allows it.
+    async fn topic(&self, name: &str, fetch: bool) -> Result<(Arc<TopicState>, Arc<[i32]>, usize)> {
+        let metadata = self.inner.client.metadata();
+        let known = self
+            .inner
+            .topics
+            .read()
+            .ok()
+            .and_then(|t| t.get(name).cloned());
+        if let Some(t) = &known
+            && let Ok(view) = t.view.lock()
+            && view.generation == metadata.generation
+            && view.count > 0
+        {
+            return Ok((t.clone(), view.available.clone(), view.count));
+        }
+        let meta = match metadata.topics.get(name) {
             Some(t) => t.clone(),
             None if fetch => self.inner.client.topic(name).await?,
             None => {
@@ -205,46 +231,45 @@ impl Producer {
             }
         };
         let count = meta.partitions.len();
-        let available: Vec<i32> = meta
+        let available: Arc<[i32]> = meta
             .partitions
             .iter()
             .filter(|p| p.leader >= 0)
             .map(|p| p.id)
             .collect();
-        if let Some(t) = self
-            .inner
-            .topics
-            .read()
-            .ok()
-            .and_then(|t| t.get(name).cloned())
-        {
-            let grow = t
-                .partitions
-                .read()
-                .map(|p| p.len() < count)
-                .unwrap_or(false);
-            if grow && let Ok(mut parts) = t.partitions.write() {
-                while parts.len() < count {
-                    parts.push(Arc::new(Mutex::new(PartitionState::default())));
-                }
+        let topic = match known {
+            Some(t) => t,
+            None => {
+                let mut topics = self.inner.topics.write().map_err(|_| Error::ShuttingDown)?;
+                topics
+                    .entry(name.to_string())
+                    .or_insert_with(|| {
+                        Arc::new(TopicState {
+                            name: Arc::from(name),
+                            partitions: RwLock::new(Vec::new()),
+                            view: Mutex::new(TopicView::default()),
+                        })
+                    })
+                    .clone()
             }
-            return Ok((t, available, count));
+        };
+        if let Ok(mut parts) = topic.partitions.write() {
+            while parts.len() < count {
+                parts.push(Arc::new(Mutex::new(PartitionState::default())));
+            }
         }
-        let mut topics = self.inner.topics.write().map_err(|_| Error::ShuttingDown)?;
-        let t = topics
-            .entry(name.to_string())
-            .or_insert_with(|| {
-                Arc::new(TopicState {
-                    name: Arc::from(name),
-                    partitions: RwLock::new(
-                        (0..count)
-                            .map(|_| Arc::new(Mutex::new(PartitionState::default())))
-                            .collect(),
-                    ),
-                })
-            })
-            .clone();
-        Ok((t, available, count))
+        if let Ok(mut view) = topic.view.lock() {
+            *view = TopicView {
+                generation: if metadata.topics.contains_key(name) {
+                    metadata.generation
+                } else {
+                    0
+                },
+                count,
+                available: available.clone(),
+            };
+        }
+        Ok((topic, available, count))
     }
 
     fn choose_partition(

@@ -182,10 +182,7 @@ impl Compressor {
         let n = input_len;
         match codec {
             Compression::None => n,
-            // zlib's conservative deflateBound (stored blocks), plus our header and trailer.
-            Compression::Gzip => {
-                n + (n >> 3) + (n >> 6) + 5 + 6 + GZIP_HEADER.len() + GZIP_TRAILER_LEN
-            }
+            Compression::Gzip => deflate_bound(n) + GZIP_HEADER.len() + GZIP_TRAILER_LEN,
             Compression::Snappy => 32 + n + n / 6,
             // Incompressible blocks are stored raw, so a block never grows.
             Compression::Lz4 => 7 + n + 4 * n.div_ceil(LZ4_BLOCK) + 4,
@@ -218,7 +215,8 @@ impl Compressor {
     }
 
     fn gzip(&mut self, input: &[u8], output: &mut [u8]) -> Result<Option<usize>, CompressionError> {
-        if output.len() < GZIP_HEADER.len() + GZIP_TRAILER_LEN {
+        let frame = GZIP_HEADER.len() + GZIP_TRAILER_LEN;
+        if output.len() < frame {
             return Ok(None);
         }
         let level = self.levels.gzip;
@@ -226,22 +224,41 @@ impl Compressor {
             .deflate
             .get_or_insert_with(|| Compress::new(flate2::Compression::new(level), false));
         deflate.reset();
-        output[..GZIP_HEADER.len()].copy_from_slice(&GZIP_HEADER);
-        let body_end = output.len() - GZIP_TRAILER_LEN;
+        // The deflate stream must always be given room to finish: zlib-rs 0.6 leaves
+        // its state subtly corrupt when reset after a stream that ran out of output,
+        // and a reused state then panics hundreds of batches later. So when the
+        // arena is tighter than deflate's worst case, compress aside and copy.
+        let bound = deflate_bound(input.len());
+        let body_room = output.len() - frame;
+        let aside = body_room < bound;
+        if aside && self.scratch.len() < bound {
+            self.scratch.resize(bound, 0);
+        }
+        let target = if aside {
+            &mut self.scratch[..bound]
+        } else {
+            &mut output[GZIP_HEADER.len()..GZIP_HEADER.len() + body_room]
+        };
         let status = deflate
-            .compress(
-                input,
-                &mut output[GZIP_HEADER.len()..body_end],
-                FlushCompress::Finish,
-            )
+            .compress(input, target, FlushCompress::Finish)
             .map_err(|e| CompressionError::Codec {
                 codec: "gzip",
                 reason: e.to_string(),
             })?;
+        let n = deflate.total_out() as usize;
         if status != Status::StreamEnd || deflate.total_in() != input.len() as u64 {
+            // Cannot happen within the bound; never reuse a state that did not finish.
+            self.deflate = None;
             return Ok(None);
         }
-        let end = GZIP_HEADER.len() + deflate.total_out() as usize;
+        if n > body_room {
+            return Ok(None);
+        }
+        if aside {
+            output[GZIP_HEADER.len()..GZIP_HEADER.len() + n].copy_from_slice(&self.scratch[..n]);
+        }
+        output[..GZIP_HEADER.len()].copy_from_slice(&GZIP_HEADER);
+        let end = GZIP_HEADER.len() + n;
         output[end..end + 4].copy_from_slice(&crc32fast::hash(input).to_le_bytes());
         output[end + 4..end + 8].copy_from_slice(&(input.len() as u32).to_le_bytes());
         Ok(Some(end + GZIP_TRAILER_LEN))
@@ -366,6 +383,12 @@ impl Compressor {
             Err(e) => Err(lib_err(e)),
         }
     }
+}
+
+/// Worst-case raw deflate output for `n` input bytes: zlib's conservative
+/// `deflateBound` (stored blocks), with slack.
+fn deflate_bound(n: usize) -> usize {
+    n + (n >> 3) + (n >> 6) + 5 + 64
 }
 
 /// The LZ4 frame descriptor checksum: the second byte of xxHash32 of the descriptor.
@@ -909,6 +932,39 @@ mod tests {
                 None,
                 "{codec:?}"
             );
+        }
+    }
+
+    #[test]
+    fn a_compressor_survives_outputs_that_do_not_fit() {
+        // An unfinished stream (output too small) must not poison the reused state.
+        let mut c = Compressor::new();
+        let mut d = Decompressor::new(1 << 20);
+        let mut out = Vec::new();
+        for codec in CODECS {
+            for round in 0..50 {
+                let input = sample(50 + round * 37);
+                for room in [18, 40, 88, 100, input.len(), input.len() + 64] {
+                    let mut buf = vec![0u8; room];
+                    if let Some(n) = c.compress(codec, &input, &mut buf).unwrap() {
+                        let m = d.decompress(codec, &buf[..n], &mut out).unwrap();
+                        assert_eq!(&out[..m], &input[..], "{codec:?} room {room}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gzip_state_survives_thousands_of_outputs_that_do_not_fit() {
+        // zlib-rs 0.6.8 panicked here after ~800 reuses when a stream was cut short.
+        let input = br#"{"id":0,"user":"user-4574","event":"purchase","path":"/items/62260"}"#;
+        let mut c = Compressor::new();
+        for room in [30, 60, 100] {
+            let mut out = vec![0u8; room];
+            for _ in 0..3000 {
+                let _ = c.compress(Compression::Gzip, input, &mut out).unwrap();
+            }
         }
     }
 
