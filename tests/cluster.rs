@@ -245,3 +245,56 @@ fn cluster_idempotent_producer_survives_a_leader_kill() {
     );
     client.close();
 }
+
+/// A consumer across a leader kill: every offset exactly once, in order.
+#[test]
+fn cluster_consumer_survives_a_leader_kill() {
+    use kring::consumer::{Consumer, Offset};
+    use kring::producer::{Producer, ProducerRecord};
+    let mut config = Config::new(SERVERS);
+    config.net.workers = 2;
+    config.metadata.refresh_backoff = Duration::from_millis(50);
+    let client = Client::connect_blocking(config).expect("bootstrap");
+    let topic = unique("kring-cons-kill");
+    common::create_topic(&client, &topic, 1, 3, &[("min.insync.replicas", "2")]);
+    let producer = Producer::new_blocking(client.clone()).unwrap();
+    let total = 30_000u64;
+    for i in 0..total {
+        let _queued = producer
+            .send_blocking(
+                ProducerRecord::new(&topic)
+                    .with_partition(0)
+                    .with_value(&i.to_be_bytes()),
+            )
+            .unwrap();
+    }
+    producer.flush_blocking().unwrap();
+    producer.close_blocking().unwrap();
+
+    let victim = client.metadata().partition(&topic, 0).unwrap().leader;
+    let consumer = Consumer::new(client.clone()).unwrap();
+    let mut pc = consumer
+        .consume_partition_blocking(&topic, 0, Offset::Oldest)
+        .unwrap();
+    let mut seen: Vec<(i64, u64)> = Vec::with_capacity(total as usize);
+    let mut killed = false;
+    while (seen.len() as u64) < total {
+        let batch = pc.next_batch_blocking().expect("alive").expect("no error");
+        for r in batch.records() {
+            let r = r.unwrap();
+            let v = u64::from_be_bytes(r.value().unwrap().try_into().unwrap());
+            seen.push((r.offset(), v));
+        }
+        if !killed && seen.len() > 5_000 {
+            kafka(&["stop-node", &victim.to_string(), "--kill"]);
+            killed = true;
+        }
+    }
+    kafka(&["start-node", &victim.to_string()]);
+    assert!(killed);
+    for (i, (offset, value)) in seen.iter().enumerate() {
+        assert_eq!(*offset, i as i64, "no offset skipped or repeated");
+        assert_eq!(*value, i as u64);
+    }
+    client.close();
+}

@@ -289,3 +289,37 @@ fn sync_producer_and_channels() {
     assert_eq!(read.len(), 16);
     let _ = bootstrap();
 }
+
+/// A user's own partitioner: every record to the last partition.
+#[derive(Debug)]
+struct LastPartition;
+
+impl kring::producer::Partitioner for LastPartition {
+    fn partition(
+        &self,
+        _topic: &str,
+        _key: Option<&[u8]>,
+        _size: usize,
+        partitions: kring::producer::TopicPartitions<'_>,
+    ) -> i32 {
+        partitions.count as i32 - 1
+    }
+}
+
+#[test]
+fn a_custom_partitioner() {
+    let client = client(config());
+    let topic = unique("kring-custom");
+    create_topic(&client, &topic, 3, 1, &[]);
+    let producer = kring::client::block_on(Producer::with_partitioner(
+        client.clone(),
+        Some(Box::new(LastPartition)),
+    ))
+    .unwrap();
+    let d = producer
+        .send_blocking(ProducerRecord::new(&topic).with_key("any").with_value("v"))
+        .unwrap();
+    producer.flush_blocking().unwrap();
+    assert_eq!(d.wait().unwrap().partition, 2);
+    producer.close_blocking().unwrap();
+}

@@ -134,6 +134,15 @@ impl Producer {
     /// A producer on `client`'s connections, configured by `client.config().producer`.
     /// With idempotence on, it first obtains a producer id (InitProducerId).
     pub async fn new(client: Client) -> Result<Producer> {
+        Self::with_partitioner(client, None).await
+    }
+
+    /// A producer whose records find their partition through `partitioner` (instead of
+    /// the one `producer.partitioner` names); `None` uses the configured one.
+    pub async fn with_partitioner(
+        client: Client,
+        partitioner: Option<Box<dyn Partitioner>>,
+    ) -> Result<Producer> {
         let config = Arc::new(client.config().clone());
         config.validate()?;
         let p = &config.producer;
@@ -142,7 +151,8 @@ impl Producer {
         let inner = Arc::new(ProducerInner {
             client: client.clone(),
             codec: codec_of(p.compression),
-            partitioner: partitioner::from_kind(p.partitioner, p.batch_size, seed),
+            partitioner: partitioner
+                .or_else(|| partitioner::from_kind(p.partitioner, p.batch_size, seed)),
             pool,
             config: config.clone(),
             topics: RwLock::new(HashMap::new()),
