@@ -293,7 +293,14 @@ fn reset_policies_after_delete_records() {
                 producer.close_blocking().unwrap();
             }
             OffsetReset::None => {
-                let err = pc.next_batch_blocking().unwrap().expect_err("no reset");
+                // Errors on a channel of their own, as the user chose.
+                pc.close();
+                let (_pc, mut errors) = kring::client::block_on(
+                    consumer.consume_partition_with_errors(&topic, 0, Offset::Exact(10), 4),
+                )
+                .unwrap();
+                let err = errors.blocking_recv().expect("an error on the channel");
+                assert_eq!(err.partition, 0);
                 assert_eq!(
                     err.error.code(),
                     Some(KafkaCode::OFFSET_OUT_OF_RANGE),
@@ -313,17 +320,28 @@ fn read_committed_skips_aborted_records() {
     create_topic(&client, &topic, 1, 1, &[]);
     let txn_id = unique("kring-txn-id");
     kring::client::block_on(async {
-        let coordinator = client.transaction_coordinator(&txn_id).await.unwrap();
-        let init = coordinator
-            .send(
-                InitProducerIdRequest::default()
-                    .with_transactional_id(Some(txn_id.clone()))
-                    .with_transaction_timeout_ms(60_000)
-                    .with_producer_id(-1)
-                    .with_producer_epoch(-1),
-            )
-            .await
-            .unwrap();
+        // A fresh transaction coordinator may still be loading: retry what is retriable.
+        let mut attempt = 0;
+        let (coordinator, init) = loop {
+            attempt += 1;
+            let coordinator = client.transaction_coordinator(&txn_id).await.unwrap();
+            let init = coordinator
+                .send(
+                    InitProducerIdRequest::default()
+                        .with_transactional_id(Some(txn_id.clone()))
+                        .with_transaction_timeout_ms(60_000)
+                        .with_producer_id(-1)
+                        .with_producer_epoch(-1),
+                )
+                .await
+                .unwrap();
+            let code = KafkaCode(init.error_code);
+            if code.is_ok() || !code.is_retriable() || attempt > 50 {
+                break (coordinator, init);
+            }
+            client.invalidate_coordinator(kring::client::CoordinatorKind::Transaction, &txn_id);
+            std::thread::sleep(Duration::from_millis(200));
+        };
         assert_eq!(KafkaCode(init.error_code), KafkaCode::NONE);
         let (pid, epoch) = (init.producer_id, init.producer_epoch);
         let add = coordinator

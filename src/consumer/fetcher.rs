@@ -64,6 +64,28 @@ pub(crate) struct PartitionShared {
     pub paused: AtomicBool,
     pub closed: AtomicBool,
     pub tx: mpsc::Sender<Delivery>,
+    /// A separate error channel, when the user asked for one.
+    pub errors: std::sync::Mutex<Option<mpsc::Sender<super::ConsumerError>>>,
+}
+
+impl PartitionShared {
+    /// Reports an error: on the user's error channel if there is one with room, else inline.
+    pub fn report(&self, error: Error) {
+        let e = super::ConsumerError {
+            topic: self.topic.to_string(),
+            partition: self.partition,
+            error,
+        };
+        let channel = self.errors.lock().ok().and_then(|c| c.clone());
+        let e = match channel {
+            Some(tx) => match tx.try_send(e) {
+                Ok(()) => return,
+                Err(mpsc::error::TrySendError::Full(e) | mpsc::error::TrySendError::Closed(e)) => e,
+            },
+            None => e,
+        };
+        let _ = self.tx.try_send(Delivery::Error(e.error));
+    }
 }
 
 pub(crate) enum Command {
@@ -220,7 +242,7 @@ pub(crate) async fn run(
         for p in reset {
             session.sent.remove(&key(&p));
             if let Err(e) = inner.reset_offset(&p).await {
-                let _ = p.tx.send(Delivery::Error(e)).await;
+                p.report(e);
             }
         }
     }
@@ -349,8 +371,12 @@ fn handle_response(
                 continue;
             }
             if !code.is_ok() {
-                let err = Error::broker(code, ApiKey::Fetch, Some(&p.topic), Some(p.partition));
-                let _ = p.tx.try_send(Delivery::Error(err));
+                p.report(Error::broker(
+                    code,
+                    ApiKey::Fetch,
+                    Some(&p.topic),
+                    Some(p.partition),
+                ));
                 continue;
             }
             p.high_watermark
@@ -371,10 +397,10 @@ fn handle_response(
                     }
                     Ok(None) => break,
                     Err(e) => {
-                        let _ = p.tx.try_send(Delivery::Error(Error::Batch(format!(
+                        p.report(Error::Batch(format!(
                             "{}-{} at offset {next}: {e}",
                             p.topic, p.partition
-                        ))));
+                        )));
                         break;
                     }
                 }

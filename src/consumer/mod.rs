@@ -233,7 +233,7 @@ impl ConsumerInner {
                             let _ = this.client.refresh_after_error(&[&p.topic]).await;
                         }
                         Err(e) => {
-                            let _ = p.tx.send(Delivery::Error(e)).await;
+                            p.report(e);
                             break;
                         }
                     }
@@ -271,12 +271,37 @@ impl Consumer {
         Ok((earliest, latest))
     }
 
+    /// Starts consuming `topic`/`partition` from `start`, with the fetcher's errors for
+    /// it on a channel of their own from the very first fetch (see
+    /// [`PartitionConsumer::errors_to_channel`]).
+    pub async fn consume_partition_with_errors(
+        &self,
+        topic: &str,
+        partition: i32,
+        start: Offset,
+        capacity: usize,
+    ) -> Result<(PartitionConsumer, mpsc::Receiver<ConsumerError>)> {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        let pc = self.consume(topic, partition, start, Some(tx)).await?;
+        Ok((pc, rx))
+    }
+
     /// Starts consuming `topic`/`partition` from `start`.
     pub async fn consume_partition(
         &self,
         topic: &str,
         partition: i32,
         start: Offset,
+    ) -> Result<PartitionConsumer> {
+        self.consume(topic, partition, start, None).await
+    }
+
+    async fn consume(
+        &self,
+        topic: &str,
+        partition: i32,
+        start: Offset,
+        errors: Option<mpsc::Sender<ConsumerError>>,
     ) -> Result<PartitionConsumer> {
         let count = self.inner.client.partitions(topic).await?.len();
         if partition < 0 || partition as usize >= count {
@@ -318,6 +343,7 @@ impl Consumer {
             paused: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             tx,
+            errors: Mutex::new(errors),
         });
         self.inner.attach(shared.clone()).await?;
         Ok(PartitionConsumer {
@@ -471,6 +497,18 @@ impl PartitionConsumer {
     /// Stops consuming; the fetcher forgets the partition.
     pub fn close(self) {
         self.shared.closed.store(true, Ordering::Release);
+    }
+
+    /// Sends the errors the fetcher reports for this partition (broker error codes, a
+    /// reset that the policy forbids) to the returned channel from now on, instead of
+    /// returning them from `next_batch` (Sarama's `Errors()`). A full or dropped channel
+    /// returns them inline again. Corrupt data is always reported inline, where it is met.
+    pub fn errors_to_channel(&mut self, capacity: usize) -> mpsc::Receiver<ConsumerError> {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        if let Ok(mut slot) = self.shared.errors.lock() {
+            *slot = Some(tx);
+        }
+        rx
     }
 
     /// Takes the next chunk, or an error, from the fetcher.
