@@ -503,3 +503,41 @@ fn offsets_commit_and_fetch_round_trip() {
     });
     client.close();
 }
+
+/// KIP-74: a record larger than the fetch sizes still comes through, and the records
+/// after it too.
+#[test]
+fn a_record_larger_than_the_fetch_size_makes_progress() {
+    let mut c = config();
+    c.consumer.max_partition_fetch_bytes = 4096;
+    c.consumer.fetch_max_bytes = 8192;
+    let (client, consumer) = consumer_for(c);
+    let topic = unique("kring-kip74");
+    create_topic(&client, &topic, 1, 1, &[]);
+    let big = "B".repeat(300_000);
+    let values = vec!["small-0".to_string(), big.clone(), "small-2".to_string()];
+    // Separate batches: flush after each record.
+    let producer = Producer::new_blocking(client.clone()).unwrap();
+    for (i, v) in values.iter().enumerate() {
+        let d = producer
+            .send_blocking(
+                ProducerRecord::new(&topic)
+                    .with_partition(0)
+                    .with_key(format!("k{i}"))
+                    .with_value(v.clone())
+                    .with_header("n", b"1"),
+            )
+            .unwrap();
+        producer.flush_blocking().unwrap();
+        assert_eq!(d.wait().unwrap().offset, i as i64);
+    }
+    producer.close_blocking().unwrap();
+    let mut pc = consumer
+        .consume_partition_blocking(&topic, 0, Offset::Oldest)
+        .unwrap();
+    let got = read(&mut pc, 3);
+    assert_eq!(got.len(), 3);
+    assert_eq!(got[1].2.len(), big.len());
+    assert_eq!(got[2].2, b"small-2");
+    client.close();
+}
