@@ -14,6 +14,7 @@
 //! Control batches are skipped; under read_committed, records of aborted transactions
 //! are filtered with the response's aborted-transaction list, as the Java client does.
 
+mod api;
 pub(crate) mod fetcher;
 pub mod offsets;
 
@@ -25,6 +26,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
+pub use api::{
+    ConsumePartitionFuture, MessageSource, NextMessages, NextMessagesFuture, PartitionSource,
+};
 pub use offsets::{OffsetManager, PartitionOffsetManager};
 
 use crate::buf::MemoryBudget;

@@ -13,7 +13,15 @@
 //!   to round-trip records. A control hook intercepts any request; calls move leaders
 //!   and take brokers down.
 //!
-//! Both serve each broker from a `std::net::TcpListener` on plain threads (one per
+//! - [`MockProducer`], [`MockSyncProducer`] and [`MockConsumer`] (Sarama's `mocks`
+//!   package): no sockets at all, for unit tests of code written against the traits
+//!   [`crate::producer::RecordProducer`], [`crate::producer::SyncRecordProducer`],
+//!   [`crate::consumer::MessageSource`] and [`crate::consumer::PartitionSource`], which
+//!   kring's real producer and consumer implement. Each call is checked against
+//!   expectations the test sets up ("expect a send, then succeed or fail"; "expect
+//!   this partition to be consumed, and yield these messages").
+//!
+//! MockBroker and FakeCluster serve each broker from a `std::net::TcpListener` on plain threads (one per
 //! connection), so they work under any async runtime or none, and the code under test
 //! talks to them exactly as it would to Kafka: [`crate::io::Broker`] or
 //! [`crate::io::BlockingConnection`] pointed at [`MockBroker::address`] or
@@ -34,6 +42,8 @@
 
 mod broker;
 mod cluster;
+mod consumer;
+mod producer;
 mod responses;
 mod server;
 
@@ -43,6 +53,8 @@ use bytes::Bytes;
 
 pub use broker::{MockBroker, RequestResponse};
 pub use cluster::{ControlId, FakeCluster, FakeClusterBuilder};
+pub use consumer::{MockConsumer, MockPartitionConsumer, MockPartitionHandle};
+pub use producer::{ExpectSend, MockProducer, MockSyncProducer, SentRecord};
 pub use responses::{
     MockApiVersionsResponse, MockFetchResponse, MockFindCoordinatorResponse, MockHeartbeatResponse,
     MockInitProducerIdResponse, MockJoinGroupResponse, MockLeaveGroupResponse,
@@ -83,6 +95,21 @@ pub enum MockError {
         unhandled: Vec<String>,
         /// Handlers that panicked, responses that did not fit their request, frames
         /// that failed to encode.
+        failures: Vec<String>,
+    },
+    /// A client mock ([`MockProducer`], [`MockSyncProducer`], [`MockConsumer`]) found
+    /// expectations left unmet, calls nothing was set up for, or records a checker
+    /// rejected (see [`MockProducer::verify`], [`MockConsumer::verify`]).
+    #[error("{mock}: {}", report(.unused, .unexpected, .failures))]
+    ClientUnverified {
+        /// Which mock.
+        mock: &'static str,
+        /// Expectations never met.
+        unused: Vec<String>,
+        /// Calls that no expectation was set up for.
+        unexpected: Vec<String>,
+        /// Other problems: records a checker rejected, sends with no expectation left,
+        /// messages yielded but never consumed.
         failures: Vec<String>,
     },
     /// No topic of that name.

@@ -24,6 +24,7 @@
 //! ```
 
 mod accumulator;
+mod api;
 pub mod partitioner;
 mod record;
 pub mod request;
@@ -36,6 +37,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{Notify, mpsc, oneshot};
 
+pub use api::{FlushFuture, RecordProducer, SendFuture, SyncRecordProducer};
 pub use partitioner::{Partitioner, TopicPartitions};
 pub use record::{DeliveryFuture, Payload, ProducerRecord, RecordMetadata};
 

@@ -288,6 +288,23 @@ impl DeliveryFuture {
         }
     }
 
+    /// A future that is resolved already, with `result` (for test doubles such as
+    /// `kring::mock::MockProducer`). `partition` is what [`DeliveryFuture::partition`]
+    /// reports; on success the metadata's own partition, offset and timestamp are kept.
+    #[cfg(feature = "mock")]
+    pub(crate) fn ready(partition: i32, result: Result<RecordMetadata, Error>) -> Self {
+        let shared = BatchShared::new();
+        let (partition, timestamp) = match &result {
+            Ok(meta) => (meta.partition, meta.timestamp),
+            Err(_) => (partition, -1),
+        };
+        shared.complete(result.map(|meta| BatchAck {
+            base_offset: meta.offset,
+            log_append_time: -1,
+        }));
+        DeliveryFuture::new(shared, 0, partition, timestamp)
+    }
+
     /// The partition the record went to.
     pub fn partition(&self) -> i32 {
         self.partition

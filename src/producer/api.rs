@@ -1,0 +1,105 @@
+//! The producer as traits, for code that wants to be tested without a broker.
+//!
+//! User code written against [`RecordProducer`] (or [`SyncRecordProducer`]) instead of
+//! [`Producer`] (or [`SyncProducer`]) runs unchanged on the real producer and, in unit
+//! tests, on `kring::mock::MockProducer` / `MockSyncProducer` (cargo feature `mock`),
+//! which check each send against scripted expectations (Sarama's `mocks` package).
+//!
+//! Invariants: both traits are object safe (`&dyn RecordProducer`,
+//! `Arc<dyn RecordProducer>` work), `Send + Sync`, and the real implementations only
+//! delegate to the inherent methods of the same name, so behaviour is identical.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use super::{DeliveryFuture, Producer, ProducerRecord, RecordMetadata, SyncProducer};
+use crate::error::Result;
+
+/// The future of [`RecordProducer::send`]: the record is queued when it resolves.
+pub type SendFuture<'a> = Pin<Box<dyn Future<Output = Result<DeliveryFuture>> + Send + 'a>>;
+
+/// The future of [`RecordProducer::flush`].
+pub type FlushFuture<'a> = Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>>;
+
+/// An asynchronous producer: what [`Producer`] offers, as an object-safe trait.
+///
+/// Write code against this trait to test it with `kring::mock::MockProducer`:
+///
+/// ```
+/// use kring::producer::{ProducerRecord, RecordMetadata, RecordProducer};
+///
+/// /// Publishes one order event and waits for the broker's acknowledgement.
+/// async fn publish(producer: &dyn RecordProducer, id: &str) -> kring::Result<RecordMetadata> {
+///     let value = format!("{{\"order\":\"{id}\"}}");
+///     let delivery = producer
+///         .send(ProducerRecord::new("orders").with_key(id).with_value(value))
+///         .await?;
+///     delivery.await
+/// }
+/// ```
+pub trait RecordProducer: Send + Sync {
+    /// Queues `record` and returns its delivery future (see [`Producer::send`]).
+    fn send<'a>(&'a self, record: ProducerRecord<'a>) -> SendFuture<'a>;
+
+    /// Sends everything queued and waits for the outcomes (see [`Producer::flush`]).
+    fn flush(&self) -> FlushFuture<'_>;
+
+    /// [`RecordProducer::send`] for plain threads (not from inside an async runtime).
+    fn send_blocking(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
+        crate::client::block_on(self.send(record))
+    }
+
+    /// [`RecordProducer::flush`] for plain threads (not from inside an async runtime).
+    fn flush_blocking(&self) -> Result<()> {
+        crate::client::block_on(self.flush())
+    }
+}
+
+impl RecordProducer for Producer {
+    fn send<'a>(&'a self, record: ProducerRecord<'a>) -> SendFuture<'a> {
+        Box::pin(Producer::send(self, record))
+    }
+
+    fn flush(&self) -> FlushFuture<'_> {
+        Box::pin(Producer::flush(self))
+    }
+
+    fn send_blocking(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
+        Producer::send_blocking(self, record)
+    }
+
+    fn flush_blocking(&self) -> Result<()> {
+        Producer::flush_blocking(self)
+    }
+}
+
+/// A blocking producer: what [`SyncProducer`] offers, as an object-safe trait.
+///
+/// ```
+/// use kring::producer::{ProducerRecord, SyncRecordProducer};
+///
+/// /// Writes an audit line; returns its offset.
+/// fn audit(producer: &dyn SyncRecordProducer, line: &str) -> kring::Result<i64> {
+///     Ok(producer.send(ProducerRecord::new("audit").with_value(line))?.offset)
+/// }
+/// ```
+pub trait SyncRecordProducer: Send + Sync {
+    /// Sends one record and waits for its acknowledgement (see [`SyncProducer::send`]).
+    fn send(&self, record: ProducerRecord<'_>) -> Result<RecordMetadata>;
+
+    /// Sends every record and waits for all; one result per record, in order (see
+    /// [`SyncProducer::send_all`]).
+    fn send_all(&self, records: &[ProducerRecord<'_>]) -> Vec<Result<RecordMetadata>> {
+        records.iter().map(|r| self.send(r.clone())).collect()
+    }
+}
+
+impl SyncRecordProducer for SyncProducer {
+    fn send(&self, record: ProducerRecord<'_>) -> Result<RecordMetadata> {
+        SyncProducer::send(self, record)
+    }
+
+    fn send_all(&self, records: &[ProducerRecord<'_>]) -> Vec<Result<RecordMetadata>> {
+        SyncProducer::send_all(self, records)
+    }
+}
