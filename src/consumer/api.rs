@@ -135,3 +135,56 @@ impl MessageSource for Consumer {
         })
     }
 }
+
+/// Forwards through `&mut S` and `Box<S>` (what [`MessageSource::consume_partition`]
+/// returns), so code generic over `S: PartitionSource` takes either.
+macro_rules! forward_partition_source {
+    ($($ty:ty),*) => {$(
+        impl<S: PartitionSource + ?Sized> PartitionSource for $ty {
+            fn topic(&self) -> &str {
+                (**self).topic()
+            }
+
+            fn partition(&self) -> i32 {
+                (**self).partition()
+            }
+
+            fn next_messages(&mut self) -> NextMessagesFuture<'_> {
+                (**self).next_messages()
+            }
+
+            fn next_messages_blocking(&mut self) -> NextMessages {
+                (**self).next_messages_blocking()
+            }
+        }
+    )*};
+}
+
+forward_partition_source!(&mut S, Box<S>);
+
+/// Forwards through references and smart pointers.
+macro_rules! forward_message_source {
+    ($($ty:ty),*) => {$(
+        impl<M: MessageSource + ?Sized> MessageSource for $ty {
+            fn consume_partition<'a>(
+                &'a self,
+                topic: &'a str,
+                partition: i32,
+                start: Offset,
+            ) -> ConsumePartitionFuture<'a> {
+                (**self).consume_partition(topic, partition, start)
+            }
+
+            fn consume_partition_blocking(
+                &self,
+                topic: &str,
+                partition: i32,
+                start: Offset,
+            ) -> Result<Box<dyn PartitionSource>> {
+                (**self).consume_partition_blocking(topic, partition, start)
+            }
+        }
+    )*};
+}
+
+forward_message_source!(&M, Box<M>, std::sync::Arc<M>);

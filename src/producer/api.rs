@@ -103,3 +103,45 @@ impl SyncRecordProducer for SyncProducer {
         SyncProducer::send_all(self, records)
     }
 }
+
+/// Forwards through references and smart pointers, so `&P`, `Box<dyn RecordProducer>`
+/// and `Arc<dyn RecordProducer>` are producers too.
+macro_rules! forward_record_producer {
+    ($($ty:ty),*) => {$(
+        impl<P: RecordProducer + ?Sized> RecordProducer for $ty {
+            fn send<'a>(&'a self, record: ProducerRecord<'a>) -> SendFuture<'a> {
+                (**self).send(record)
+            }
+
+            fn flush(&self) -> FlushFuture<'_> {
+                (**self).flush()
+            }
+
+            fn send_blocking(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
+                (**self).send_blocking(record)
+            }
+
+            fn flush_blocking(&self) -> Result<()> {
+                (**self).flush_blocking()
+            }
+        }
+    )*};
+}
+
+forward_record_producer!(&P, Box<P>, std::sync::Arc<P>);
+
+macro_rules! forward_sync_record_producer {
+    ($($ty:ty),*) => {$(
+        impl<P: SyncRecordProducer + ?Sized> SyncRecordProducer for $ty {
+            fn send(&self, record: ProducerRecord<'_>) -> Result<RecordMetadata> {
+                (**self).send(record)
+            }
+
+            fn send_all(&self, records: &[ProducerRecord<'_>]) -> Vec<Result<RecordMetadata>> {
+                (**self).send_all(records)
+            }
+        }
+    )*};
+}
+
+forward_sync_record_producer!(&P, Box<P>, std::sync::Arc<P>);
