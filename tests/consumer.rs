@@ -515,7 +515,7 @@ fn a_record_larger_than_the_fetch_size_makes_progress() {
     let topic = unique("kring-kip74");
     create_topic(&client, &topic, 1, 1, &[]);
     let big = "B".repeat(300_000);
-    let values = vec!["small-0".to_string(), big.clone(), "small-2".to_string()];
+    let values = ["small-0".to_string(), big.clone(), "small-2".to_string()];
     // Separate batches: flush after each record.
     let producer = Producer::new_blocking(client.clone()).unwrap();
     for (i, v) in values.iter().enumerate() {
