@@ -66,6 +66,18 @@ pub(crate) struct PartitionShared {
     pub tx: mpsc::Sender<Delivery>,
     /// A separate error channel, when the user asked for one.
     pub errors: std::sync::Mutex<Option<mpsc::Sender<super::ConsumerError>>>,
+    /// Wakes the serving fetcher when the consumer has taken a chunk (room again), or
+    /// was paused, resumed or closed.
+    pub wake: std::sync::Mutex<Option<Arc<tokio::sync::Notify>>>,
+}
+
+impl PartitionShared {
+    /// Tells the fetcher serving this partition that something changed.
+    pub fn wake_fetcher(&self) {
+        if let Some(w) = self.wake.lock().ok().and_then(|w| w.clone()) {
+            w.notify_one();
+        }
+    }
 }
 
 impl PartitionShared {
@@ -121,9 +133,16 @@ pub(crate) async fn run(
 ) {
     let mut partitions: Vec<Arc<PartitionShared>> = Vec::new();
     let mut session = Session::default();
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let adopt = |p: &Arc<PartitionShared>| {
+        if let Ok(mut w) = p.wake.lock() {
+            *w = Some(wake.clone());
+        }
+    };
     loop {
         // Take new partitions; with none, wait for one.
         while let Ok(Command::Add(p)) = commands.try_recv() {
+            adopt(&p);
             partitions.push(p);
         }
         partitions.retain(|p| !p.closed.load(Ordering::Acquire) && !p.tx.is_closed());
@@ -131,6 +150,7 @@ pub(crate) async fn run(
             session.reset();
             match commands.recv().await {
                 Some(Command::Add(p)) => {
+                    adopt(&p);
                     partitions.push(p);
                     continue;
                 }
@@ -149,12 +169,17 @@ pub(crate) async fn run(
             .collect();
         if active.is_empty() {
             drop(inner);
+            // Every consumer is full or paused: wait until one takes a chunk.
             tokio::select! {
                 c = commands.recv() => match c {
-                    Some(Command::Add(p)) => partitions.push(p),
+                    Some(Command::Add(p)) => {
+                        adopt(&p);
+                        partitions.push(p);
+                    }
                     None => return,
                 },
-                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                _ = wake.notified() => {}
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
             }
             continue;
         }

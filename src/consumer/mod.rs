@@ -348,6 +348,7 @@ impl Consumer {
             closed: AtomicBool::new(false),
             tx,
             errors: Mutex::new(errors),
+            wake: Mutex::new(None),
         });
         self.inner.attach(shared.clone()).await?;
         Ok(PartitionConsumer {
@@ -496,6 +497,7 @@ impl PartitionConsumer {
     /// Resumes fetching.
     pub fn resume(&self) {
         self.shared.paused.store(false, Ordering::Release);
+        self.shared.wake_fetcher();
     }
 
     /// Stops consuming; the fetcher forgets the partition.
@@ -519,6 +521,8 @@ impl PartitionConsumer {
     async fn refill(&mut self) -> Option<std::result::Result<(), ConsumerError>> {
         match self.rx.recv().await? {
             Delivery::Chunk(chunk) => {
+                // Room in the channel again: the fetcher may fetch for us.
+                self.shared.wake_fetcher();
                 if self.read_committed {
                     for &(producer, first) in &chunk.aborted {
                         self.aborted_pending
