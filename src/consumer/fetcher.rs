@@ -183,8 +183,13 @@ pub(crate) async fn run(
             }
             continue;
         }
-        let max_bytes = config.consumer.fetch_max_bytes.max(1) as usize;
-        let permit = match budget.acquire(max_bytes.min(budget.capacity())).await {
+        // Reserve what this fetch can bring back (each active partition's maximum, capped
+        // by the request maximum), not always the request maximum: fetchers of several
+        // brokers share the budget and must be able to fetch at the same time.
+        let max_bytes = (active.len() * config.consumer.max_partition_fetch_bytes.max(1) as usize)
+            .min(config.consumer.fetch_max_bytes.max(1) as usize)
+            .min(budget.capacity());
+        let permit = match budget.acquire(max_bytes).await {
             Ok(p) => p,
             Err(_) => return,
         };
@@ -192,7 +197,8 @@ pub(crate) async fn run(
             .api_versions()
             .and_then(|v| v.version_for(ApiKey::Fetch))
             .unwrap_or(12);
-        let request = build_request(&inner, &active, &mut session, version);
+        let request = build_request(&inner, &active, &mut session, version)
+            .with_max_bytes(i32::try_from(max_bytes).unwrap_or(i32::MAX));
         let response = broker.send_version(request, version).await;
         let metadata = inner.client.metadata();
         let ids: HashMap<Uuid, Arc<str>> = active
