@@ -83,7 +83,7 @@ for codec, raws in (("lz4", ["lz4_flex-block", "lz4_flex-frame"]), ("zstd", ["zs
     for p in params:
         k = results.get((f"encode/{codec}", "kring", p))
         for raw in raws:
-            r = results.get((f"raw/{codec}", raw, p))
+            r = results.get((f"encode/{codec}", f"raw-{raw}", p))
             if k and r:
                 print(f"| {codec} | {p} | {gbs(k):.2f} | {raw} | {gbs(r):.2f} | {r['ns'] / k['ns']:.2f}x |")
 
