@@ -126,6 +126,16 @@ fn reads_back_exactly_what_was_produced_for_every_codec() {
         assert_eq!(messages[0].offset, 2990);
         assert_eq!(messages[9].value.as_deref(), Some(values[2999].as_bytes()));
         assert_eq!(messages[9].headers[0].1.as_deref(), Some(&b"1"[..]));
+        pc.close();
+        // One message at a time.
+        let mut pc = consumer
+            .consume_partition_blocking(&topic, 0, Offset::Exact(2995))
+            .unwrap();
+        for want in 2995..3000 {
+            let m = pc.next_message_blocking().unwrap().unwrap();
+            assert_eq!(m.offset, want);
+            assert_eq!(m.key.as_deref(), Some(format!("k{want}").as_bytes()));
+        }
         client.close();
     }
 }

@@ -365,6 +365,7 @@ impl Consumer {
             decompressor: Decompressor::default(),
             aborted_pending: BTreeMap::new(),
             aborted_active: HashSet::new(),
+            pending: std::collections::VecDeque::new(),
         })
     }
 
@@ -404,6 +405,8 @@ pub struct PartitionConsumer {
     aborted_pending: BTreeMap<i64, Vec<i64>>,
     /// Producers whose open transaction is aborted.
     aborted_active: HashSet<i64>,
+    /// Owned messages of the current batch not handed out yet (`next_message`).
+    pending: std::collections::VecDeque<Message>,
 }
 
 /// A fetched batch, borrowed from the fetch buffer (or, when compressed, from the
@@ -705,6 +708,25 @@ impl PartitionConsumer {
             });
         }
         Some(Ok(out))
+    }
+
+    /// The next owned message, one at a time (a stream of [`Message`]s over
+    /// [`PartitionConsumer::next_messages`]). `None` when the consumer ended.
+    pub async fn next_message(&mut self) -> Option<std::result::Result<Message, ConsumerError>> {
+        loop {
+            if let Some(m) = self.pending.pop_front() {
+                return Some(Ok(m));
+            }
+            match self.next_messages().await? {
+                Ok(batch) => self.pending.extend(batch),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+
+    /// [`PartitionConsumer::next_message`] for plain threads.
+    pub fn next_message_blocking(&mut self) -> Option<std::result::Result<Message, ConsumerError>> {
+        crate::client::block_on(self.next_message())
     }
 
     /// [`PartitionConsumer::next_messages`] for plain threads.
