@@ -21,6 +21,15 @@ mod common;
 const SERVERS: [&str; 3] = ["127.0.0.1:9092", "127.0.0.1:9093", "127.0.0.1:9094"];
 
 fn kafka(args: &[&str]) {
+    if args[0] == "start-node" {
+        // A node killed a moment ago may still hold its port: wait until it is free.
+        let port = 9091 + args[1].parse::<u16>().expect("node number");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kafka");
     let status = Command::new(script)
         .args(args)
