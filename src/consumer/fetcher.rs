@@ -257,7 +257,7 @@ pub(crate) async fn run(
         let mut moved = Vec::new();
         let mut reset = Vec::new();
         handle_response(
-            &inner, response, version, &ids, &active, &permit, &mut moved, &mut reset,
+            response, version, &ids, &active, &permit, &mut moved, &mut reset,
         );
         if !moved.is_empty() {
             let gone: HashSet<(Arc<str>, i32)> = moved
@@ -369,7 +369,6 @@ fn build_request(
 
 #[allow(clippy::too_many_arguments)]
 fn handle_response(
-    inner: &ConsumerInner,
     response: FetchResponse,
     version: i16,
     ids: &HashMap<Uuid, Arc<str>>,
@@ -458,7 +457,6 @@ fn handle_response(
             }
         }
     }
-    let _ = inner;
 }
 
 /// Where a partition starts or resets to, resolved with ListOffsets at its leader.

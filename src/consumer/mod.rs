@@ -565,16 +565,10 @@ impl PartitionConsumer {
             // Find the next batch worth returning; remember its byte range.
             let chunk = self.current.as_ref().expect("refilled");
             let data = &chunk.records[self.cursor..];
-            let (range, base, next, compressed) = match RecordBatchRef::parse(data) {
+            let (range, next) = match RecordBatchRef::parse(data) {
                 Ok(Some((batch, _))) => {
                     let begin = self.cursor;
-                    let len = batch.as_bytes().len();
-                    (
-                        begin..begin + len,
-                        batch.base_offset(),
-                        batch.next_offset(),
-                        batch.compression().ok() != Some(crate::record::Compression::None),
-                    )
+                    (begin..begin + batch.as_bytes().len(), batch.next_offset())
                 }
                 Ok(None) => {
                     self.current = None;
@@ -586,7 +580,6 @@ impl PartitionConsumer {
                 }
             };
             self.cursor = range.end;
-            let _ = base;
             let chunk = self.current.as_ref().expect("present");
             let batch = match RecordBatchRef::new(&chunk.records[range.clone()]) {
                 Ok(b) => b,
@@ -629,7 +622,6 @@ impl PartitionConsumer {
             }
             let start = self.position;
             self.position = next;
-            let _ = compressed;
             let chunk = self.current.as_ref().expect("present");
             let batch = RecordBatchRef::new(&chunk.records[range.clone()]).expect("parsed above");
             let zero_copy = batch.compression().ok() == Some(crate::record::Compression::None);
