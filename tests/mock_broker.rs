@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, BytesMut};
-use kring::io::{BlockingConnection, Broker, ConnectionConfig, ConnectionOptions, IoError};
+use kring::io::{BlockingConnection, Broker, ConnectionConfig, IoError};
 use kring::mock::{
     MockApiVersionsResponse, MockBroker, MockError, MockFetchResponse, MockFindCoordinatorResponse,
     MockHeartbeatResponse, MockInitProducerIdResponse, MockJoinGroupResponse,
@@ -56,7 +56,7 @@ fn quick() -> ConnectionConfig {
 }
 
 fn blocking(broker: &MockBroker) -> BlockingConnection {
-    BlockingConnection::connect(&broker.address(), ConnectionOptions::default()).expect("connect")
+    BlockingConnection::connect(&broker.address(), ConnectionConfig::default()).expect("connect")
 }
 
 fn produce(topic: &str, partition: i32) -> ProduceRequest {
@@ -568,6 +568,13 @@ fn ignored_requests_time_out_and_acks_zero_is_never_answered() {
     // acks=0: the producer expects nothing back, and the mock sends nothing.
     let p = c.send_blocking(produce("t", 0).with_acks(0)).unwrap();
     assert!(p.responses.is_empty());
+    // acks=0 resolves once written: give the mock a moment to read and record it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while broker.history().last().map(|r| r.request.api_key) != Some(ApiKey::Produce)
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let last = broker.history().pop().unwrap();
     assert_eq!(last.request.api_key, ApiKey::Produce);
     assert!(last.response.is_none(), "acks=0 is never answered");

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use kring::io::{BlockingConnection, Broker, ConnectionConfig, ConnectionOptions, IoError};
+use kring::io::{BlockingConnection, Broker, ConnectionConfig, IoError};
 use kring::mock::{FakeCluster, Reply, record_batch};
 use kring::protocol::messages::{
     CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeGroupsRequest,
@@ -59,7 +59,7 @@ fn quick() -> ConnectionConfig {
 }
 
 fn connect(addr: &str) -> BlockingConnection {
-    BlockingConnection::connect(addr, ConnectionOptions::default()).expect("connect")
+    BlockingConnection::connect(addr, ConnectionConfig::default()).expect("connect")
 }
 
 fn connect_to(cluster: &FakeCluster, broker: i32) -> BlockingConnection {

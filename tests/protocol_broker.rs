@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{BufMut, BytesMut};
-use kring::io::{BlockingConnection, ConnectionOptions};
+use kring::io::{BlockingConnection, ConnectionConfig};
 use kring::protocol::messages::{
     ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
     ListOffsetsRequest, MetadataRequest, MetadataResponse,
@@ -25,7 +25,7 @@ fn bootstrap() -> String {
 }
 
 fn connect() -> BlockingConnection {
-    BlockingConnection::connect(&bootstrap(), ConnectionOptions::default()).unwrap_or_else(|e| {
+    BlockingConnection::connect(&bootstrap(), ConnectionConfig::default()).unwrap_or_else(|e| {
         panic!(
             "no broker at {}: {e} (start one with `scripts/kafka up`)",
             bootstrap()
@@ -261,7 +261,7 @@ fn create_describe_list_offsets_and_delete_a_topic() {
             .expect("leader is listed");
         let mut leader_conn = BlockingConnection::connect(
             &format!("{}:{}", broker.host, broker.port),
-            ConnectionOptions::default(),
+            ConnectionConfig::default(),
         )
         .expect("connect to leader");
         for timestamp in [-2i64, -1] {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use kring::buf::{BufferPool, MemoryBudget};
-use kring::io::{BlockingConnection, ConnectionOptions};
+use kring::io::{BlockingConnection, ConnectionConfig};
 use kring::protocol::KafkaCode;
 use kring::protocol::messages::{
     CreateTopicsRequest, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse,
@@ -30,7 +30,7 @@ fn bootstrap() -> String {
 }
 
 fn connect(addr: &str) -> BlockingConnection {
-    BlockingConnection::connect(addr, ConnectionOptions::default())
+    BlockingConnection::connect(addr, ConnectionConfig::default())
         .unwrap_or_else(|e| panic!("no broker at {addr}: {e} (start one with `scripts/kafka up`)"))
 }
 

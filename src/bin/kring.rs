@@ -8,7 +8,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use kring::io::{BlockingConnection, ConnectionError, ConnectionOptions};
+use kring::io::{BlockingConnection, ConnectionConfig, IoError};
 use kring::protocol::KafkaCode;
 use kring::protocol::messages::{
     ApiKey, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest, ListOffsetsRequest,
@@ -76,7 +76,7 @@ fn main() -> ExitCode {
 #[derive(Debug, thiserror::Error)]
 enum CheckError {
     #[error(transparent)]
-    Connection(#[from] ConnectionError),
+    Connection(#[from] IoError),
     #[error("{what} failed: {code}")]
     Broker { what: String, code: KafkaCode },
     #[error("{0}")]
@@ -97,7 +97,7 @@ fn broker_error(what: impl Into<String>, code: i16) -> Result<(), CheckError> {
 
 fn check(args: &CheckArgs) -> Result<(), CheckError> {
     let started = Instant::now();
-    let mut conn = BlockingConnection::connect(&args.bootstrap, ConnectionOptions::default())?;
+    let mut conn = BlockingConnection::connect(&args.bootstrap, ConnectionConfig::default())?;
     println!("connected to {} ({:?})", conn.addr(), started.elapsed());
     println!(
         "ApiVersions: the broker offers {} APIs; kring uses:",
@@ -193,7 +193,7 @@ fn check(args: &CheckArgs) -> Result<(), CheckError> {
             .ok_or_else(|| CheckError::Unexpected(format!("leader {} not listed", p.leader_id)))?;
         let mut leader_conn = BlockingConnection::connect(
             &format!("{}:{}", leader.host, leader.port),
-            ConnectionOptions::default(),
+            ConnectionConfig::default(),
         )?;
         let mut offsets = Vec::new();
         for timestamp in [-2i64, -1] {

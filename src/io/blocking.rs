@@ -9,132 +9,38 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
+use crate::io::{ConnectionConfig, IoError};
 use crate::protocol::negotiation::{self, ApiVersionsTable};
 use crate::protocol::{
-    self, ApiKey, DecodeError, EncodeError, KafkaCode, Request, ResponseHeader,
-    messages::ApiVersionsRequest,
+    self, ApiKey, KafkaCode, Request, ResponseHeader, messages::ApiVersionsRequest,
 };
-
-/// Settings for a [`BlockingConnection`].
-#[derive(Debug, Clone)]
-pub struct ConnectionOptions {
-    /// Sent as the request header's client id.
-    pub client_id: String,
-    /// Timeout for establishing the TCP connection.
-    pub connect_timeout: Duration,
-    /// Timeout for each read and write.
-    pub request_timeout: Duration,
-    /// The largest response frame accepted; larger ones are refused before allocating.
-    pub max_response_size: usize,
-}
-
-impl Default for ConnectionOptions {
-    fn default() -> Self {
-        ConnectionOptions {
-            client_id: "kring".into(),
-            connect_timeout: Duration::from_secs(10),
-            request_timeout: Duration::from_secs(30),
-            // The Java client's socket.receive.buffer cap for responses is the fetch
-            // size; 100 MiB is librdkafka's receive.message.max.bytes default.
-            max_response_size: 100 * 1024 * 1024,
-        }
-    }
-}
-
-/// Errors of a blocking connection.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConnectionError {
-    /// A socket operation failed.
-    #[error("{op} {addr}: {source}")]
-    Io {
-        /// What was being done.
-        op: &'static str,
-        /// The broker's address.
-        addr: String,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The address did not resolve to anything.
-    #[error("address {0} resolved to nothing")]
-    NoAddress(String),
-    /// A request could not be encoded.
-    #[error("encoding {api:?} request: {source}")]
-    Encode {
-        /// The API.
-        api: ApiKey,
-        /// The cause.
-        #[source]
-        source: EncodeError,
-    },
-    /// A response could not be decoded.
-    #[error("decoding {api:?} response from {addr}: {source}")]
-    Decode {
-        /// The API.
-        api: ApiKey,
-        /// The broker's address.
-        addr: String,
-        /// The cause.
-        #[source]
-        source: DecodeError,
-    },
-    /// The response carried another request's correlation id.
-    #[error("correlation id mismatch from {addr}: sent {sent}, got {got}")]
-    CorrelationMismatch {
-        /// The broker's address.
-        addr: String,
-        /// The id sent.
-        sent: i32,
-        /// The id received.
-        got: i32,
-    },
-    /// No version of the API is supported by both sides.
-    #[error("broker {addr} supports no version of {api:?} that kring speaks")]
-    UnsupportedApi {
-        /// The API.
-        api: ApiKey,
-        /// The broker's address.
-        addr: String,
-    },
-    /// The ApiVersions handshake failed with a broker error.
-    #[error("ApiVersions handshake with {addr} failed: {code}")]
-    Handshake {
-        /// The broker's address.
-        addr: String,
-        /// The error code.
-        code: KafkaCode,
-    },
-}
 
 /// A blocking connection to one broker.
 #[derive(Debug)]
 pub struct BlockingConnection {
     stream: TcpStream,
     addr: String,
-    options: ConnectionOptions,
+    options: ConnectionConfig,
     next_correlation_id: i32,
     versions: ApiVersionsTable,
 }
 
 impl BlockingConnection {
     /// Connects to `addr` (`host:port`) and performs the ApiVersions handshake.
-    pub fn connect(addr: &str, options: ConnectionOptions) -> Result<Self, ConnectionError> {
+    pub fn connect(addr: &str, options: ConnectionConfig) -> Result<Self, IoError> {
         let mut conn = Self::connect_raw(addr, options)?;
         conn.handshake()?;
         Ok(conn)
     }
 
     /// Connects without the handshake: `send` then needs explicit versions.
-    pub fn connect_raw(addr: &str, options: ConnectionOptions) -> Result<Self, ConnectionError> {
-        let io_err = |op, source| ConnectionError::Io {
-            op,
+    pub fn connect_raw(addr: &str, options: ConnectionConfig) -> Result<Self, IoError> {
+        let io_err = |op: &str, source: std::io::Error| IoError::Connect {
             addr: addr.to_string(),
-            source,
+            message: format!("{op}: {source}"),
         };
         let targets: Vec<SocketAddr> = addr
             .to_socket_addrs()
@@ -162,7 +68,10 @@ impl BlockingConnection {
         }
         match last {
             Some(e) => Err(io_err("connecting to", e)),
-            None => Err(ConnectionError::NoAddress(addr.to_string())),
+            None => Err(IoError::Connect {
+                addr: addr.to_string(),
+                message: "resolved to no address".into(),
+            }),
         }
     }
 
@@ -177,7 +86,7 @@ impl BlockingConnection {
     }
 
     /// Runs the ApiVersions handshake and keeps the broker's versions.
-    pub fn handshake(&mut self) -> Result<&ApiVersionsTable, ConnectionError> {
+    pub fn handshake(&mut self) -> Result<&ApiVersionsTable, IoError> {
         let request = ApiVersionsRequest::default()
             .with_client_software_name("kring".into())
             .with_client_software_version(env!("CARGO_PKG_VERSION").into());
@@ -186,7 +95,7 @@ impl BlockingConnection {
             let frame = self.round_trip(&request, version)?;
             let response =
                 negotiation::decode_api_versions_response(frame, version).map_err(|source| {
-                    ConnectionError::Decode {
+                    IoError::Decode {
                         api: ApiKey::ApiVersions,
                         addr: self.addr.clone(),
                         source,
@@ -200,27 +109,28 @@ impl BlockingConnection {
             match negotiation::api_versions_fallback(&response) {
                 Some(v) if v < version => version = v,
                 _ => {
-                    return Err(ConnectionError::Handshake {
+                    return Err(IoError::Handshake {
                         addr: self.addr.clone(),
                         code,
                     });
                 }
             }
         }
-        Err(ConnectionError::Handshake {
+        Err(IoError::Handshake {
             addr: self.addr.clone(),
             code: KafkaCode::UNSUPPORTED_VERSION,
         })
     }
 
     /// Sends `request` at the highest version both sides support and waits for the answer.
-    pub fn send<R: Request>(&mut self, request: &R) -> Result<R::Response, ConnectionError> {
-        let version = self.versions.version_for(R::API_KEY).ok_or_else(|| {
-            ConnectionError::UnsupportedApi {
-                api: R::API_KEY,
-                addr: self.addr.clone(),
-            }
-        })?;
+    pub fn send<R: Request>(&mut self, request: &R) -> Result<R::Response, IoError> {
+        let version =
+            self.versions
+                .version_for(R::API_KEY)
+                .ok_or_else(|| IoError::UnsupportedApi {
+                    api: R::API_KEY,
+                    addr: self.addr.clone(),
+                })?;
         self.send_version(request, version)
     }
 
@@ -229,11 +139,11 @@ impl BlockingConnection {
         &mut self,
         request: &R,
         version: i16,
-    ) -> Result<R::Response, ConnectionError> {
+    ) -> Result<R::Response, IoError> {
         let frame = self.round_trip(request, version)?;
         let response =
             protocol::decode_response_body::<R::Response>(frame, version).map_err(|source| {
-                ConnectionError::Decode {
+                IoError::Decode {
                     api: R::API_KEY,
                     addr: self.addr.clone(),
                     source,
@@ -245,7 +155,7 @@ impl BlockingConnection {
     /// Writes a pre-built request frame (size prefix included) and returns the response
     /// frame after its size prefix, header included. The caller is responsible for the
     /// frame's correlation id; see [`BlockingConnection::next_correlation_id`].
-    pub fn send_raw_frame(&mut self, frame: &[u8]) -> Result<Bytes, ConnectionError> {
+    pub fn send_raw_frame(&mut self, frame: &[u8]) -> Result<Bytes, IoError> {
         self.write_all(frame)?;
         let api = frame
             .get(4..6)
@@ -263,11 +173,7 @@ impl BlockingConnection {
 
     /// Encodes, writes, reads the answer and checks its correlation id. Returns the
     /// response frame positioned after the response header.
-    fn round_trip<R: Request>(
-        &mut self,
-        request: &R,
-        version: i16,
-    ) -> Result<Bytes, ConnectionError> {
+    fn round_trip<R: Request>(&mut self, request: &R, version: i16) -> Result<Bytes, IoError> {
         let correlation_id = self.next_correlation_id();
         let mut buf = BytesMut::with_capacity(256);
         protocol::encode_request_frame(
@@ -277,7 +183,7 @@ impl BlockingConnection {
             correlation_id,
             Some(&self.options.client_id),
         )
-        .map_err(|source| ConnectionError::Encode {
+        .map_err(|source| IoError::Encode {
             api: R::API_KEY,
             source,
         })?;
@@ -285,44 +191,44 @@ impl BlockingConnection {
         let mut frame = self.read_frame(R::API_KEY)?;
         let header: ResponseHeader =
             protocol::decode_response_header(&mut frame, R::API_KEY, version).map_err(
-                |source| ConnectionError::Decode {
+                |source| IoError::Decode {
                     api: R::API_KEY,
                     addr: self.addr.clone(),
                     source,
                 },
             )?;
         if header.correlation_id != correlation_id {
-            return Err(ConnectionError::CorrelationMismatch {
+            return Err(IoError::Disconnected {
                 addr: self.addr.clone(),
-                sent: correlation_id,
-                got: header.correlation_id,
+                reason: format!(
+                    "correlation id {} in answer to {correlation_id}",
+                    header.correlation_id
+                ),
             });
         }
         Ok(frame)
     }
 
-    fn write_all(&mut self, data: &[u8]) -> Result<(), ConnectionError> {
+    fn write_all(&mut self, data: &[u8]) -> Result<(), IoError> {
         self.stream
             .write_all(data)
-            .map_err(|source| ConnectionError::Io {
-                op: "writing to",
+            .map_err(|source| IoError::Disconnected {
                 addr: self.addr.clone(),
-                source,
+                reason: format!("write failed: {source}"),
             })
     }
 
-    fn read_frame(&mut self, api: ApiKey) -> Result<Bytes, ConnectionError> {
-        let io_err = |addr: &str, source| ConnectionError::Io {
-            op: "reading from",
+    fn read_frame(&mut self, api: ApiKey) -> Result<Bytes, IoError> {
+        let io_err = |addr: &str, source: std::io::Error| IoError::Disconnected {
             addr: addr.to_string(),
-            source,
+            reason: format!("read failed: {source}"),
         };
         let mut prefix = [0u8; protocol::FRAME_PREFIX];
         self.stream
             .read_exact(&mut prefix)
             .map_err(|e| io_err(&self.addr, e))?;
         let len = protocol::frame_length(&prefix, self.options.max_response_size)
-            .map_err(|source| ConnectionError::Decode {
+            .map_err(|source| IoError::Decode {
                 api,
                 addr: self.addr.clone(),
                 source,

@@ -20,7 +20,7 @@ pub mod transport;
 pub mod uring;
 
 pub use backend::{Backend, BackendChoice};
-pub use blocking::{BlockingConnection, ConnectionError, ConnectionOptions};
+pub use blocking::BlockingConnection;
 pub use broker::{Broker, PendingResponse};
 pub use connection::{ConnectionConfig, ConnectionState, EncodeRequest, Encoded, RawResponse};
 pub use error::IoError;

@@ -169,7 +169,7 @@ impl Service for BrokerService {
 /// A scriptable Kafka broker on a loopback socket, for tests.
 ///
 /// ```
-/// use kring::io::{BlockingConnection, ConnectionOptions};
+/// use kring::io::{BlockingConnection, ConnectionConfig};
 /// use kring::mock::{MockBroker, MockMetadataResponse, MockProduceResponse};
 /// use kring::protocol::{ApiKey, KafkaCode};
 /// use kring::protocol::messages::{
@@ -189,7 +189,7 @@ impl Service for BrokerService {
 /// );
 ///
 /// // The code under test: here, a blocking connection doing what a producer does.
-/// let mut conn = BlockingConnection::connect(&broker.address(), ConnectionOptions::default())?;
+/// let mut conn = BlockingConnection::connect(&broker.address(), ConnectionConfig::default())?;
 /// let metadata = conn.send(&MetadataRequest::default().with_topics(None))?;
 /// assert_eq!(metadata.topics[0].partitions[0].leader_id, 1);
 /// let produce = ProduceRequest::default()

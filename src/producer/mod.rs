@@ -461,14 +461,10 @@ impl Producer {
     /// Sends every record queued so far without waiting for linger, and waits until each
     /// is acknowledged or failed.
     pub async fn flush(&self) -> Result<()> {
-        let pending: Vec<_> = {
-            let topics = self.inner.topics.read().map_err(|_| Error::ShuttingDown)?;
-            topics
-                .values()
-                .flat_map(|t| t.partitions.read().map(|p| p.clone()).unwrap_or_default())
-                .flat_map(|p| p.lock().map(|s| s.pending()).unwrap_or_default())
-                .collect()
-        };
+        let pending: Vec<_> = sender::all_partitions(&self.inner)
+            .iter()
+            .flat_map(|p| p.lock().map(|s| s.pending()).unwrap_or_default())
+            .collect();
         self.inner.flushing.fetch_add(1, Ordering::AcqRel);
         self.inner.wake.notify_one();
         for shared in pending {

@@ -156,18 +156,23 @@ fn topics_of(inner: &ProducerInner) -> Vec<Arc<TopicState>> {
         .unwrap_or_default()
 }
 
+/// Every partition of every topic the producer has seen.
+pub(super) fn all_partitions(inner: &ProducerInner) -> Vec<Arc<Mutex<PartitionState>>> {
+    topics_of(inner)
+        .iter()
+        .flat_map(|t| t.partitions.read().map(|p| p.clone()).unwrap_or_default())
+        .collect()
+}
+
 fn fail_everything(inner: &ProducerInner, error: Error) {
-    for t in topics_of(inner) {
-        let parts = t.partitions.read().map(|p| p.clone()).unwrap_or_default();
-        for part in parts {
-            if let Ok(mut s) = part.lock() {
-                for shared in s.pending() {
-                    shared.complete(Err(error.clone()));
-                }
-                s.open = None;
-                s.queue.clear();
-                s.in_flight.clear();
+    for part in all_partitions(inner) {
+        if let Ok(mut s) = part.lock() {
+            for shared in s.pending() {
+                shared.complete(Err(error.clone()));
             }
+            s.open = None;
+            s.queue.clear();
+            s.in_flight.clear();
         }
     }
 }
@@ -647,27 +652,20 @@ async fn bump_epoch(inner: &Arc<ProducerInner>) {
             if let Ok(mut slot) = inner.producer_id.lock() {
                 *slot = Some(new);
             }
-            for topic in topics_of(inner) {
-                let parts = topic
-                    .partitions
-                    .read()
-                    .map(|p| p.clone())
-                    .unwrap_or_default();
-                for part in parts {
-                    let Ok(mut s) = part.lock() else { continue };
-                    s.next_sequence = 0;
-                    let mut next = 0i32;
-                    for q in s.queue.iter_mut() {
-                        if let BatchData::Frozen(bytes) = &q.data {
-                            q.data = BatchData::Frozen(restamp(bytes, new, next));
-                            q.base_sequence = Some(next);
-                            next = next.wrapping_add(q.records);
-                        }
+            for part in all_partitions(inner) {
+                let Ok(mut s) = part.lock() else { continue };
+                s.next_sequence = 0;
+                let mut next = 0i32;
+                for q in s.queue.iter_mut() {
+                    if let BatchData::Frozen(bytes) = &q.data {
+                        q.data = BatchData::Frozen(restamp(bytes, new, next));
+                        q.base_sequence = Some(next);
+                        next = next.wrapping_add(q.records);
                     }
-                    s.next_sequence = next;
-                    s.hold_until_drained = false;
-                    s.acked_in_epoch = false;
                 }
+                s.next_sequence = next;
+                s.hold_until_drained = false;
+                s.acked_in_epoch = false;
             }
             inner.bump_needed.store(false, Ordering::Release);
         }

@@ -453,7 +453,7 @@ impl FakeClusterBuilder {
 /// logs, offsets and groups. See the [module docs](self) for what it implements.
 ///
 /// ```
-/// use kring::io::{BlockingConnection, ConnectionOptions};
+/// use kring::io::{BlockingConnection, ConnectionConfig};
 /// use kring::mock::{FakeCluster, Reply, record_batch};
 /// use kring::protocol::{ApiKey, KafkaCode};
 /// use kring::protocol::messages::{
@@ -462,7 +462,7 @@ impl FakeClusterBuilder {
 /// };
 ///
 /// let cluster = FakeCluster::builder().brokers(3).topic("events", 2).build()?;
-/// let options = ConnectionOptions::default;
+/// let options = ConnectionConfig::default;
 ///
 /// // Discover the leader of events-0 from any broker, as a client does.
 /// let mut seed = BlockingConnection::connect(&cluster.bootstrap()[0], options())?;
