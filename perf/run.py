@@ -1,0 +1,1196 @@
+#!/usr/bin/env python3
+"""perf/run.py — the side-by-side harness behind `perf/run` (Python 3 standard library only).
+
+Runs each workload with kring and each peer against the local broker and writes
+perf/results/run.md, run.svg and run-raw.jsonl. `perf/run --help` lists the options.
+
+Clients. Every client but Java follows the peer contract of perf/README.md (arguments,
+payload file, one JSON line on stdout):
+  kring       target/release/kring perf produce|consume ...   (cargo build --release --bin kring)
+  librdkafka  perf/target/release/rdkafka-perf produce|consume ...   (the perf/ cargo workspace)
+  sarama      perf/target/bin/sarama-perf ...      (built by perf/go-build)
+  franz-go    perf/target/bin/franz-go-perf ...    (built by perf/go-build)
+  java        scripts/kafka run-class org.apache.kafka.tools.ProducerPerformance / ConsumerPerformance,
+              through the adapters below, which map the contract's settings to those tools' flags
+              and their printed summaries back to the contract's result record.
+
+Each run: a fresh topic for every produce run (created before, deleted after, with kring's
+`topics` command, or Kafka's TopicCommand with --admin java); consume runs read one topic
+filled once beforehand by kring's producer. The client process is started under
+`taskset -c 1` and reaped with os.wait4: user+system CPU and peak RSS are the whole
+process's (start-up included), while records/s and MB/s come from the client's own
+elapsed_s (the Java tools: their own printed figures). The broker's JVM (all threads) is
+pinned to CPU 0 for the duration and its previous affinity restored at the end, on
+failure and on Ctrl-C as well (try/finally plus SIGTERM/SIGHUP handlers).
+"""
+
+import argparse
+import json
+import os
+import platform
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime, timezone
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KAFKA = os.path.join(ROOT, "scripts", "kafka")
+BOOTSTRAP = "127.0.0.1:9092"
+CLIENTS = ["kring", "librdkafka", "sarama", "franz-go", "java"]
+CONTRACT_CLIENTS = ["kring", "librdkafka", "sarama", "franz-go"]
+COLORS = {"kring": "#c0392b", "librdkafka": "#2c7fb8", "sarama": "#31a354",
+          "franz-go": "#e6850e", "java": "#756bb1"}
+PAYLOAD_LINES = 4096
+JAVA_PRODUCER = "org.apache.kafka.tools.ProducerPerformance"
+JAVA_CONSUMER = "org.apache.kafka.tools.ConsumerPerformance"
+JAVA_TOPICS = "org.apache.kafka.tools.TopicCommand"
+
+
+def default_workloads():
+    """The default workloads, in run order. Every key can be changed with --set."""
+    common = {"linger_ms": 5, "batch_size": 1_000_000, "partitions": 3}
+    return {
+        "produce-100": {"op": "produce", "records": 1_000_000, "size": 100, "acks": "1",
+                        "idempotence": "false", "compression": "none", **common},
+        "produce-1k": {"op": "produce", "records": 300_000, "size": 1024, "acks": "all",
+                       "idempotence": "true", "compression": "lz4", **common},
+        # The fill producer's settings are acks/idempotence/compression below.
+        "consume-100": {"op": "consume", "records": 1_000_000, "size": 100, "acks": "1",
+                        "idempotence": "false", "compression": "none", **common},
+    }
+
+
+class Interrupted(Exception):
+    """SIGTERM or SIGHUP: unwinds like Ctrl-C so every finally block runs."""
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def sh(cmd, timeout=120):
+    """Runs a short helper command; returns (exit code, stdout, stderr)."""
+    try:
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                           stdin=subprocess.DEVNULL)
+        return p.returncode, p.stdout, p.stderr
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return -1, "", str(e)
+
+
+def error_line(out, err):
+    """The most telling line of a failed helper: the first that names an error, else the last."""
+    lines = [l.strip() for l in (err + "\n" + out).splitlines() if l.strip()]
+    named = [l for l in lines if "rror" in l or "xception" in l]
+    return (named or lines or ["no output"])[0 if named else -1][:300]
+
+
+def last_line(text):
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    return lines[-1] if lines else ""
+
+
+# ---------------------------------------------------------------- payloads
+
+VOCABULARY = ("order customer shipped pending warehouse invoice amount currency EUR USD status "
+              "created updated region north south east west priority high low normal sku item "
+              "quantity price discount total session user click view page home cart checkout "
+              "payment card refund true false null id ts event source web mobile").split(" ")
+
+
+def payload_file(size):
+    """perf/target/payloads-SIZE.txt: PAYLOAD_LINES lines of exactly `size` bytes of
+    text-like content — words from a fixed vocabulary drawn by a fixed-seed xorshift64,
+    with numbers now and then — the idea of `Payloads` in perf/common/produce.rs.
+    Deterministic; rewritten only when its content would differ."""
+    mask = (1 << 64) - 1
+    x = 0x9E3779B97F4A7C15
+    out = []
+    for _ in range(PAYLOAD_LINES):
+        line = bytearray()
+        while len(line) < size:
+            x ^= (x << 13) & mask
+            x ^= x >> 7
+            x ^= (x << 17) & mask
+            line += VOCABULARY[x % len(VOCABULARY)].encode()[: size - len(line)]
+            if len(line) < size:
+                sep = b"=1234," if x >> 60 == 0 else b" "
+                line += sep[: size - len(line)]
+        out.append(bytes(line))
+    data = b"\n".join(out) + b"\n"
+    path = os.path.join(ROOT, "perf", "target", f"payloads-{size}.txt")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if not os.path.exists(path) or open(path, "rb").read() != data:
+        with open(path, "wb") as f:
+            f.write(data)
+    return path
+
+
+# ---------------------------------------------------------------- measured processes
+
+class Runner:
+    """Starts client processes (pinned), reaps them with wait4, kills them on timeout or
+    interrupt.
+
+    A process's `ru_maxrss` starts at the peak RSS of the memory it had before its exec
+    (Linux records the old mm's high-water mark at exec), and a child that Python forks or
+    vforks has Python's memory there: a direct child would show at least this harness's
+    own peak RSS. So the client is started by a tiny `/bin/sh` that forks it in the
+    background, prints its pid and exits; this process is the client's child subreaper
+    (prctl PR_SET_CHILD_SUBREAPER), so the orphaned client becomes its child and is reaped
+    here with wait4, its RSS floor being that sh's (about 1.5 MiB). Without prctl the
+    client is started directly (and `rss_floor` in the meta line says so)."""
+
+    def __init__(self, pin):
+        self.pin = ["taskset", "-c", "1"] if pin else []
+        self.group = None
+        self.subreaper = False
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            self.subreaper = libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+        except (OSError, AttributeError):
+            pass
+
+    def run(self, cmd, timeout):
+        full = self.pin + cmd
+        out = tempfile.TemporaryFile()
+        err = tempfile.TemporaryFile()
+        t0 = time.monotonic()
+        if self.subreaper:
+            r, w = os.pipe()
+            launcher = subprocess.Popen(
+                ["/bin/sh", "-c", f'"$@" {w}>&- & echo $! >&{w}', "sh"] + full, cwd=ROOT,
+                stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=(w,),
+                start_new_session=True)
+            os.close(w)
+            self.group = launcher.pid
+            with os.fdopen(r) as f:
+                line = f.read().strip()
+            launcher.wait()
+            if not line.isdigit():
+                raise RuntimeError(f"could not start {full[0]}: {line or 'no pid'}")
+            pid = int(line)
+        else:
+            p = subprocess.Popen(full, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                 start_new_session=True)
+            p.returncode = 0  # reaped below with wait4, not by Popen
+            pid = self.group = p.pid
+        timed_out = threading.Event()
+
+        def kill():
+            timed_out.set()
+            self.kill()
+
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        try:
+            while True:
+                try:
+                    _, status, ru = os.wait4(pid, 0)
+                    break
+                except InterruptedError:
+                    continue
+        finally:
+            timer.cancel()
+        code = os.waitstatus_to_exitcode(status)
+        self.group = None
+        wall = time.monotonic() - t0
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode("utf-8", "replace")
+        stderr = err.read().decode("utf-8", "replace")
+        out.close()
+        err.close()
+        return {
+            "cmd": " ".join(shlex.quote(c) for c in full),
+            "exit": code,
+            "timed_out": timed_out.is_set(),
+            "wall_s": round(wall, 3),
+            "utime_s": ru.ru_utime,
+            "stime_s": ru.ru_stime,
+            "maxrss_kib": ru.ru_maxrss,
+            "stdout": stdout,
+            "stderr": stderr,
+        }
+
+    def kill(self):
+        if self.group is not None:
+            try:
+                os.killpg(self.group, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def failure_reason(r, timeout):
+    if r["timed_out"]:
+        return f"timed out after {timeout} s"
+    if r["exit"] != 0:
+        why = f"exit {r['exit']}" if r["exit"] > 0 else f"killed by signal {-r['exit']}"
+        tail = [l.strip() for l in r["stderr"].splitlines() if l.strip()]
+        # The Java tools' stack traces: the exception line is more telling than "at ...".
+        tail = [l for l in tail if not l.startswith("at ")] or tail
+        return f"{why}: {tail[-1][:200]}" if tail else why
+    return None
+
+
+# ---------------------------------------------------------------- clients
+
+def contract_args(op, w, topic, payload):
+    args = [op, "--bootstrap", BOOTSTRAP, "--topic", topic, "--records", str(w["records"])]
+    if op == "produce":
+        args += ["--payload-file", payload, "--acks", w["acks"], "--idempotence", w["idempotence"],
+                 "--compression", w["compression"], "--linger-ms", str(w["linger_ms"]),
+                 "--batch-size", str(w["batch_size"])]
+    return args
+
+
+def parse_contract(r, client, op, w):
+    """The last stdout line, checked against what was asked."""
+    try:
+        res = json.loads(last_line(r["stdout"]))
+    except ValueError:
+        return None, "no JSON result line on stdout"
+    if not isinstance(res, dict):
+        return None, "result line is not a JSON object"
+    if res.get("records") != w["records"]:
+        return None, f"result says {res.get('records')} records, not {w['records']}"
+    if res.get("op") != op:
+        return None, f"result says op {res.get('op')!r}, not {op!r}"
+    if not isinstance(res.get("elapsed_s"), (int, float)) or res["elapsed_s"] <= 0:
+        return None, f"bad elapsed_s {res.get('elapsed_s')!r}"
+    if res.get("client") != client:
+        res["client_reported"] = res.get("client")
+    return res, None
+
+
+def java_command(op, w, topic, payload, group):
+    if op == "produce":
+        return [KAFKA, "run-class", JAVA_PRODUCER, "--bootstrap-server", BOOTSTRAP,
+                "--topic", topic, "--num-records", str(w["records"]), "--throughput", "-1",
+                "--payload-file", payload, "--payload-delimiter", "\\n",
+                # --command-property: Kafka 4.4's name for the deprecated --producer-props.
+                "--command-property", f"acks={w['acks']}", f"enable.idempotence={w['idempotence']}",
+                f"compression.type={w['compression']}", f"linger.ms={w['linger_ms']}",
+                f"batch.size={w['batch_size']}"]
+    return [KAFKA, "run-class", JAVA_CONSUMER, "--bootstrap-server", BOOTSTRAP, "--topic", topic,
+            "--num-records", str(w["records"]), "--group", group]
+
+
+JAVA_PRODUCER_SUMMARY = re.compile(
+    r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+    r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99\.9th")
+
+
+def parse_java(r, op, w):
+    """ProducerPerformance's final summary line, or ConsumerPerformance's CSV line."""
+    if op == "produce":
+        found = JAVA_PRODUCER_SUMMARY.findall(r["stdout"])
+        if not found:
+            return None, "no summary line from ProducerPerformance"
+        n, rps, mbps, avg, mx, p50, p95, p99, p999 = found[-1]
+        n, rps = int(n), float(rps)
+        if n != w["records"] or rps <= 0:
+            return None, f"ProducerPerformance sent {n} records at {rps}/s"
+        return {"client": "java", "op": "produce", "records": n, "bytes": n * w["size"],
+                "elapsed_s": n / rps, "p50_ms": float(p50), "p99_ms": float(p99),
+                "java": {"records_per_s": rps, "mib_per_s": float(mbps), "avg_ms": float(avg),
+                         "max_ms": float(mx), "p95_ms": float(p95), "p999_ms": float(p999)}}, None
+    lines = [l.strip() for l in r["stdout"].splitlines() if l.strip()]
+    for i, l in enumerate(lines[:-1]):
+        if l.startswith("start.time"):
+            head = [h.strip() for h in l.split(",")]
+            vals = [v.strip() for v in lines[i + 1].split(",")]
+            row = dict(zip(head, vals))
+            try:
+                n = int(row["data.consumed.in.nMsg"])
+                fetch_ms = float(row["fetch.time.ms"])
+                rebalance_ms = float(row["rebalance.time.ms"])
+                mib = float(row["data.consumed.in.MB"])
+            except (KeyError, ValueError):
+                return None, f"unexpected ConsumerPerformance columns: {l}"
+            if n < w["records"] or fetch_ms <= 0:
+                return None, f"ConsumerPerformance read {n} records in {fetch_ms} ms"
+            return {"client": "java", "op": "consume", "records": n,
+                    "bytes": round(mib * (1 << 20)), "elapsed_s": fetch_ms / 1000,
+                    "p50_ms": None, "p99_ms": None,
+                    "java": {"rebalance_ms": rebalance_ms, "fetch_ms": fetch_ms,
+                             "fetch_nmsg_per_s": float(row.get("fetch.nMsg.sec", "nan"))}}, None
+    return None, "no CSV result line from ConsumerPerformance"
+
+
+# ---------------------------------------------------------------- broker
+
+class Broker:
+    """Finds or starts the broker, pins its JVM to CPU 0, and undoes both at the end."""
+
+    def __init__(self):
+        self.started = False
+        self.description = ""
+        self.pid = None
+        self.saved = {}          # tid -> previous affinity
+        self.pin_note = "not pinned"
+
+    def ensure(self):
+        code, out, _ = sh([KAFKA, "status"])
+        if code == 0:
+            self.description = out.splitlines()[0] if out else "running"
+        elif listening():
+            self.description = "a broker on 127.0.0.1:9092 started elsewhere"
+        else:
+            log("== starting a broker (scripts/kafka up)")
+            p = subprocess.run([KAFKA, "up"], cwd=ROOT, stdin=subprocess.DEVNULL)
+            if p.returncode != 0:
+                raise SystemExit("scripts/kafka up failed")
+            self.started = True
+            _, out, _ = sh([KAFKA, "status"])
+            self.description = (out.splitlines()[0] if out else "started") + " (started by perf/run)"
+
+    def find_pid(self):
+        pid_file = os.path.join(ROOT, "target", "kafka", "node1", "kafka.pid")
+        try:
+            pid = int(open(pid_file).read().strip())
+            if b"kafka.Kafka" in open(f"/proc/{pid}/cmdline", "rb").read():
+                return pid
+        except (OSError, ValueError):
+            pass
+        code, out, _ = sh(["pgrep", "-f", r"kafka\.Kafka"])
+        pids = [int(p) for p in out.split()] if code == 0 else []
+        return pids[0] if len(pids) == 1 else None
+
+    def pin(self):
+        """Every thread of the broker's JVM to CPU 0 (threads started later inherit it)."""
+        pid = self.find_pid()
+        if pid is None:
+            self.pin_note = "not pinned: broker pid not found (no target/kafka/node1/kafka.pid, no single kafka.Kafka process)"
+            return
+        self.pid = pid
+        errors = 0
+        for tid in self.tids():
+            try:
+                self.saved[tid] = os.sched_getaffinity(tid)
+                os.sched_setaffinity(tid, {0})
+            except OSError:
+                errors += 1
+        if not self.saved:
+            self.pin_note = f"not pinned: could not set the affinity of pid {pid}"
+            return
+        masks = sorted({cpus_str(m) for m in self.saved.values()})
+        self.pin_note = (f"broker JVM pid {pid}: {len(self.saved)} threads pinned to CPU 0 "
+                         f"(previous affinity {', '.join(masks)})"
+                         + (f"; {errors} threads could not be pinned (exited?)" if errors else ""))
+
+    def tids(self):
+        try:
+            return [int(t) for t in os.listdir(f"/proc/{self.pid}/task")]
+        except OSError:
+            return []
+
+    def restore(self):
+        if not self.saved:
+            return
+        main = self.saved.get(self.pid) or next(iter(self.saved.values()))
+        done = failed = 0
+        for tid in self.tids():
+            try:
+                os.sched_setaffinity(tid, self.saved.get(tid, main))
+                done += 1
+            except OSError:
+                failed += 1
+        self.saved = {}
+        if done:
+            self.pin_note += (f"; afterwards restored on {done} threads"
+                              + (f", {failed} could not be restored" if failed else ""))
+        else:
+            self.pin_note += "; affinity NOT restored (broker gone or permission denied)"
+        log(f"== broker affinity restored ({done} threads{', %d failed' % failed if failed else ''})")
+
+    def stop_if_started(self):
+        if self.started:
+            log("== stopping the broker perf/run started (scripts/kafka down)")
+            subprocess.run([KAFKA, "down"], cwd=ROOT, stdin=subprocess.DEVNULL)
+            self.started = False
+
+
+def listening():
+    import socket
+    try:
+        with socket.create_connection(("127.0.0.1", 9092), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def cpus_str(cpus):
+    cpus = sorted(cpus)
+    parts, i = [], 0
+    while i < len(cpus):
+        j = i
+        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
+            j += 1
+        parts.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
+        i = j + 1
+    return "CPUs " + ",".join(parts) if len(cpus) > 1 else f"CPU {parts[0]}"
+
+
+# ---------------------------------------------------------------- builds
+
+def build(clients, no_build, need_kring):
+    """Builds what the selected clients need; returns ({client: binary}, {client: error},
+    notes)."""
+    bins, errors, notes = {}, {}, []
+    kring_bin = os.path.join(ROOT, "target", "release", "kring")
+    rdkafka_bin = os.path.join(ROOT, "perf", "target", "release", "rdkafka-perf")
+    logdir = os.path.join(ROOT, "perf", "target")
+    os.makedirs(logdir, exist_ok=True)
+
+    def step(name, cmd):
+        if no_build:
+            return None
+        log(f"== build {name}: {' '.join(cmd)}")
+        t0 = time.monotonic()
+        path = os.path.join(logdir, f"run-build-{name}.log")
+        with open(path, "w") as f:
+            p = subprocess.run(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT)
+        took = time.monotonic() - t0
+        notes.append(f"{name}: `{' '.join(cmd)}` {took:.0f} s")
+        if p.returncode != 0:
+            tail = open(path).read().strip().splitlines()[-5:]
+            log(f"   build {name} FAILED (log {os.path.relpath(path, ROOT)}):\n   " + "\n   ".join(tail))
+            return f"build failed: {tail[-1] if tail else 'see ' + path}"
+        return None
+
+    if "kring" in clients or need_kring:
+        err = step("kring", ["cargo", "build", "--release", "--bin", "kring"])
+        if err:
+            errors["kring"] = err
+        elif os.access(kring_bin, os.X_OK):
+            bins["kring"] = kring_bin
+        else:
+            errors["kring"] = f"{kring_bin} missing"
+    if "librdkafka" in clients:
+        err = step("librdkafka", ["cargo", "build", "--release", "--manifest-path",
+                                  "perf/Cargo.toml", "-p", "rdkafka-perf"])
+        if err:
+            errors["librdkafka"] = err
+        elif os.access(rdkafka_bin, os.X_OK):
+            bins["librdkafka"] = rdkafka_bin
+        else:
+            errors["librdkafka"] = f"{rdkafka_bin} missing"
+    go = [c for c in ("sarama", "franz-go") if c in clients]
+    if go:
+        go_build = os.path.join(ROOT, "perf", "go-build")
+        printed = ""
+        if not no_build:
+            if not os.access(go_build, os.X_OK):
+                for c in go:
+                    errors[c] = "perf/go-build missing"
+                go = []
+            else:
+                log("== build sarama, franz-go: perf/go-build")
+                t0 = time.monotonic()
+                code, printed, stderr = sh([go_build], timeout=900)
+                notes.append(f"Go peers: `perf/go-build` {time.monotonic() - t0:.0f} s")
+                if code != 0:
+                    for c in go:
+                        errors[c] = f"perf/go-build failed: {last_line(stderr)[:200]}"
+                    go = []
+        for c in go:
+            default = os.path.join(ROOT, "perf", "target", "bin", f"{c}-perf")
+            named = [l.strip() for l in printed.splitlines() if l.strip().endswith(f"/{c}-perf")]
+            path = os.path.join(ROOT, named[-1]) if named else default
+            if os.access(path, os.X_OK):
+                bins[c] = path
+            else:
+                errors[c] = f"{os.path.relpath(path, ROOT)} not built"
+    if "java" in clients:
+        code, _, stderr = sh([KAFKA, "classpath"])
+        if code != 0:
+            errors["java"] = f"scripts/kafka classpath failed: {last_line(stderr)}"
+        else:
+            bins["java"] = KAFKA
+    return bins, errors, notes
+
+
+def kring_has(kring_bin, command, word):
+    """Whether this kring binary has `kring COMMAND` (its --help mentions `word`)."""
+    if not kring_bin:
+        return False
+    _, out, err = sh([kring_bin, command, "--help"], timeout=30)
+    text = out + err
+    return word in text and "unknown command" not in text
+
+
+# ---------------------------------------------------------------- topics
+
+class Topics:
+    def __init__(self, kring_bin, use_kring):
+        self.kring = kring_bin
+        self.use_kring = use_kring
+        self.live = []
+
+    def tool(self):
+        return "kring topics" if self.use_kring else "Kafka TopicCommand (scripts/kafka run-class)"
+
+    def create(self, topic, partitions):
+        if self.use_kring:
+            cmd = [self.kring, "topics", "create", topic, "--partitions", str(partitions),
+                   "--replication-factor", "1", "--bootstrap", BOOTSTRAP]
+        else:
+            cmd = [KAFKA, "run-class", JAVA_TOPICS, "--bootstrap-server", BOOTSTRAP, "--create",
+                   "--topic", topic, "--partitions", str(partitions), "--replication-factor", "1"]
+        code, out, err = sh(cmd, timeout=120)
+        if code != 0:
+            raise RuntimeError(f"create topic {topic}: {error_line(out, err)}")
+        self.live.append(topic)
+
+    def delete(self, topic):
+        if self.use_kring:
+            cmd = [self.kring, "topics", "delete", topic, "--bootstrap", BOOTSTRAP]
+        else:
+            cmd = [KAFKA, "run-class", JAVA_TOPICS, "--bootstrap-server", BOOTSTRAP, "--delete",
+                   "--topic", topic]
+        code, out, err = sh(cmd, timeout=120)
+        if topic in self.live:
+            self.live.remove(topic)
+        if code != 0:
+            log(f"   warning: delete topic {topic}: {error_line(out, err)}")
+
+    def delete_all(self):
+        for t in list(self.live):
+            self.delete(t)
+
+
+# ---------------------------------------------------------------- the run
+
+def machine_facts():
+    model = "?"
+    try:
+        for l in open("/proc/cpuinfo"):
+            if l.startswith("model name"):
+                model = l.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = "?"
+    try:
+        for l in open("/proc/meminfo"):
+            if l.startswith("MemTotal"):
+                mem = f"{int(l.split()[1]) / (1 << 20):.1f} GiB"
+    except OSError:
+        pass
+    _, kv, _ = sh([KAFKA, "version"])
+    _, java_bin, _ = sh([KAFKA, "java"])
+    java_version = "?"
+    if java_bin.strip():
+        _, _, jv = sh([java_bin.strip(), "-version"])
+        java_version = jv.splitlines()[0] if jv else "?"
+    return {"nproc": os.cpu_count(), "cpu_model": model, "kernel": platform.release(),
+            "memory": mem, "kafka_version": kv.strip() or "?", "java_version": java_version,
+            "python": platform.python_version()}
+
+
+def client_versions():
+    v = {}
+    try:
+        text = open(os.path.join(ROOT, "Cargo.toml")).read()
+        m = re.search(r'\[package\][^\[]*?\nversion\s*=\s*"([^"]+)"', text)
+        v["kring"] = m.group(1) if m else "?"
+    except OSError:
+        v["kring"] = "?"
+    for client, module in (("sarama", "github.com/IBM/sarama"), ("franz-go", "github.com/twmb/franz-go")):
+        try:
+            text = open(os.path.join(ROOT, "perf", client, "go.mod")).read()
+            m = re.search(re.escape(module) + r"\s+(v\S+)", text)
+            v[client] = f"{module} {m.group(1)}" if m else "?"
+        except OSError:
+            v[client] = "? (no go.mod)"
+    return v
+
+
+def commit_facts():
+    commit = os.environ.get("KRING_COMMIT")
+    if not commit:
+        code, out, _ = sh(["git", "rev-parse", "--short", "HEAD"])
+        commit = out.strip() if code == 0 else "?"
+    code, out, _ = sh(["git", "status", "--porcelain", "--", "src", "Cargo.toml", "Cargo.lock", "perf"])
+    dirty = sorted({l[3:].split(" -> ")[-1] for l in out.splitlines()}) if code == 0 else []
+    return commit, dirty
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(
+        prog="perf/run", description="kring side by side with other Kafka clients (perf/README.md).")
+    ap.add_argument("--runs", type=int, help="repetitions of each (workload, client) (default 3; 1 with --quick)")
+    ap.add_argument("--clients", default=",".join(CLIENTS), help="comma-separated subset of " + ",".join(CLIENTS))
+    ap.add_argument("--workloads", default=",".join(default_workloads()),
+                    help="comma-separated subset of " + ",".join(default_workloads()))
+    ap.add_argument("--quick", action="store_true", help="smoke test: 1 run, a tenth of the records")
+    ap.add_argument("--set", action="append", default=[], metavar="WORKLOAD.KEY=VALUE",
+                    help="change one workload setting, e.g. produce-1k.compression=zstd or "
+                         "consume-100.records=2000000 (keys: records size acks idempotence "
+                         "compression linger_ms batch_size partitions; consume-100's acks, "
+                         "idempotence and compression are its fill producer's); repeatable")
+    ap.add_argument("--linger-ms", type=int, help="every workload's linger (default 5)")
+    ap.add_argument("--batch-size", type=int, help="every workload's batch size in bytes (default 1000000)")
+    ap.add_argument("--partitions", type=int, help="every workload's partition count (default 3)")
+    ap.add_argument("--timeout", type=int, default=300, help="seconds per client run (default 300)")
+    ap.add_argument("--no-build", action="store_true", help="use the binaries as they are")
+    ap.add_argument("--no-pin", action="store_true", help="pin neither the clients nor the broker")
+    ap.add_argument("--admin", choices=["kring", "java"], default="kring",
+                    help="topic admin tool (default kring's `topics`; falls back to java when "
+                         "the kring binary has no `topics` command)")
+    ap.add_argument("--fill-client", default="kring",
+                    help="contract client that fills the consume topic (default kring; falls "
+                         "back to librdkafka when kring has no `perf` command)")
+    ap.add_argument("--out-dir", default=os.path.join("perf", "results"),
+                    help="where run.md, run.svg and run-raw.jsonl go (default perf/results)")
+    ap.add_argument("--report-only", action="store_true", help="rewrite run.md/run.svg from run-raw.jsonl")
+    a = ap.parse_args(argv)
+    a.clients = [c.strip() for c in a.clients.split(",") if c.strip()]
+    bad = [c for c in a.clients if c not in CLIENTS]
+    if bad:
+        ap.error(f"unknown clients {bad}; known: {CLIENTS}")
+    a.workloads = [w.strip() for w in a.workloads.split(",") if w.strip()]
+    defaults = default_workloads()
+    bad = [w for w in a.workloads if w not in defaults]
+    if bad:
+        ap.error(f"unknown workloads {bad}; known: {list(defaults)}")
+    if a.runs is None:
+        a.runs = 1 if a.quick else 3
+    if a.runs < 1:
+        ap.error("--runs must be at least 1")
+    wl = {}
+    for name in a.workloads:
+        w = dict(defaults[name])
+        if a.quick:
+            w["records"] //= 10
+        for key, val in (("linger_ms", a.linger_ms), ("batch_size", a.batch_size),
+                         ("partitions", a.partitions)):
+            if val is not None:
+                w[key] = val
+        wl[name] = w
+    for s in a.set:
+        m = re.fullmatch(r"([\w-]+)\.(\w+)=(.+)", s)
+        if not m or m.group(1) not in defaults or m.group(2) not in defaults[m.group(1)] or m.group(2) == "op":
+            ap.error(f"--set {s!r}: expected WORKLOAD.KEY=VALUE with a known workload and key")
+        name, key, val = m.groups()
+        if name in wl:
+            wl[name][key] = int(val) if isinstance(defaults[name][key], int) else val
+    for name, w in wl.items():
+        if w["acks"] not in ("0", "1", "all") or w["idempotence"] not in ("true", "false") \
+                or w["compression"] not in ("none", "gzip", "snappy", "lz4", "zstd"):
+            ap.error(f"{name}: bad acks/idempotence/compression {w}")
+        if w["idempotence"] == "true" and w["acks"] != "all":
+            ap.error(f"{name}: idempotence needs acks=all")
+    a.wl = wl
+    return a
+
+
+def main(argv):
+    a = parse_args(argv)
+    out_dir = os.path.join(ROOT, a.out_dir) if not os.path.isabs(a.out_dir) else a.out_dir
+    raw_path = os.path.join(out_dir, "run-raw.jsonl")
+    if a.report_only:
+        return report(raw_path, out_dir)
+
+    def on_signal(signum, _frame):
+        raise Interrupted(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+
+    t_start = time.monotonic()
+    os.makedirs(out_dir, exist_ok=True)
+    command = "perf/run" + "".join(" " + shlex.quote(x) for x in argv)
+    can_pin = (not a.no_pin and (os.cpu_count() or 1) >= 2 and sh(["taskset", "-c", "1", "true"])[0] == 0
+               and {0, 1} <= os.sched_getaffinity(0))
+    commit, dirty = commit_facts()
+    consume_wanted = any(w["op"] == "consume" for w in a.wl.values())
+    need_kring = "kring" in a.clients or a.admin == "kring" or (consume_wanted and a.fill_client == "kring")
+    bins, build_errors, build_notes = build(a.clients, a.no_build, need_kring)
+
+    kring_bin = bins.get("kring") or (os.path.join(ROOT, "target", "release", "kring")
+                                      if os.access(os.path.join(ROOT, "target", "release", "kring"), os.X_OK) else None)
+    kring_perf = kring_has(kring_bin, "perf", "produce")
+    kring_topics = kring_has(kring_bin, "topics", "create")
+    if "kring" in bins and not kring_perf:
+        build_errors["kring"] = "this kring binary has no `perf` command"
+        del bins["kring"]
+    use_kring_admin = a.admin == "kring" and kring_topics
+    admin_note = ""
+    if a.admin == "kring" and not kring_topics:
+        admin_note = "kring's binary has no `topics` command: fell back to Kafka's TopicCommand"
+        log(f"== {admin_note}")
+    fill_client = a.fill_client
+    fill_note = ""
+    if consume_wanted:
+        fill_bins = dict(bins)
+        if kring_perf and kring_bin:
+            fill_bins["kring"] = kring_bin
+        if fill_client not in fill_bins or fill_client not in CONTRACT_CLIENTS:
+            alt = next((c for c in CONTRACT_CLIENTS if c in fill_bins), None)
+            if alt is None:
+                raise SystemExit(f"no contract client available to fill the consume topic ({fill_client} is not)")
+            fill_note = f"{fill_client} could not fill the consume topic (not available): {alt} did"
+            log(f"== {fill_note}")
+            fill_client = alt
+
+    broker = Broker()
+    runner = Runner(can_pin)
+    topics = Topics(kring_bin, use_kring_admin)
+    failures = 0
+    raw = open(raw_path, "w")
+
+    def emit(rec):
+        raw.write(json.dumps(rec) + "\n")
+        raw.flush()
+
+    try:
+        broker.ensure()
+        if can_pin:
+            broker.pin()
+            log(f"== {broker.pin_note}")
+        else:
+            broker.pin_note = "not pinned (--no-pin, taskset missing or fewer than 2 CPUs)"
+        facts = machine_facts()
+        emit({"type": "meta", "command": command, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+              "commit": commit, "dirty": dirty, "machine": facts, "versions": client_versions(),
+              "clients": a.clients, "workloads": a.wl, "runs": a.runs, "quick": a.quick,
+              "timeout_s": a.timeout, "pinned_clients": can_pin, "subreaper": runner.subreaper, "broker": broker.description,
+              "admin": topics.tool(), "admin_note": admin_note, "fill_client": fill_client,
+              "fill_note": fill_note, "build_errors": build_errors, "builds": build_notes,
+              "load_before": open("/proc/loadavg").read().split()[:3]})
+        total = sum(a.runs * len(a.clients) for _ in a.wl)
+        done = 0
+        for name, w in a.wl.items():
+            payload = payload_file(w["size"])
+            stamp = f"{os.getpid()}-{int(time.time())}"
+            consume_topic = None
+            if w["op"] == "consume":
+                consume_topic = f"perf-run-{name}-{stamp}"
+                log(f"== {name}: filling {consume_topic} with {w['records']:,} records by {fill_client}")
+                try:
+                    topics.create(consume_topic, w["partitions"])
+                    r = runner.run([bins.get(fill_client) or kring_bin] +
+                                   contract_args("produce", w, consume_topic, payload), a.timeout)
+                    res, err = (None, failure_reason(r, a.timeout))
+                    if err is None:
+                        res, err = parse_contract(r, fill_client, "produce", w)
+                except RuntimeError as e:
+                    r, res, err = {"cmd": "", "wall_s": 0}, None, str(e)
+                emit({"type": "fill", "workload": name, "client": fill_client, "topic": consume_topic,
+                      "result": res, "error": err, "cmd": r["cmd"], "wall_s": r["wall_s"]})
+                if err:
+                    log(f"   fill FAILED: {err}")
+                    for c in a.clients:
+                        for rep in range(a.runs):
+                            failures += 1
+                            emit({"type": "run", "workload": name, "client": c, "run": rep + 1,
+                                  "error": f"fill by {fill_client} failed: {err}"})
+                    if consume_topic in topics.live:
+                        topics.delete(consume_topic)
+                    done += a.runs * len(a.clients)
+                    continue
+            for rep in range(a.runs):
+                k = rep % len(a.clients)
+                for client in a.clients[k:] + a.clients[:k]:
+                    done += 1
+                    log(f"== [{done}/{total}] {name} {client} run {rep + 1}/{a.runs}")
+                    rec = {"type": "run", "workload": name, "client": client, "run": rep + 1}
+                    if client in build_errors or client not in bins:
+                        rec["error"] = build_errors.get(client, "not built")
+                    else:
+                        topic = consume_topic or f"perf-run-{name}-{client}-{rep + 1}-{stamp}"
+                        rec["topic"] = topic
+                        try:
+                            if w["op"] == "produce":
+                                topics.create(topic, w["partitions"])
+                            if client == "java":
+                                group = f"perf-run-{os.getpid()}-{time.time_ns()}"
+                                cmd = java_command(w["op"], w, topic, payload, group)
+                            else:
+                                cmd = [bins[client]] + contract_args(w["op"], w, topic, payload)
+                            r = runner.run(cmd, a.timeout)
+                            err = failure_reason(r, a.timeout)
+                            res = None
+                            if err is None:
+                                res, err = (parse_java(r, w["op"], w) if client == "java"
+                                            else parse_contract(r, client, w["op"], w))
+                            rec.update({"cmd": r["cmd"], "exit": r["exit"], "wall_s": r["wall_s"],
+                                        "utime_s": r["utime_s"], "stime_s": r["stime_s"],
+                                        "maxrss_kib": r["maxrss_kib"], "result": res})
+                            if err:
+                                rec["error"] = err
+                                rec["stderr_tail"] = r["stderr"][-2000:]
+                        except RuntimeError as e:
+                            rec["error"] = str(e)
+                        finally:
+                            if w["op"] == "produce" and topic in topics.live:
+                                topics.delete(topic)
+                    emit(rec)
+                    if rec.get("error"):
+                        failures += 1
+                        log(f"   FAILED: {rec['error']}")
+                    else:
+                        m = metrics(rec)
+                        log(f"   {m['rps']:,.0f} records/s  {m['mbps']:.1f} MB/s  "
+                            f"{m['cpu']:.2f} CPU-s/M  p50 {fmt(m['p50'], 1)} ms  p99 {fmt(m['p99'], 1)} ms  "
+                            f"RSS {m['rss']:.0f} MiB  (wall {rec['wall_s']:.1f} s)")
+            if consume_topic:
+                topics.delete(consume_topic)
+    except KeyboardInterrupt:
+        log("== interrupted")
+        failures += 1
+        raise
+    except Interrupted as e:
+        log(f"== interrupted ({e})")
+        failures += 1
+        return 130
+    finally:
+        runner.kill()
+        broker.restore()
+        topics.delete_all()
+        broker.stop_if_started()
+        total_s = time.monotonic() - t_start
+        emit({"type": "end", "total_s": round(total_s), "failures": failures,
+              "broker_pin": broker.pin_note, "load_after": open("/proc/loadavg").read().split()[:3]})
+        raw.close()
+        log(f"== total wall time {total_s // 60:.0f} min {total_s % 60:.0f} s (builds included)")
+    report(raw_path, out_dir)
+    if failures:
+        log(f"== {failures} run(s) failed")
+        return 1
+    return 0
+
+
+# ---------------------------------------------------------------- report
+
+def metrics(rec):
+    res = rec["result"]
+    cpu = rec["utime_s"] + rec["stime_s"]
+    return {"rps": res["records"] / res["elapsed_s"], "mbps": res["bytes"] / 1e6 / res["elapsed_s"],
+            "cpu": cpu / res["records"] * 1e6, "p50": res.get("p50_ms"), "p99": res.get("p99_ms"),
+            "rss": rec["maxrss_kib"] / 1024}
+
+
+def fmt(x, d=0):
+    return "—" if x is None else f"{x:,.{d}f}"
+
+
+def median(values):
+    v = [x for x in values if x is not None]
+    return statistics.median(v) if v else None
+
+
+def summarize(runs, meta):
+    """{workload: {client: {"metrics": medians, "ok": n, "runs": n, "errors": [...]}}}"""
+    out = {}
+    for name in meta["workloads"]:
+        out[name] = {}
+        for c in meta["clients"]:
+            rs = [r for r in runs if r["workload"] == name and r["client"] == c]
+            ok = [metrics(r) for r in rs if not r.get("error")]
+            med = {k: median([m[k] for m in ok]) for k in ("rps", "mbps", "cpu", "p50", "p99", "rss")} if ok else None
+            out[name][c] = {"metrics": med, "ok": len(ok), "runs": len(rs),
+                            "errors": [f"run {r['run']}: {r['error']}" for r in rs if r.get("error")]}
+    return out
+
+
+def describe(name, w):
+    if w["op"] == "produce":
+        return (f"produce {w['records']:,} records of {w['size']} B, acks={w['acks']}, "
+                f"idempotence={w['idempotence']}, compression {w['compression']}, "
+                f"linger {w['linger_ms']} ms, batch size {w['batch_size']:,} B, "
+                f"{w['partitions']} partitions, replication factor 1")
+    return (f"consume {w['records']:,} records of {w['size']} B from {w['partitions']} partitions "
+            f"(replication factor 1), oldest offset on; the topic filled once beforehand "
+            f"(acks={w['acks']}, compression {w['compression']}, linger {w['linger_ms']} ms, "
+            f"batch size {w['batch_size']:,} B)")
+
+
+def report(raw_path, out_dir):
+    try:
+        rows = [json.loads(l) for l in open(raw_path) if l.strip()]
+    except OSError:
+        log(f"no {raw_path}: run perf/run without --report-only first")
+        return 1
+    meta = next((r for r in rows if r.get("type") == "meta"), None)
+    if meta is None:
+        log(f"{raw_path} has no meta line")
+        return 1
+    end = next((r for r in rows if r.get("type") == "end"), {})
+    runs = [r for r in rows if r.get("type") == "run"]
+    fills = [r for r in rows if r.get("type") == "fill"]
+    summary = summarize(runs, meta)
+    versions = dict(meta["versions"])
+    lib = next((r["result"].get("version") for r in runs
+                if r["client"] == "librdkafka" and r.get("result") and r["result"].get("version")), None)
+    versions["librdkafka"] = (f"librdkafka {lib}" if lib else "librdkafka 2.10.0 (pinned)") + \
+        " through the rdkafka crate 0.38.0 (rdkafka-sys 4.9.0)"
+    versions["kring"] = f"kring {versions.get('kring', '?')} at {meta['commit']}"
+    versions["java"] = f"Kafka {meta['machine']['kafka_version']} Java client and tools ({meta['machine']['java_version']})"
+    for c in ("sarama", "franz-go"):
+        versions[c] = versions.get(c, "?")
+    m = meta["machine"]
+    L = ["# kring side by side with other Kafka clients\n"]
+    L.append("Written by `perf/run` (rerun it to refresh; `perf/run --report-only` rewrites this "
+             "page and `run.svg` from `run-raw.jsonl`). Medians over the runs; the last two "
+             "columns divide kring's median by the client's: records/s (above 1: kring faster) "
+             "and CPU-seconds per record (below 1: kring uses less CPU), so the kring row reads 1.00.\n")
+    L.append("![records/s and CPU per million records](run.svg)\n")
+    for name, w in meta["workloads"].items():
+        L.append(f"## {name}\n")
+        L.append(describe(name, w) + ".\n")
+        L.append("| client | records/s | MB/s | CPU-s per M records | p50 ms | p99 ms | peak RSS MiB | runs ok | kring ÷ client records/s | kring ÷ client CPU |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        km = summary[name].get("kring", {}).get("metrics")
+        for c in meta["clients"]:
+            s = summary[name][c]
+            mm = s["metrics"]
+            if mm is None:
+                why = s["errors"][0].split(": ", 1)[-1] if s["errors"] else "no runs"
+                L.append(f"| {c} | failed: {why.replace('|', '/')} | | | | | | 0/{s['runs']} | | |")
+                continue
+            rr = f"{km['rps'] / mm['rps']:.2f}" if km else "—"
+            cr = f"{km['cpu'] / mm['cpu']:.2f}" if km else "—"
+            lat = (w["op"] == "produce")
+            L.append(f"| {c} | {fmt(mm['rps'])} | {fmt(mm['mbps'], 1)} | {fmt(mm['cpu'], 2)} | "
+                     f"{fmt(mm['p50'], 1) if lat else '—'} | {fmt(mm['p99'], 1) if lat else '—'} | "
+                     f"{fmt(mm['rss'], 0)} | {s['ok']}/{s['runs']} | {rr} | {cr} |")
+        errs = [(c, e) for c in meta["clients"] for e in summary[name][c]["errors"]]
+        if errs:
+            L.append("")
+            L.append("Failed runs: " + "; ".join(f"{c} {e}" for c, e in errs) + ".")
+        L.append("")
+    L.append("## How it was measured\n")
+    L.append("- records/s and MB/s (MB = 10⁶ bytes of record values) come from each client's own "
+             "`elapsed_s`: from its first send (first fetch request) to the last delivery report "
+             "(the N-th record), excluding process start, connection set-up and topic metadata "
+             "(perf/README.md, the peer contract). The Java tools' figures are their own: "
+             "ProducerPerformance's records/sec summary (elapsed = records ÷ that rate; its clock "
+             "runs from just before the first send, so it includes the first metadata fetch, "
+             "to after `producer.close()`), ConsumerPerformance's `fetch.time.ms` (from "
+             "`subscribe` to the last record, minus the group join, `rebalance.time.ms`).")
+    L.append("- CPU-s per M records: the client process's user+system CPU from `wait4`'s rusage, over "
+             "its whole life (start-up, connection, metadata and, for Java, JVM start-up and JIT "
+             "compilation included; for Java also the few ms of `scripts/kafka`'s bash before it "
+             "`exec`s java), divided by the records. Peak RSS: rusage `ru_maxrss`"
+             + (" (the client is forked by a tiny `/bin/sh` and reaped by the harness as its "
+                "child subreaper, so the figure is not inflated by the harness's own memory, "
+                "which a process forked from it inherits as its `ru_maxrss` floor)."
+                if meta.get("subreaper") else
+                " (prctl unavailable: the client was forked by the harness itself, so the "
+                "harness's own peak RSS is a floor under this figure)."))
+    L.append("- latency (produce only): per record, send call to delivery report, as each client "
+             "samples it (the contract asks for at least every 100th record; Java's "
+             "ProducerPerformance reports whole milliseconds). With every client sending flat "
+             "out, it is mostly time queued in the client's buffer, so it follows the clients' "
+             "buffer sizes more than their speed.")
+    L.append(f"- each client process pinned to CPU 1 with `taskset -c 1` "
+             f"({'yes' if meta['pinned_clients'] else 'no: taskset missing, --no-pin or one CPU'}); "
+             f"the broker: {end.get('broker_pin', 'unknown (run did not finish)')}. So the client "
+             "never has more than one core and the broker has the other, but nothing keeps other "
+             "processes off either core.")
+    L.append(f"- every (workload, client) run {meta['runs']} time(s), clients interleaved "
+             "round-robin within each repetition (the first client rotates); each produce run "
+             f"writes a fresh topic, created before and deleted after it with {meta['admin']}"
+             + (f" ({meta['admin_note']})" if meta.get("admin_note") else "")
+             + f"; consume runs all read one topic filled by {meta['fill_client']}'s producer"
+             + (f" ({meta['fill_note']})" if meta.get("fill_note") else "") + ".")
+    L.append("- batch size 1,000,000 bytes in every client (`batch.size` / the contract's "
+             "`--batch-size`), much larger than the Java producer's default 16 KiB, so that no "
+             "client is limited by its batch size; linger 5 ms. Other settings are each client's "
+             "defaults except: librdkafka `queue.buffering.max.kbytes`=32768 and "
+             "`queue.buffering.max.messages`=10,000,000 (a 32 MiB byte budget like the Java "
+             "producer's `buffer.memory`; librdkafka's 100,000-message default would otherwise "
+             "cap 100 B records at 10 MB) and, consuming, `fetch.queue.backoff.ms`=10 (its 1 s "
+             "default idles a partition whenever its prefetch queue fills); the Sarama and "
+             "franz-go peers' settings are in perf/sarama and perf/franz-go.")
+    L.append("- payloads: `perf/target/payloads-SIZE.txt`, 4,096 lines of exactly SIZE bytes of "
+             "text-like content (words from a fixed vocabulary drawn by a fixed-seed xorshift, "
+             "numbers now and then); record i's value is line i mod 4,096 (Java's "
+             "ProducerPerformance picks a line at random per record); keys null.")
+    L.append("- Java: `scripts/kafka run-class org.apache.kafka.tools.ProducerPerformance "
+             "--num-records N --throughput -1 --payload-file F --payload-delimiter '\\n' "
+             "--command-property acks=… enable.idempotence=… compression.type=… linger.ms=… "
+             "batch.size=…` (Kafka 4.4's name for `--producer-props`), and `… ConsumerPerformance "
+             "--num-records N --group <fresh>` (a consumer group, unlike the other clients' "
+             "partition assignment). JVM: `-Xms64m -Xmx512m`, G1, as `scripts/kafka run-class` sets.")
+    L.append("")
+    L.append("## Commands\n")
+    L.append("The first run's command line for each workload and client (`taskset -c 1` is the pinning; "
+             "topic names differ per run):\n")
+    L.append("```")
+    for name in meta["workloads"]:
+        for c in meta["clients"]:
+            r = next((r for r in runs if r["workload"] == name and r["client"] == c and r.get("cmd")), None)
+            if r:
+                L.append(r["cmd"].replace(ROOT + "/", ""))
+    L.append("```")
+    L.append("")
+    L.append("## Versions\n")
+    for c in meta["clients"]:
+        L.append(f"- {c}: {versions.get(c, '?')}")
+    L.append("")
+    L.append("## Machine and run\n")
+    L.append(f"- command: `{meta['command']}`; {meta['date']}; commit {meta['commit']}"
+             + (f" (uncommitted changes in {', '.join(meta['dirty'])})" if meta.get("dirty") else "") + ".")
+    tot = end.get("total_s")
+    L.append(f"- total wall time: {tot // 60} min {tot % 60} s, builds included." if tot is not None
+             else "- total wall time: unknown (the run did not finish).")
+    if meta.get("builds"):
+        L.append("- builds: " + "; ".join(meta["builds"]) + ".")
+    L.append(f"- {m['nproc']} CPUs ({m['cpu_model']}), {m['memory']} RAM, Linux {m['kernel']}; "
+             f"Kafka {m['kafka_version']}, broker: {meta['broker']}, on the same machine; "
+             f"per-run timeout {meta['timeout_s']} s.")
+    L.append(f"- load average (1, 5, 15 min) {' '.join(meta.get('load_before', []))} before, "
+             f"{' '.join(end.get('load_after', []))} after: others' builds and tests share these two "
+             "cores and the broker, so absolute figures are noisy; compare clients within this run.")
+    for f in fills:
+        if f.get("result"):
+            res = f["result"]
+            L.append(f"- fill of `{f['workload']}` by {f['client']}: {res['records']:,} records in "
+                     f"{res['elapsed_s']:.2f} s (not measured otherwise).")
+        else:
+            L.append(f"- fill of `{f['workload']}` by {f['client']} FAILED: {f.get('error')}.")
+    L.append("- every run (client JSON, rusage, command line) is in `run-raw.jsonl`.")
+    L.append("")
+    L.append("## Every run\n")
+    L.append("| workload | client | run | records/s | CPU-s per M | p50 ms | p99 ms | RSS MiB | wall s |")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in runs:
+        if r.get("error"):
+            L.append(f"| {r['workload']} | {r['client']} | {r['run']} | failed: {r['error'].replace('|', '/')[:160]} | | | | | |")
+        else:
+            mm = metrics(r)
+            L.append(f"| {r['workload']} | {r['client']} | {r['run']} | {fmt(mm['rps'])} | {fmt(mm['cpu'], 2)} | "
+                     f"{fmt(mm['p50'], 1)} | {fmt(mm['p99'], 1)} | {fmt(mm['rss'], 0)} | {r['wall_s']:.1f} |")
+    md = os.path.join(out_dir, "run.md")
+    with open(md, "w") as f:
+        f.write("\n".join(L) + "\n")
+    svg = os.path.join(out_dir, "run.svg")
+    with open(svg, "w") as f:
+        f.write(chart(summary, meta))
+    tables = L[:L.index("## How it was measured\n")]
+    log("\n".join(l for l in tables if l.startswith(("|", "## ")) and not l.startswith("|---")))
+    log(f"== wrote {os.path.relpath(md, ROOT)}, {os.path.relpath(svg, ROOT)} ({len(runs)} runs)")
+    return 0
+
+
+# ---------------------------------------------------------------- chart
+
+def esc(s):
+    return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def short(x):
+    if x >= 1e6:
+        return f"{x / 1e6:.2f}M"
+    if x >= 1e4:
+        return f"{x / 1e3:.0f}k"
+    if x >= 1e3:
+        return f"{x / 1e3:.1f}k"
+    if x >= 10:
+        return f"{x:.0f}"
+    return f"{x:.2f}"
+
+
+def tick_label(t):
+    if t >= 1e6:
+        return f"{t / 1e6:g}M"
+    if t >= 1e3:
+        return f"{t / 1e3:g}k"
+    return f"{t:g}"
+
+
+def ticks(top):
+    """Round tick values from 0 up to at least `top`, at most about 5 of them."""
+    if top <= 0:
+        return [0, 1]
+    raw = top / 4
+    mag = 10 ** int(f"{raw:e}".split("e")[1])
+    step = next(s * mag for s in (1, 2, 2.5, 5, 10) if s * mag >= raw)
+    n = int(top / step + 0.999)
+    return [i * step for i in range(n + 1)]
+
+
+def chart(summary, meta):
+    """Small multiples: one column per workload, a records/s row and a CPU row, one
+    horizontal bar per client with its value printed; own scale in each cell."""
+    clients = meta["clients"]
+    workloads = list(meta["workloads"])
+    cell_w, label_w, bar_h, gap = 330, 78, 20, 6
+    plot_w = cell_w - label_w - 40
+    cell_h = 48 + len(clients) * (bar_h + gap) + 34
+    left, top = 16, 86
+    width = left * 2 + len(workloads) * cell_w
+    rows = [("rps", "records/s", "records per second — higher is better"),
+            ("cpu", "CPU-s per million records", "CPU-seconds per 10⁶ records — lower is better")]
+    height = top + len(rows) * (cell_h + 14) + 10
+    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+         f'viewBox="0 0 {width} {height}" font-family="Helvetica, Arial, sans-serif" font-size="12">',
+         f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
+         f'<text x="{left}" y="24" font-size="17" font-weight="bold">kring side by side with other Kafka clients</text>',
+         f'<text x="{left}" y="44" fill="#555">{esc(meta["date"])} · commit {esc(meta["commit"])} · '
+         f'{meta["machine"]["nproc"]} CPUs, Kafka {esc(meta["machine"]["kafka_version"])}'
+         + (" · client on CPU 1, broker on CPU 0" if meta["pinned_clients"] else " · not pinned")
+         + f' · medians of {meta["runs"]} run(s)</text>']
+    x = left
+    for c in clients:
+        o.append(f'<rect x="{x}" y="58" width="12" height="12" fill="{COLORS[c]}"/>')
+        o.append(f'<text x="{x + 17}" y="69">{esc(c)}</text>')
+        x += 30 + 7 * len(c) + 20
+    for ri, (key, title, axis) in enumerate(rows):
+        y0 = top + ri * (cell_h + 14)
+        for wi, name in enumerate(workloads):
+            x0 = left + wi * cell_w
+            w = meta["workloads"][name]
+            sub = (f"{w['size']} B, acks={w['acks']}, {w['compression']}" if w["op"] == "produce"
+                   else f"{w['size']} B, {w['partitions']} partitions")
+            o.append(f'<rect x="{x0 + 4}" y="{y0}" width="{cell_w - 8}" height="{cell_h}" fill="#fafafa" stroke="#ddd"/>')
+            o.append(f'<text x="{x0 + 12}" y="{y0 + 18}" font-weight="bold">{esc(name)}: {esc(title)}</text>')
+            o.append(f'<text x="{x0 + 12}" y="{y0 + 33}" fill="#666" font-size="11">{esc(w["op"])} {esc(sub)}</text>')
+            vals = {c: (summary[name][c]["metrics"] or {}).get(key) for c in clients}
+            tks = ticks(max([v for v in vals.values() if v] or [1]) * 1.0)
+            scale = plot_w / tks[-1]
+            px0 = x0 + label_w
+            by = y0 + 44
+            axis_y = by + len(clients) * (bar_h + gap)
+            for t in tks:
+                tx = px0 + t * scale
+                o.append(f'<line x1="{tx:.1f}" y1="{by - 2}" x2="{tx:.1f}" y2="{axis_y}" stroke="#e3e3e3"/>')
+                o.append(f'<text x="{tx:.1f}" y="{axis_y + 13}" text-anchor="middle" fill="#555" font-size="10">{tick_label(t)}</text>')
+            o.append(f'<line x1="{px0}" y1="{by - 2}" x2="{px0}" y2="{axis_y}" stroke="#888"/>')
+            o.append(f'<line x1="{px0}" y1="{axis_y}" x2="{px0 + plot_w}" y2="{axis_y}" stroke="#888"/>')
+            o.append(f'<text x="{px0 + plot_w / 2:.1f}" y="{axis_y + 28}" text-anchor="middle" fill="#333" font-size="10.5">{esc(axis)}</text>')
+            for ci, c in enumerate(clients):
+                yy = by + ci * (bar_h + gap)
+                o.append(f'<text x="{px0 - 6}" y="{yy + bar_h - 6}" text-anchor="end">{esc(c)}</text>')
+                v = vals[c]
+                if v is None:
+                    o.append(f'<text x="{px0 + 6}" y="{yy + bar_h - 6}" fill="#b00" font-style="italic">failed</text>')
+                    continue
+                bw = max(1.0, v * scale)
+                o.append(f'<rect x="{px0}" y="{yy}" width="{bw:.1f}" height="{bar_h}" fill="{COLORS[c]}">'
+                         f'<title>{esc(c)} {esc(name)}: {v:,.3f} {esc(title)}</title></rect>')
+                label = short(v) if key == "rps" else f"{v:.2f}"
+                if bw > 52:
+                    o.append(f'<text x="{px0 + bw - 5:.1f}" y="{yy + bar_h - 6}" text-anchor="end" fill="#fff" font-weight="bold">{label}</text>')
+                else:
+                    o.append(f'<text x="{px0 + bw + 4:.1f}" y="{yy + bar_h - 6}" fill="#222">{label}</text>')
+    o.append("</svg>")
+    return "\n".join(o) + "\n"
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt:
+        sys.exit(130)
