@@ -1,0 +1,259 @@
+// sarama-perf: Sarama's (github.com/IBM/sarama) peer in perf/run, following the peer
+// contract of perf/README.md (contract.go holds the contract's common part).
+//
+//		sarama-perf produce --bootstrap HOST:PORT --topic T --records N --payload-file F \
+//		    --acks 0|1|all --idempotence true|false --compression none|gzip|snappy|lz4|zstd \
+//		    --linger-ms L --batch-size BYTES
+//		sarama-perf consume --bootstrap HOST:PORT --topic T --records N
+//
+//	  - produce: an AsyncProducer with Return.Successes and Return.Errors, each channel
+//	    drained by its own goroutine; the main goroutine feeds Input(). A sampled record
+//	    carries its slot index in ProducerMessage.Metadata.
+//	  - consume: a Consumer with one PartitionConsumer per partition from OffsetOldest (no
+//	    group, no commits), each partition's Messages() read by its own goroutine.
+package main
+
+import (
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+const clientName = "sarama"
+
+func main() {
+	a := parseArgs(os.Args[1:])
+	if a.op == "produce" {
+		produce(a)
+	} else {
+		consume(a)
+	}
+}
+
+// newConfig is the configuration both subcommands start from. Sarama defaults changed:
+//   - Version: DefaultVersion (2.8) → V4_3_1_0, the newest Sarama knows, so that it uses
+//     the newest request versions it has (a Kafka 4.x broker rejects the oldest ones).
+//   - ChannelBufferSize: 256 → 4096, so that the channels between the application and
+//     Sarama's goroutines (Input, Successes, Messages, ...) are not the bottleneck.
+//   - Metadata.AllowAutoTopicCreation: true → false; programs never create topics.
+func newConfig() *sarama.Config {
+	cfg := sarama.NewConfig()
+	cfg.ClientID = programName()
+	cfg.Version = sarama.V4_3_1_0
+	cfg.ChannelBufferSize = 4096
+	cfg.Metadata.AllowAutoTopicCreation = false
+	return cfg
+}
+
+// connect is the set-up outside the timed part: the client (which loads the cluster's
+// metadata), the topic's partitions and an open connection to each partition's leader.
+func connect(a args, cfg *sarama.Config) (sarama.Client, []int32) {
+	client, err := sarama.NewClient([]string{a.bootstrap}, cfg)
+	if err != nil {
+		fail("client: %v", err)
+	}
+	partitions, err := client.Partitions(a.topic)
+	if err != nil {
+		fail("topic %s: %v", a.topic, err)
+	}
+	if len(partitions) == 0 {
+		fail("topic %s has no partitions", a.topic)
+	}
+	for _, p := range partitions {
+		leader, err := client.Leader(a.topic, p)
+		if err != nil {
+			fail("leader of %s/%d: %v", a.topic, p, err)
+		}
+		// Leader starts connecting in the background; Connected waits until it is done.
+		if _, err := leader.Connected(); err != nil {
+			fail("connect to %s: %v", leader.Addr(), err)
+		}
+	}
+	return client, partitions
+}
+
+func produce(a args) {
+	payloads := readPayloads(a.payloadFile)
+	cfg := newConfig()
+	cfg.Producer.Return.Successes = true // default false: successes are the delivery reports
+	cfg.Producer.Return.Errors = true
+	switch a.acks {
+	case "0":
+		cfg.Producer.RequiredAcks = sarama.NoResponse
+	case "1":
+		cfg.Producer.RequiredAcks = sarama.WaitForLocal
+	case "all":
+		cfg.Producer.RequiredAcks = sarama.WaitForAll
+	}
+	if a.idempotence {
+		cfg.Producer.Idempotent = true
+		cfg.Net.MaxOpenRequests = 1 // Sarama's idempotent producer requires it (default 5)
+	}
+	switch a.compression {
+	case "none":
+		cfg.Producer.Compression = sarama.CompressionNone
+	case "gzip":
+		cfg.Producer.Compression = sarama.CompressionGZIP
+	case "snappy":
+		cfg.Producer.Compression = sarama.CompressionSnappy
+	case "lz4":
+		cfg.Producer.Compression = sarama.CompressionLZ4
+	case "zstd":
+		cfg.Producer.Compression = sarama.CompressionZSTD
+	}
+	// linger and batch size. Sarama flushes a broker's pending records when Flush.Bytes
+	// of them are buffered (across that broker's partitions) or Flush.Frequency has
+	// passed since the first of them. With linger 0 both stay 0, Sarama's "as fast as
+	// possible" mode: records go out at once, batching only while a request is in flight
+	// (a Flush.Bytes without a Flush.Frequency would leave a last partial batch unsent).
+	// MaxMessageBytes (default 1 MiB) caps one partition's batch, so it is raised to the
+	// batch size when that is larger. No message-count limit (Flush.MaxMessages = 0).
+	if a.linger > 0 {
+		cfg.Producer.Flush.Frequency = a.linger
+		cfg.Producer.Flush.Bytes = a.batchSize
+	}
+	cfg.Producer.Flush.MaxMessages = 0
+	cfg.Producer.MaxMessageBytes = max(cfg.Producer.MaxMessageBytes, a.batchSize)
+
+	client, _ := connect(a, cfg)
+	defer client.Close()
+	// An idempotent producer gets its producer id here, before the timed part.
+	producer, err := sarama.NewAsyncProducerFromClient(client)
+	if err != nil {
+		fail("producer: %v", err)
+	}
+
+	n := int64(a.records)
+	base := time.Now()
+	sentAt := latencySlots(a.records)    // slot k: record k*sampleEvery's send time, since base
+	latencies := latencySlots(a.records) // slot k: its send→delivery latency
+	var finished, failed atomic.Int64    // delivery reports, and failures among them
+	var firstError error                 // written by the Errors reader, read after it ends
+	var lastReport time.Duration         // since base; written once, by the N-th report
+	allReported := make(chan struct{})
+	// countReport counts one delivery report; the N-th closes allReported.
+	countReport := func() {
+		if finished.Add(1) == n {
+			lastReport = time.Since(base)
+			close(allReported)
+		}
+	}
+	var drained sync.WaitGroup
+	drained.Add(2)
+	go func() {
+		defer drained.Done()
+		for m := range producer.Successes() {
+			if k, ok := m.Metadata.(int); ok {
+				latencies[k] = time.Since(base) - sentAt[k]
+			}
+			countReport()
+		}
+	}()
+	go func() {
+		defer drained.Done()
+		for e := range producer.Errors() {
+			if firstError == nil {
+				firstError = e.Err
+			}
+			failed.Add(1)
+			countReport()
+		}
+	}()
+
+	stop := monitor("produce", a.records, &finished)
+	var valueBytes int64
+	input := producer.Input()
+	t0 := time.Since(base)
+	for i := range a.records {
+		value := payloads[i%len(payloads)]
+		valueBytes += int64(len(value))
+		m := &sarama.ProducerMessage{Topic: a.topic, Value: sarama.ByteEncoder(value)}
+		if i%sampleEvery == 0 {
+			k := i / sampleEvery
+			m.Metadata = k
+			sentAt[k] = time.Since(base)
+		}
+		input <- m
+	}
+	<-allReported
+	elapsed := lastReport - t0
+	stop()
+	producer.AsyncClose()
+	drained.Wait()
+
+	if f := failed.Load(); f > 0 {
+		fail("%d of %d records failed; first error: %v", f, n, firstError)
+	}
+	report("produce", a.records, valueBytes, elapsed, latencies)
+}
+
+func consume(a args) {
+	cfg := newConfig()
+	// Default false (errors are only logged, and Sarama's logger discards them): a failed
+	// fetch must fail the run.
+	cfg.Consumer.Return.Errors = true
+	client, partitions := connect(a, cfg)
+	defer client.Close()
+	consumer, err := sarama.NewConsumerFromClient(client)
+	if err != nil {
+		fail("consumer: %v", err)
+	}
+
+	n := int64(a.records)
+	var count atomic.Int64      // records read (the first N are counted)
+	var end time.Time           // when the N-th record was read; written once
+	var valueBytes atomic.Int64 // summed by each partition's reader when it stops
+	var digest atomic.Uint64    // likewise
+	allRead := make(chan struct{})
+	var readers sync.WaitGroup
+	stop := monitor("consume", a.records, &count)
+	t0 := time.Now()
+	var children []sarama.PartitionConsumer
+	for _, p := range partitions {
+		pc, err := consumer.ConsumePartition(a.topic, p, sarama.OffsetOldest)
+		if err != nil {
+			fail("consume %s/%d: %v", a.topic, p, err)
+		}
+		children = append(children, pc)
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			var b int64
+			var d uint64
+			for m := range pc.Messages() {
+				share := touch(m.Value)
+				k := count.Add(1)
+				if k > n {
+					continue // beyond the N records asked for
+				}
+				b, d = b+int64(len(m.Value)), d+share
+				if k == n {
+					end = time.Now()
+					close(allRead)
+				}
+			}
+			valueBytes.Add(b)
+			digest.Add(d)
+		}()
+		go func() {
+			for e := range pc.Errors() {
+				fail("consume %s/%d: %v", e.Topic, e.Partition, e.Err)
+			}
+		}()
+	}
+	<-allRead
+	elapsed := end.Sub(t0)
+	stop()
+	for _, pc := range children {
+		pc.AsyncClose()
+	}
+	readers.Wait()
+	if err := consumer.Close(); err != nil {
+		fail("close consumer: %v", err)
+	}
+	logDigest(digest.Load())
+	report("consume", a.records, valueBytes.Load(), elapsed, nil)
+}
