@@ -60,6 +60,19 @@ pub enum Error {
     /// A request could not be encoded.
     #[error("protocol encode error: {0}")]
     Encode(#[from] EncodeError),
+    /// A broker refused a request about one resource (a topic to create, a config to
+    /// read), with the explanation it gave, if any.
+    #[error("{api:?} on {resource}: {code}{}", message.as_deref().map(|m| format!(": {m}")).unwrap_or_default())]
+    Rejected {
+        /// The API.
+        api: ApiKey,
+        /// The topic (or other resource) concerned.
+        resource: String,
+        /// The broker's error code.
+        code: KafkaCode,
+        /// The broker's error message.
+        message: Option<String>,
+    },
     /// A broker answered with an error code.
     #[error("{api:?}{}: {code}", context(.topic, .partition))]
     Broker {
@@ -111,7 +124,7 @@ impl Error {
     /// Whether retrying the operation may succeed.
     pub fn is_retriable(&self) -> bool {
         match self {
-            Error::Broker { code, .. } => code.is_retriable(),
+            Error::Broker { code, .. } | Error::Rejected { code, .. } => code.is_retriable(),
             Error::Io(e) => e.is_retriable(),
             Error::NotConnected(_) | Error::OutOfBrokers(_) | Error::Timeout(_) => true,
             _ => false,
@@ -121,7 +134,7 @@ impl Error {
     /// The broker error code, if this is a broker error.
     pub fn code(&self) -> Option<KafkaCode> {
         match self {
-            Error::Broker { code, .. } => Some(*code),
+            Error::Broker { code, .. } | Error::Rejected { code, .. } => Some(*code),
             _ => None,
         }
     }

@@ -20,11 +20,13 @@
 //!   fetch sessions, and the offset manager.
 //! - [`producer`]: async and sync producers: in-place batching, Java-compatible
 //!   partitioning, compression, idempotence, ordered retries.
+//! - [`admin`]: create, delete, list and describe topics; read topic configs.
 //! - `mock` (cargo feature `mock`): `MockBroker` and `FakeCluster`, brokers on loopback
 //!   sockets that speak the real protocol, for tests of code that uses kring.
 
 #![deny(unsafe_code)]
 
+pub mod admin;
 pub mod buf;
 pub mod client;
 pub mod config;

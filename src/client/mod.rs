@@ -662,7 +662,7 @@ impl Client {
     }
 
     /// Waits `duration` on a worker's timer, so callers on any executor (or none) can wait.
-    pub(crate) async fn sleep(&self, duration: std::time::Duration) -> Result<()> {
+    pub async fn sleep(&self, duration: std::time::Duration) -> Result<()> {
         self.run_on_worker(move || async move {
             tokio::time::sleep(duration).await;
             Ok(())

@@ -1,11 +1,8 @@
-//! The `kring` command line.
-//!
-//! `kring check [--bootstrap HOST:PORT] [--keep-topic]` runs a round trip of protocol
-//! requests against a broker: the ApiVersions handshake, Metadata, then CreateTopics,
-//! ListOffsets, DescribeConfigs and DeleteTopics on a scratch topic, printing each answer.
-//! Later the producer, consumer, topics and perf commands join it.
+//! `kring check`: a round trip of raw protocol requests against one broker — the
+//! ApiVersions handshake, Metadata, then CreateTopics, ListOffsets, DescribeConfigs and
+//! DeleteTopics on a scratch topic — printing each answer. It uses a plain blocking
+//! connection, not the client, so it shows the wire protocol working on its own.
 
-use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use kring::io::{BlockingConnection, ConnectionConfig, IoError};
@@ -17,9 +14,15 @@ use kring::protocol::messages::{
     list_offsets::ListOffsetsTopic, metadata::MetadataRequestTopic,
 };
 
-const USAGE: &str = "usage: kring check [--bootstrap HOST:PORT] [--keep-topic]
+use crate::args::{Args, UsageError};
+use crate::{CliError, CliResult};
 
-  check   round trip of protocol requests against a broker (default 127.0.0.1:9092)";
+pub const USAGE: &str = "\
+usage: kring check [-b HOST:PORT] [--keep-topic]
+
+A round trip of protocol requests against one broker (default 127.0.0.1:9092).
+  -b, --bootstrap HOST:PORT   the broker
+  --keep-topic                don't delete the scratch topic";
 
 #[derive(Debug)]
 struct CheckArgs {
@@ -27,49 +30,30 @@ struct CheckArgs {
     keep_topic: bool,
 }
 
-fn parse_check(args: &[String]) -> Result<CheckArgs, String> {
-    let mut out = CheckArgs {
-        bootstrap: "127.0.0.1:9092".into(),
-        keep_topic: false,
-    };
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--bootstrap" | "-b" => {
-                out.bootstrap = it.next().ok_or("--bootstrap needs HOST:PORT")?.to_string();
-            }
-            "--keep-topic" => out.keep_topic = true,
-            other => return Err(format!("unknown argument {other:?}")),
-        }
-    }
-    if out
-        .bootstrap
+fn parse_check(mut args: Args) -> Result<CheckArgs, UsageError> {
+    let bootstrap = args
+        .value(&["--bootstrap", "-b"])?
+        .unwrap_or_else(|| "127.0.0.1:9092".into());
+    let keep_topic = args.flag(&["--keep-topic"]);
+    args.finish()?;
+    if bootstrap
         .rsplit_once(':')
         .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
     {
-        return Err(format!("--bootstrap {:?} is not HOST:PORT", out.bootstrap));
+        return Err(UsageError::new(format!(
+            "--bootstrap {bootstrap:?} is not HOST:PORT"
+        )));
     }
-    Ok(out)
+    Ok(CheckArgs {
+        bootstrap,
+        keep_topic,
+    })
 }
 
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.first().map(String::as_str) {
-        Some("check") => parse_check(&args[1..]).and_then(|a| check(&a).map_err(|e| e.to_string())),
-        Some("-h" | "--help" | "help") => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Some(other) => Err(format!("unknown command {other:?}\n{USAGE}")),
-        None => Err(USAGE.to_string()),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("kring: {e}");
-            ExitCode::FAILURE
-        }
-    }
+/// Runs `kring check`.
+pub fn run(args: Args) -> CliResult {
+    let args = parse_check(args)?;
+    check(&args).map_err(|e| CliError::Failed(e.to_string()))
 }
 
 /// Errors of `kring check`.
@@ -275,18 +259,18 @@ fn check(args: &CheckArgs) -> Result<(), CheckError> {
 mod tests {
     use super::*;
 
-    fn args(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| s.to_string()).collect()
+    fn args(list: &[&str]) -> Args {
+        Args::new(list.iter().map(|s| s.to_string()))
     }
 
     #[test]
     fn parses_and_rejects_arguments() {
-        let a = parse_check(&args(&["--bootstrap", "localhost:9093", "--keep-topic"])).unwrap();
+        let a = parse_check(args(&["--bootstrap", "localhost:9093", "--keep-topic"])).unwrap();
         assert_eq!(a.bootstrap, "localhost:9093");
         assert!(a.keep_topic);
-        assert!(parse_check(&args(&["--bootstrap"])).is_err());
-        assert!(parse_check(&args(&["--bootstrap", "nohost"])).is_err());
-        assert!(parse_check(&args(&["--bootstrap", "h:99999"])).is_err());
-        assert!(parse_check(&args(&["--frobnicate"])).is_err());
+        assert!(parse_check(args(&["--bootstrap"])).is_err());
+        assert!(parse_check(args(&["--bootstrap", "nohost"])).is_err());
+        assert!(parse_check(args(&["--bootstrap", "h:99999"])).is_err());
+        assert!(parse_check(args(&["--frobnicate"])).is_err());
     }
 }

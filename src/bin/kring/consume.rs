@@ -1,0 +1,355 @@
+//! `kring consume`: one partition, several, or a whole topic, from the oldest or newest
+//! offset, an exact or end-relative offset, or a timestamp; printed in a `%`-format
+//! (see `format.rs`); stopping after a count or at the end of the data.
+//!
+//! Each partition is read by its own task on one current-thread runtime, so a slow
+//! partition never holds up the others; a task renders a whole fetched batch of
+//! borrowed records into a buffer and writes it to stdout at once.
+
+use std::cell::{Cell, RefCell};
+use std::io::Write;
+use std::rc::Rc;
+
+use kring::consumer::{Consumer, Offset, PartitionConsumer};
+use tokio::sync::Notify;
+
+use crate::args::{Args, ClusterOptions, UsageError, cluster_usage, parse_value};
+use crate::format::{Format, RecordView};
+use crate::produce::check_topic;
+use crate::{CliError, CliResult, connect, wait};
+
+pub const USAGE: &str = concat!(
+    "\
+usage: kring consume -t TOPIC [OPTIONS] [CLUSTER]
+
+Prints records of a whole topic, or of the partitions given with -p.
+  -t, --topic TOPIC        the topic
+  -p, --partition N        a partition to read (repeatable; default every partition)
+  -o, --offset WHERE       where to start in each partition:
+                             beginning | oldest   the oldest record kept (default)
+                             end | newest         only records written from now on
+                             N                    offset N
+                             -N                   N records before the end
+                             s@MS | @MS           the first record at or after MS
+                                                  (milliseconds since the epoch)
+  -c, --count N            stop after N records in all
+  -e, --exit               stop at the end of the data (each partition's end offset
+                           when the command started)
+  -f, --format FORMAT      output per record (default \"%s\\n\"); tokens: %t topic,
+                           %p partition, %o offset, %T timestamp ms, %k key, %K key
+                           length, %s value, %S value length (-1 for null), %h headers
+                           (k=v,k2=v2), %% a percent sign; escapes \\n \\t \\0 \\xNN
+  -q, --quiet              no summary line on stderr
+
+CLUSTER options:
+",
+    cluster_usage!()
+);
+
+/// Where each partition starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Start {
+    Oldest,
+    Newest,
+    Exact(i64),
+    BeforeEnd(i64),
+    Timestamp(i64),
+}
+
+fn parse_start(text: &str) -> Result<Start, UsageError> {
+    Ok(match text {
+        "beginning" | "oldest" | "earliest" => Start::Oldest,
+        "end" | "newest" | "latest" => Start::Newest,
+        _ => {
+            if let Some(ms) = text.strip_prefix("s@").or_else(|| text.strip_prefix('@')) {
+                let ms: i64 = parse_value("--offset", ms)?;
+                if ms < 0 {
+                    return Err(UsageError::new("--offset: a timestamp is 0 or more"));
+                }
+                Start::Timestamp(ms)
+            } else if let Some(n) = text.strip_prefix('-') {
+                Start::BeforeEnd(parse_value("--offset", n)?)
+            } else {
+                Start::Exact(parse_value("--offset", text)?)
+            }
+        }
+    })
+}
+
+struct Settings {
+    topic: String,
+    partitions: Vec<i32>,
+    start: Start,
+    count: Option<u64>,
+    exit_at_end: bool,
+    format: Format,
+    quiet: bool,
+}
+
+fn parse(mut args: Args) -> Result<(Settings, ClusterOptions), UsageError> {
+    let topic = args
+        .value(&["--topic", "-t"])?
+        .ok_or_else(|| UsageError::new("--topic is required"))?;
+    let mut partitions = Vec::new();
+    for p in args.values(&["--partition", "-p"])? {
+        let p: i32 = parse_value("--partition", &p)?;
+        if p < 0 {
+            return Err(UsageError::new("--partition must be 0 or more"));
+        }
+        if !partitions.contains(&p) {
+            partitions.push(p);
+        }
+    }
+    let start = match args.value(&["--offset", "-o"])? {
+        Some(o) => parse_start(&o)?,
+        None => Start::Oldest,
+    };
+    let count: Option<u64> = args.parsed(&["--count", "-c"])?;
+    let exit_at_end = args.flag(&["--exit", "-e"]);
+    let format = Format::parse(&args.value(&["--format", "-f"])?.unwrap_or("%s\\n".into()))?;
+    let quiet = args.flag(&["--quiet", "-q"]);
+    let cluster = ClusterOptions::take(&mut args)?;
+    args.finish()?;
+    Ok((
+        Settings {
+            topic,
+            partitions,
+            start,
+            count,
+            exit_at_end,
+            format,
+            quiet,
+        },
+        cluster,
+    ))
+}
+
+/// What the partition tasks share (all on one thread).
+struct Shared {
+    out: RefCell<std::io::BufWriter<std::io::StdoutLock<'static>>>,
+    /// Records still to print under `--count`.
+    remaining: Cell<Option<u64>>,
+    printed: Cell<u64>,
+    running: Cell<usize>,
+    stopped: Cell<bool>,
+    error: RefCell<Option<CliError>>,
+    done: Notify,
+}
+
+impl Shared {
+    /// Takes one record from the count; false once the count is used up.
+    fn take_one(&self) -> bool {
+        match self.remaining.get() {
+            Some(0) => false,
+            Some(n) => {
+                self.remaining.set(Some(n - 1));
+                true
+            }
+            None => true,
+        }
+    }
+
+    fn stop(&self) {
+        self.stopped.set(true);
+        self.done.notify_one();
+    }
+
+    fn fail(&self, error: CliError) {
+        self.error.borrow_mut().get_or_insert(error);
+        self.stop();
+    }
+
+    /// Writes rendered records; a closed pipe (`| head`) ends the command quietly.
+    fn write(&self, bytes: &[u8]) {
+        let mut out = self.out.borrow_mut();
+        let result = out.write_all(bytes).and_then(|()| out.flush());
+        match result {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => self.stop(),
+            Err(e) => self.fail(CliError::io("writing output", e)),
+        }
+    }
+}
+
+/// Runs `kring consume`.
+pub fn run(args: Args) -> CliResult {
+    let (s, cluster) = parse(args)?;
+    let client = connect(cluster)?;
+    let count = check_topic(&client, &s.topic, s.partitions.iter().copied().max())?;
+    let partitions: Vec<i32> = if s.partitions.is_empty() {
+        (0..count as i32).collect()
+    } else {
+        s.partitions.clone()
+    };
+    let consumer = Consumer::new(client.clone())?;
+    let mut plan = Vec::with_capacity(partitions.len());
+    for &p in &partitions {
+        let (earliest, latest) = wait(consumer.offsets(&s.topic, p))?;
+        let start = match s.start {
+            Start::Oldest => Offset::Oldest,
+            Start::Newest => Offset::Exact(latest),
+            Start::Exact(o) => Offset::Exact(o),
+            Start::BeforeEnd(n) => Offset::Exact(latest.saturating_sub(n).max(earliest)),
+            Start::Timestamp(ms) => Offset::Timestamp(ms),
+        };
+        plan.push((p, start, s.exit_at_end.then_some(latest)));
+    }
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::io("starting a runtime", e))?;
+    let shared = Rc::new(Shared {
+        out: RefCell::new(std::io::BufWriter::with_capacity(
+            1 << 16,
+            std::io::stdout().lock(),
+        )),
+        remaining: Cell::new(s.count),
+        printed: Cell::new(0),
+        running: Cell::new(plan.len()),
+        stopped: Cell::new(false),
+        error: RefCell::new(None),
+        done: Notify::new(),
+    });
+    let format = Rc::new(s.format.clone());
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async {
+        let mut readers = Vec::with_capacity(plan.len());
+        for (p, start, end) in plan {
+            match consumer.consume_partition(&s.topic, p, start).await {
+                Ok(pc) => readers.push((pc, end)),
+                Err(e) => return shared.fail(e.into()),
+            }
+        }
+        if readers.is_empty() || s.count == Some(0) {
+            return;
+        }
+        for (pc, end) in readers {
+            let shared = shared.clone();
+            let format = format.clone();
+            let topic = s.topic.clone();
+            tokio::task::spawn_local(async move {
+                read_partition(&shared, pc, end, &format, &topic).await;
+                shared.running.set(shared.running.get() - 1);
+                if shared.running.get() == 0 {
+                    shared.stop();
+                }
+            });
+        }
+        shared.done.notified().await;
+    });
+    // Dropping the runtime cancels partition tasks still waiting for data.
+    drop(local);
+    drop(runtime);
+    let _ = shared.out.borrow_mut().flush();
+    consumer_summary(&s, &shared);
+    client.close();
+    match shared.error.borrow_mut().take() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn consumer_summary(s: &Settings, shared: &Shared) {
+    if !s.quiet {
+        eprintln!(
+            "consumed {} record(s) from {}",
+            shared.printed.get(),
+            s.topic
+        );
+    }
+}
+
+/// Prints one partition's records until its end, the count, an error or a stop.
+async fn read_partition(
+    shared: &Shared,
+    mut pc: PartitionConsumer,
+    end: Option<i64>,
+    format: &Format,
+    topic: &str,
+) {
+    let mut rendered: Vec<u8> = Vec::with_capacity(1 << 16);
+    let partition = pc.partition();
+    loop {
+        if shared.stopped.get() || end.is_some_and(|end| pc.position() >= end) {
+            return;
+        }
+        let batch = match pc.next_batch().await {
+            None => return,
+            Some(Err(e)) => return shared.fail(CliError::Failed(e.to_string())),
+            Some(Ok(batch)) => batch,
+        };
+        rendered.clear();
+        let mut finished = false;
+        let mut headers: Vec<(&[u8], Option<&[u8]>)> = Vec::new();
+        for record in batch.records() {
+            let record = match record {
+                Ok(r) => r,
+                Err(e) => {
+                    return shared.fail(CliError::Failed(format!(
+                        "{topic}-{partition}: bad record: {e}"
+                    )));
+                }
+            };
+            if end.is_some_and(|end| record.offset() >= end) || !shared.take_one() {
+                finished = true;
+                break;
+            }
+            headers.clear();
+            if format.wants_headers() {
+                for h in record.headers() {
+                    match h {
+                        Ok(h) => headers.push((h.key, h.value)),
+                        Err(e) => {
+                            return shared.fail(CliError::Failed(format!(
+                                "{topic}-{partition}: bad header at offset {}: {e}",
+                                record.offset()
+                            )));
+                        }
+                    }
+                }
+            }
+            format.render(
+                &RecordView {
+                    topic,
+                    partition,
+                    offset: record.offset(),
+                    timestamp: record.timestamp(),
+                    key: record.key(),
+                    value: record.value(),
+                    headers: &headers,
+                },
+                &mut rendered,
+            );
+            shared.printed.set(shared.printed.get() + 1);
+        }
+        shared.write(&rendered);
+        if finished {
+            if shared.remaining.get() == Some(0) {
+                shared.stop();
+            }
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_positions() {
+        assert_eq!(parse_start("beginning").unwrap(), Start::Oldest);
+        assert_eq!(parse_start("end").unwrap(), Start::Newest);
+        assert_eq!(parse_start("42").unwrap(), Start::Exact(42));
+        assert_eq!(parse_start("-10").unwrap(), Start::BeforeEnd(10));
+        assert_eq!(
+            parse_start("s@1700000000000").unwrap(),
+            Start::Timestamp(1_700_000_000_000)
+        );
+        assert_eq!(parse_start("@5").unwrap(), Start::Timestamp(5));
+        assert!(parse_start("soon").is_err());
+        assert!(parse_start("s@-1").is_err());
+        assert!(parse_start("--5").is_err());
+    }
+}

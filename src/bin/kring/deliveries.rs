@@ -1,0 +1,112 @@
+//! Waits for the producer's delivery reports off the sending thread: the sender hands
+//! over its [`DeliveryFuture`]s in chunks and a waiter thread resolves them in order,
+//! counting successes and failures and timing every sampled record from send to ack.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use kring::producer::DeliveryFuture;
+
+/// Futures handed to the waiter at once (one channel message per chunk).
+const CHUNK: usize = 256;
+
+/// One record in flight: its delivery future and, if sampled, when it was sent.
+type InFlight = (DeliveryFuture, Option<Instant>);
+
+/// What the waiter saw.
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub delivered: u64,
+    pub failed: u64,
+    pub first_error: Option<String>,
+    /// Send-to-ack times of the sampled records, sorted, in nanoseconds.
+    pub latencies_ns: Vec<u64>,
+    /// When the last report arrived.
+    pub last_report: Option<Instant>,
+}
+
+/// The sending side: hand each record's future to [`Deliveries::push`].
+pub struct Deliveries {
+    chunk: Vec<InFlight>,
+    tx: Option<mpsc::Sender<Vec<InFlight>>>,
+    waiter: Option<JoinHandle<Tally>>,
+    reported: Arc<AtomicU64>,
+}
+
+impl Deliveries {
+    pub fn start() -> Self {
+        let (tx, rx) = mpsc::channel::<Vec<InFlight>>();
+        let reported = Arc::new(AtomicU64::new(0));
+        let counter = reported.clone();
+        let waiter = std::thread::Builder::new()
+            .name("kring-deliveries".into())
+            .spawn(move || {
+                let mut tally = Tally::default();
+                for chunk in rx {
+                    for (future, sent) in chunk {
+                        let result = future.wait();
+                        let now = Instant::now();
+                        tally.last_report = Some(now);
+                        counter.fetch_add(1, Ordering::Relaxed);
+                        match result {
+                            Ok(_) => {
+                                tally.delivered += 1;
+                                if let Some(sent) = sent {
+                                    tally.latencies_ns.push((now - sent).as_nanos() as u64);
+                                }
+                            }
+                            Err(e) => {
+                                tally.failed += 1;
+                                tally.first_error.get_or_insert_with(|| e.to_string());
+                            }
+                        }
+                    }
+                }
+                tally.latencies_ns.sort_unstable();
+                tally
+            })
+            .expect("spawning a thread");
+        Deliveries {
+            chunk: Vec::with_capacity(CHUNK),
+            tx: Some(tx),
+            waiter: Some(waiter),
+            reported,
+        }
+    }
+
+    /// How many delivery reports (successes and failures) have arrived so far.
+    pub fn reported(&self) -> u64 {
+        self.reported.load(Ordering::Relaxed)
+    }
+
+    /// Hands over one record's future; `sent` is its send time if it is sampled.
+    pub fn push(&mut self, future: DeliveryFuture, sent: Option<Instant>) {
+        self.chunk.push((future, sent));
+        if self.chunk.len() == CHUNK {
+            self.hand_over();
+        }
+    }
+
+    fn hand_over(&mut self) {
+        let full = std::mem::replace(&mut self.chunk, Vec::with_capacity(CHUNK));
+        if let Some(tx) = &self.tx {
+            // The waiter only ends once `tx` is dropped, so it is alive here.
+            let _ = tx.send(full);
+        }
+    }
+
+    /// Waits for every report handed over and returns the tally.
+    pub fn finish(mut self) -> Tally {
+        if !self.chunk.is_empty() {
+            self.hand_over();
+        }
+        self.tx = None;
+        self.waiter
+            .take()
+            .and_then(|w| w.join().ok())
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,460 @@
+//! `kring perf produce|consume`: throughput runs with a live progress line and a final
+//! report — records/s, MB/s, CPU-seconds per million records, latency percentiles and
+//! peak memory — ending in one JSON line, the result format every client of the
+//! side-by-side harness prints (`perf/README.md`, "The peer contract").
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use kring::consumer::{Consumer, Offset, PartitionConsumer};
+use kring::producer::{Producer, ProducerRecord};
+use tokio::sync::Notify;
+
+use crate::args::{Args, ClusterOptions, UsageError, cluster_usage};
+use crate::deliveries::Deliveries;
+use crate::produce::check_topic;
+use crate::stats::{Progress, cpu_seconds, peak_rss_bytes, percentile_ms};
+use crate::{CliError, CliResult, connect, wait};
+
+pub const USAGE: &str = concat!(
+    "\
+usage: kring perf produce -t TOPIC [OPTIONS] [CLUSTER]
+       kring perf consume -t TOPIC [OPTIONS] [CLUSTER]
+
+perf produce: sends records as fast as the producer takes them and waits for every ack.
+  -t, --topic TOPIC          the topic (must exist)
+  -n, --records N            records to send (default 1000000)
+  -s, --record-size BYTES    value size of generated text-like payloads (default 100)
+  --payload-file PATH        values from PATH instead: one per line, record i takes
+                             line i mod (number of lines)
+  --acks 0|1|all             default all
+  --idempotence true|false   default true (needs acks=all)
+  --compression CODEC        none, gzip, snappy, lz4 or zstd (default none)
+  --linger-ms MS             default 5
+  --batch-size BYTES         default 1000000
+  Latency is measured on every 100th record, from send to delivery report.
+
+perf consume: reads every partition from its oldest record.
+  -t, --topic TOPIC          the topic
+  -n, --records N            records to read (default: as many as the topic holds now)
+  --timeout SECONDS          fail if they haven't all arrived by then (default 120)
+
+Both print a progress line each second on stderr, then a report, and last a JSON line:
+{\"client\":\"kring\",\"op\":...,\"records\":...,\"bytes\":...,\"elapsed_s\":...,\"p50_ms\":...,\"p99_ms\":...}
+
+CLUSTER options:
+",
+    cluster_usage!()
+);
+
+/// Records sampled for latency: one in this many.
+const LATENCY_SAMPLE_EVERY: u64 = 100;
+
+/// Runs `kring perf ...`.
+pub fn run(mut args: Args) -> CliResult {
+    match args.positional().as_deref() {
+        Some("produce") => produce(args),
+        Some("consume") => consume(args),
+        Some(other) => Err(UsageError::new(format!("unknown perf test {other:?}")).into()),
+        None => Err(UsageError::new("perf needs produce or consume").into()),
+    }
+}
+
+/// The measured outcome of a run, for the report and the JSON line.
+struct Outcome {
+    op: &'static str,
+    records: u64,
+    bytes: u64,
+    elapsed: Duration,
+    cpu_seconds: Option<f64>,
+    latencies_ns: Vec<u64>,
+}
+
+impl Outcome {
+    fn print(&self) {
+        let secs = self.elapsed.as_secs_f64().max(1e-9);
+        println!("  records      {}", self.records);
+        println!("  elapsed      {secs:.3} s");
+        println!(
+            "  throughput   {:.0} records/s   {:.2} MB/s (values, 10^6 bytes)",
+            self.records as f64 / secs,
+            self.bytes as f64 / 1e6 / secs
+        );
+        if let Some(cpu) = self.cpu_seconds {
+            println!(
+                "  CPU          {cpu:.2} s  ({:.3} CPU-s per million records)",
+                cpu * 1e6 / self.records.max(1) as f64
+            );
+        }
+        if !self.latencies_ns.is_empty() {
+            let p = |q| percentile_ms(&self.latencies_ns, q).unwrap_or(0.0);
+            println!(
+                "  latency      p50 {:.2} ms  p90 {:.2} ms  p99 {:.2} ms  p99.9 {:.2} ms  max {:.2} ms",
+                p(0.5),
+                p(0.9),
+                p(0.99),
+                p(0.999),
+                p(1.0)
+            );
+        }
+        if let Some(rss) = peak_rss_bytes() {
+            println!("  peak RSS     {:.1} MiB", rss as f64 / (1 << 20) as f64);
+        }
+        let json_ms =
+            |q| percentile_ms(&self.latencies_ns, q).map_or("null".into(), |v| format!("{v:.3}"));
+        println!(
+            "{{\"client\":\"kring\",\"op\":\"{}\",\"records\":{},\"bytes\":{},\"elapsed_s\":{:.6},\"p50_ms\":{},\"p99_ms\":{}}}",
+            self.op,
+            self.records,
+            self.bytes,
+            secs,
+            json_ms(0.5),
+            json_ms(0.99)
+        );
+    }
+}
+
+/// Values to send: read from a file (one per line) or generated.
+fn payloads(file: Option<&str>, size: usize) -> Result<Vec<Vec<u8>>, CliError> {
+    match file {
+        Some(path) => {
+            let text =
+                std::fs::read(path).map_err(|e| CliError::io(format!("reading {path}"), e))?;
+            let lines: Vec<Vec<u8>> = text
+                .split(|&b| b == b'\n')
+                .filter(|l| !l.is_empty())
+                .map(<[u8]>::to_vec)
+                .collect();
+            if lines.is_empty() {
+                return Err(CliError::Failed(format!("{path} holds no payload lines")));
+            }
+            Ok(lines)
+        }
+        None => Ok(generated_payloads(size, 4096)),
+    }
+}
+
+/// `count` text-like values of `size` bytes: words and numbers from a small vocabulary
+/// chosen by a seeded xorshift, so compression codecs see realistic, not trivial, input.
+fn generated_payloads(size: usize, count: usize) -> Vec<Vec<u8>> {
+    const WORDS: &[&str] = &[
+        "order",
+        "customer",
+        "shipped",
+        "pending",
+        "warehouse",
+        "invoice",
+        "amount",
+        "EUR",
+        "USD",
+        "status",
+        "created",
+        "updated",
+        "region",
+        "north",
+        "south",
+        "priority",
+        "sku",
+        "item",
+        "quantity",
+        "price",
+        "discount",
+        "total",
+        "session",
+        "user",
+        "click",
+        "view",
+        "page",
+        "cart",
+        "checkout",
+        "payment",
+        "refund",
+        "true",
+        "false",
+        "null",
+        "event",
+        "source",
+        "web",
+        "mobile",
+    ];
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    (0..count)
+        .map(|_| {
+            let mut v = Vec::with_capacity(size + 16);
+            while v.len() < size {
+                let r = next();
+                v.extend_from_slice(WORDS[(r % WORDS.len() as u64) as usize].as_bytes());
+                if r >> 61 == 0 {
+                    v.extend_from_slice(format!("={}", (r >> 20) % 100_000).as_bytes());
+                }
+                v.push(b' ');
+            }
+            v.truncate(size);
+            v
+        })
+        .collect()
+}
+
+fn produce(mut args: Args) -> CliResult {
+    let topic = args
+        .value(&["--topic", "-t"])?
+        .ok_or_else(|| UsageError::new("--topic is required"))?;
+    let records: u64 = args.parsed(&["--records", "-n"])?.unwrap_or(1_000_000);
+    let size: usize = args.parsed(&["--record-size", "-s"])?.unwrap_or(100);
+    let payload_file = args.value(&["--payload-file"])?;
+    let mut settings: Vec<(&str, Option<String>)> = vec![
+        ("linger.ms", Some("5".into())),
+        ("batch.size", Some("1000000".into())),
+    ];
+    for (name, property) in [
+        ("--acks", "acks"),
+        ("--idempotence", "enable.idempotence"),
+        ("--compression", "compression.type"),
+        ("--linger-ms", "linger.ms"),
+        ("--batch-size", "batch.size"),
+    ] {
+        if let Some(v) = args.value(&[name])? {
+            settings.retain(|(p, _)| *p != property);
+            settings.push((property, Some(v)));
+        }
+    }
+    let mut cluster = ClusterOptions::take(&mut args)?;
+    args.finish()?;
+    if records == 0 {
+        return Err(UsageError::new("--records must be at least 1").into());
+    }
+    cluster.set_producer(&settings)?;
+    let values = payloads(payload_file.as_deref(), size)?;
+    let p = &cluster.config.producer;
+    println!(
+        "perf produce: {records} records to {topic}: acks={} idempotence={} compression={:?} linger={} ms batch.size={} B",
+        match p.acks.as_i16() {
+            -1 => "all".to_string(),
+            a => a.to_string(),
+        },
+        p.enable_idempotence,
+        p.compression,
+        p.linger.as_millis(),
+        p.batch_size
+    );
+    let client = connect(cluster)?;
+    check_topic(&client, &topic, None)?;
+    let producer = wait(Producer::new(client.clone()))?;
+
+    let mut progress = Progress::new("acked");
+    let mut deliveries = Deliveries::start();
+    let cpu_start = cpu_seconds();
+    let started = Instant::now();
+    let mut bytes = 0u64;
+    let sent: Result<(), kring::Error> = wait(async {
+        for i in 0..records {
+            let value = &values[(i % values.len() as u64) as usize];
+            let sampled = (i % LATENCY_SAMPLE_EVERY == 0).then(Instant::now);
+            let future = producer
+                .send(ProducerRecord::new(&topic).with_value(value.as_slice()))
+                .await?;
+            deliveries.push(future, sampled);
+            bytes += value.len() as u64;
+            if i % 4096 == 0 {
+                let reported = deliveries.reported();
+                progress.update(reported, bytes * reported / (i + 1));
+            }
+        }
+        producer.flush().await
+    });
+    let tally = deliveries.finish();
+    let cpu_end = cpu_seconds();
+    progress.finish();
+    let _ = wait(producer.close());
+    client.close();
+    sent?;
+    if tally.failed > 0 {
+        return Err(CliError::Failed(format!(
+            "{} of {records} record(s) failed; the first: {}",
+            tally.failed,
+            tally.first_error.unwrap_or_default()
+        )));
+    }
+    let elapsed = tally.last_report.unwrap_or_else(Instant::now) - started;
+    Outcome {
+        op: "produce",
+        records: tally.delivered,
+        bytes,
+        elapsed,
+        cpu_seconds: cpu_start.zip(cpu_end).map(|(a, b)| b - a),
+        latencies_ns: tally.latencies_ns,
+    }
+    .print();
+    Ok(())
+}
+
+/// Totals of a consume run, shared by the partition tasks (all on one thread).
+struct ConsumeShared {
+    target: u64,
+    records: Cell<u64>,
+    bytes: Cell<u64>,
+    finished_at: Cell<Option<Instant>>,
+    error: std::cell::RefCell<Option<String>>,
+    done: Notify,
+}
+
+fn consume(mut args: Args) -> CliResult {
+    let topic = args
+        .value(&["--topic", "-t"])?
+        .ok_or_else(|| UsageError::new("--topic is required"))?;
+    let records: Option<u64> = args.parsed(&["--records", "-n"])?;
+    let timeout: u64 = args.parsed(&["--timeout"])?.unwrap_or(120);
+    let cluster = ClusterOptions::take(&mut args)?;
+    args.finish()?;
+    let client = connect(cluster)?;
+    let count = check_topic(&client, &topic, None)?;
+    let consumer = Consumer::new(client.clone())?;
+    let mut available = 0u64;
+    for p in 0..count as i32 {
+        let (earliest, latest) = wait(consumer.offsets(&topic, p))?;
+        available += (latest - earliest).max(0) as u64;
+    }
+    let target = records.unwrap_or(available);
+    println!(
+        "perf consume: {target} records from {topic} ({count} partition(s), {available} records there now)"
+    );
+    if target == 0 {
+        return Err(CliError::Failed(format!(
+            "{topic} holds no records to read"
+        )));
+    }
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::io("starting a runtime", e))?;
+    let shared = Rc::new(ConsumeShared {
+        target,
+        records: Cell::new(0),
+        bytes: Cell::new(0),
+        finished_at: Cell::new(None),
+        error: std::cell::RefCell::new(None),
+        done: Notify::new(),
+    });
+    let cpu_start = cpu_seconds();
+    let started = Instant::now();
+    let local = tokio::task::LocalSet::new();
+    let mut progress = Progress::new("read");
+    let timed_out = local.block_on(&runtime, async {
+        for p in 0..count as i32 {
+            let pc = match consumer.consume_partition(&topic, p, Offset::Oldest).await {
+                Ok(pc) => pc,
+                Err(e) => {
+                    shared.error.borrow_mut().get_or_insert(e.to_string());
+                    return false;
+                }
+            };
+            tokio::task::spawn_local(read_partition(shared.clone(), pc));
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
+        loop {
+            let tick = tokio::time::sleep(Duration::from_millis(250));
+            tokio::select! {
+                () = shared.done.notified() => return false,
+                () = tick => {
+                    progress.update(shared.records.get(), shared.bytes.get());
+                    if tokio::time::Instant::now() >= deadline {
+                        return true;
+                    }
+                }
+            }
+        }
+    });
+    let cpu_end = cpu_seconds();
+    drop(local);
+    drop(runtime);
+    progress.finish();
+    client.close();
+    if let Some(e) = shared.error.borrow_mut().take() {
+        return Err(CliError::Failed(e));
+    }
+    if timed_out {
+        return Err(CliError::Failed(format!(
+            "only {} of {target} records arrived within {timeout} s",
+            shared.records.get()
+        )));
+    }
+    let finished = shared.finished_at.get().unwrap_or_else(Instant::now);
+    Outcome {
+        op: "consume",
+        records: shared.records.get(),
+        bytes: shared.bytes.get(),
+        elapsed: finished - started,
+        cpu_seconds: cpu_start.zip(cpu_end).map(|(a, b)| b - a),
+        latencies_ns: Vec::new(),
+    }
+    .print();
+    Ok(())
+}
+
+/// Reads one partition's borrowed records, summing value lengths, until the run's
+/// target is reached.
+async fn read_partition(shared: Rc<ConsumeShared>, mut pc: PartitionConsumer) {
+    loop {
+        if shared.records.get() >= shared.target {
+            return;
+        }
+        let batch = match pc.next_batch().await {
+            None => return,
+            Some(Err(e)) => {
+                shared.error.borrow_mut().get_or_insert(e.to_string());
+                shared.done.notify_one();
+                return;
+            }
+            Some(Ok(batch)) => batch,
+        };
+        let (mut n, mut bytes) = (0u64, 0u64);
+        let room = shared.target - shared.records.get();
+        for record in batch.records() {
+            match record {
+                Ok(r) => {
+                    bytes += r.value().map_or(0, <[u8]>::len) as u64;
+                    n += 1;
+                    if n == room {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    shared.error.borrow_mut().get_or_insert(e.to_string());
+                    shared.done.notify_one();
+                    return;
+                }
+            }
+        }
+        shared.records.set(shared.records.get() + n);
+        shared.bytes.set(shared.bytes.get() + bytes);
+        if shared.records.get() >= shared.target {
+            shared.finished_at.set(Some(Instant::now()));
+            shared.done.notify_one();
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_payloads_have_the_size_and_vary() {
+        let p = generated_payloads(100, 64);
+        assert_eq!(p.len(), 64);
+        assert!(p.iter().all(|v| v.len() == 100));
+        assert_ne!(p[0], p[1]);
+        assert!(p[0].iter().all(|b| b.is_ascii_graphic() || *b == b' '));
+        let tiny = generated_payloads(1, 4);
+        assert!(tiny.iter().all(|v| v.len() == 1));
+    }
+}

@@ -1,0 +1,278 @@
+//! `kring produce`: records from stdin or a file, split on a delimiter (found with
+//! memchr), optionally split again into key and value, sent with the async producer.
+//!
+//! Input is read in chunks into one growing buffer; records are borrowed from it and
+//! copied once, into the producer's batch. A record longer than `max.request.size`
+//! is an error rather than a reason to grow the buffer without bound.
+
+use std::io::Read;
+use std::time::Instant;
+
+use kring::producer::{Producer, ProducerRecord};
+use kring::protocol::KafkaCode;
+use memchr::memmem;
+
+use crate::args::{Args, ClusterOptions, UsageError, cluster_usage, unescape};
+use crate::deliveries::Deliveries;
+use crate::{CliError, CliResult, connect, wait};
+
+pub const USAGE: &str = concat!(
+    "\
+usage: kring produce -t TOPIC [OPTIONS] [CLUSTER]
+
+Sends one record per delimited piece of stdin (or of --file).
+  -t, --topic TOPIC            the topic (must exist)
+  -p, --partition N            send every record to partition N (default: the partitioner)
+  -f, --file PATH              read records from PATH instead of stdin
+  -D, --delimiter DELIM        record delimiter (default \\n; escapes \\n \\t \\0 \\xNN)
+  -K, --key-delimiter DELIM    split each record at the first DELIM into key and value
+                               (a record without it is sent with a null key)
+  -H, --header KEY=VALUE       a header on every record (repeatable; KEY alone is null)
+  -z, --compression CODEC      none, gzip, snappy, lz4 or zstd
+  -a, --acks ACKS              0, 1 or all (default all)
+  --idempotence true|false     idempotent producer (default true with acks=all)
+
+CLUSTER options:
+",
+    cluster_usage!()
+);
+
+/// Input is read this much at a time.
+const READ_CHUNK: usize = 1 << 20;
+
+struct Settings {
+    topic: String,
+    partition: Option<i32>,
+    file: Option<String>,
+    delimiter: Vec<u8>,
+    key_delimiter: Option<Vec<u8>>,
+    headers: Vec<(String, Option<Vec<u8>>)>,
+}
+
+fn parse(mut args: Args) -> Result<(Settings, ClusterOptions), UsageError> {
+    let topic = args
+        .value(&["--topic", "-t"])?
+        .ok_or_else(|| UsageError::new("--topic is required"))?;
+    let partition: Option<i32> = args.parsed(&["--partition", "-p"])?;
+    if partition.is_some_and(|p| p < 0) {
+        return Err(UsageError::new("--partition must be 0 or more"));
+    }
+    let file = args.value(&["--file", "-f"])?;
+    let delimiter = match args.value(&["--delimiter", "-D"])? {
+        Some(d) => unescape("--delimiter", &d)?,
+        None => b"\n".to_vec(),
+    };
+    if delimiter.is_empty() {
+        return Err(UsageError::new("--delimiter must not be empty"));
+    }
+    let key_delimiter = args
+        .value(&["--key-delimiter", "-K"])?
+        .map(|k| unescape("--key-delimiter", &k))
+        .transpose()?;
+    if key_delimiter.as_ref().is_some_and(Vec::is_empty) {
+        return Err(UsageError::new("--key-delimiter must not be empty"));
+    }
+    let headers = args
+        .values(&["--header", "-H"])?
+        .into_iter()
+        .map(|h| match h.split_once('=') {
+            Some((k, v)) => (k.to_string(), Some(v.as_bytes().to_vec())),
+            None => (h, None),
+        })
+        .collect();
+    let compression = args.value(&["--compression", "-z"])?;
+    let acks = args.value(&["--acks", "-a"])?;
+    let idempotence = args.value(&["--idempotence"])?;
+    let mut cluster = ClusterOptions::take(&mut args)?;
+    cluster.set_producer(&[
+        ("compression.type", compression),
+        ("acks", acks),
+        ("enable.idempotence", idempotence),
+    ])?;
+    args.finish()?;
+    Ok((
+        Settings {
+            topic,
+            partition,
+            file,
+            delimiter,
+            key_delimiter,
+            headers,
+        },
+        cluster,
+    ))
+}
+
+/// Checks that `topic` (and `partition`) exist, in words a user can act on.
+pub fn check_topic(
+    client: &kring::Client,
+    topic: &str,
+    partition: Option<i32>,
+) -> Result<usize, CliError> {
+    let info = wait(client.topic(topic)).map_err(|e| match e.code() {
+        Some(KafkaCode::UNKNOWN_TOPIC_OR_PARTITION) => CliError::Failed(format!(
+            "topic {topic:?} does not exist (kring topics create {topic})"
+        )),
+        _ => e.into(),
+    })?;
+    if !info.error.is_ok() {
+        return Err(CliError::Failed(format!("topic {topic:?}: {}", info.error)));
+    }
+    let count = info.partitions.len();
+    if let Some(p) = partition
+        && p as usize >= count
+    {
+        return Err(CliError::Failed(format!(
+            "topic {topic:?} has {count} partition(s); there is no partition {p}"
+        )));
+    }
+    Ok(count)
+}
+
+/// Runs `kring produce`.
+pub fn run(args: Args) -> CliResult {
+    let (s, cluster) = parse(args)?;
+    let max_record = cluster.config.producer.max_request_size;
+    let mut input: Box<dyn Read> = match &s.file {
+        Some(path) => Box::new(
+            std::fs::File::open(path).map_err(|e| CliError::io(format!("opening {path}"), e))?,
+        ),
+        None => Box::new(std::io::stdin().lock()),
+    };
+    let client = connect(cluster)?;
+    check_topic(&client, &s.topic, s.partition)?;
+    let producer = wait(Producer::new(client.clone()))?;
+    let started = Instant::now();
+    let mut deliveries = Deliveries::start();
+    let (sent, bytes, send_errors) = wait(send_all(
+        &producer,
+        &s,
+        &mut input,
+        max_record,
+        &mut deliveries,
+    ));
+    let flushed = wait(producer.flush());
+    let tally = deliveries.finish();
+    let _ = wait(producer.close());
+    client.close();
+    let failed = tally.failed + send_errors.count;
+    eprintln!(
+        "produced {} of {} record(s), {} value bytes, to {} in {:.2} s",
+        tally.delivered,
+        sent + send_errors.count,
+        bytes,
+        s.topic,
+        started.elapsed().as_secs_f64()
+    );
+    if let Some(e) = send_errors.input {
+        return Err(e);
+    }
+    if failed > 0 {
+        let first = send_errors.first.or(tally.first_error).unwrap_or_default();
+        return Err(CliError::Failed(format!(
+            "{failed} record(s) failed; the first: {first}"
+        )));
+    }
+    flushed?;
+    Ok(())
+}
+
+/// Records that could not be handed to the producer, and a failure reading input.
+#[derive(Default)]
+struct SendErrors {
+    count: u64,
+    first: Option<String>,
+    input: Option<CliError>,
+}
+
+/// Reads `input` to its end, sending each record; answers records handed over, their
+/// value bytes, and what failed.
+async fn send_all(
+    producer: &Producer,
+    s: &Settings,
+    input: &mut dyn Read,
+    max_record: usize,
+    deliveries: &mut Deliveries,
+) -> (u64, u64, SendErrors) {
+    let finder = memmem::Finder::new(&s.delimiter);
+    let key_finder = s.key_delimiter.as_deref().map(memmem::Finder::new);
+    let mut errors = SendErrors::default();
+    let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    let (mut sent, mut bytes) = (0u64, 0u64);
+    let mut eof = false;
+    while !eof {
+        // Top up the buffer with one more chunk.
+        let filled = buf.len();
+        buf.resize(filled + READ_CHUNK, 0);
+        let n = loop {
+            match input.read(&mut buf[filled..]) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    errors.input = Some(CliError::io("reading input", e));
+                    break 0;
+                }
+            }
+        };
+        buf.truncate(filled + n);
+        eof = n == 0;
+        // Send every complete record (and, at the end, the unterminated last one).
+        let mut start = 0;
+        loop {
+            let end = match finder.find(&buf[start..]) {
+                Some(i) => start + i,
+                None if eof && start < buf.len() => buf.len(),
+                None => break,
+            };
+            let record = &buf[start..end];
+            start = (end + s.delimiter.len()).min(buf.len());
+            let (key, value) = match &key_finder {
+                Some(kf) => match kf.find(record) {
+                    Some(i) => (Some(&record[..i]), &record[i + kf.needle().len()..]),
+                    None => (None, record),
+                },
+                None => (None, record),
+            };
+            let mut r = ProducerRecord::new(&s.topic).with_value(value);
+            r.key = key.map(Into::into);
+            for (k, v) in &s.headers {
+                r.headers.push(kring::record::Header {
+                    key: k,
+                    value: v.as_deref(),
+                });
+            }
+            r.partition = s.partition;
+            match producer.send(r).await {
+                Ok(future) => {
+                    sent += 1;
+                    bytes += value.len() as u64;
+                    deliveries.push(future, None);
+                }
+                Err(e) => {
+                    errors.count += 1;
+                    errors.first.get_or_insert_with(|| e.to_string());
+                    if matches!(e, kring::Error::ClosedClient | kring::Error::ShuttingDown) {
+                        return (sent, bytes, errors);
+                    }
+                }
+            }
+            if start >= buf.len() {
+                break;
+            }
+        }
+        buf.drain(..start);
+        if errors.input.is_some() {
+            break;
+        }
+        if buf.len() > max_record + s.delimiter.len() {
+            errors.input = Some(CliError::Failed(format!(
+                "a record is longer than max.request.size ({max_record} bytes) \
+                 (no delimiter {:?} in {} bytes)",
+                String::from_utf8_lossy(&s.delimiter),
+                buf.len()
+            )));
+            break;
+        }
+    }
+    (sent, bytes, errors)
+}
