@@ -68,9 +68,11 @@ fn parse_start(text: &str) -> Result<Start, UsageError> {
                 }
                 Start::Timestamp(ms)
             } else if let Some(n) = text.strip_prefix('-') {
-                Start::BeforeEnd(parse_value("--offset", n)?)
+                let n: u64 = parse_value("--offset", n)?;
+                Start::BeforeEnd(n.min(i64::MAX as u64) as i64)
             } else {
-                Start::Exact(parse_value("--offset", text)?)
+                let offset: u64 = parse_value("--offset", text)?;
+                Start::Exact(offset.min(i64::MAX as u64) as i64)
             }
         }
     })
