@@ -233,14 +233,22 @@ def failure_reason(r, timeout):
         return f"timed out after {timeout} s"
     if r["exit"] != 0:
         why = f"exit {r['exit']}" if r["exit"] > 0 else f"killed by signal {-r['exit']}"
-        tail = [l.strip() for l in r["stderr"].splitlines() if l.strip()]
-        # The Java tools' stack traces: the exception line is more telling than "at ...".
-        tail = [l for l in tail if not l.startswith("at ")] or tail
-        return f"{why}: {tail[-1][:200]}" if tail else why
+        lines = [l.strip() for l in r["stderr"].splitlines() if l.strip()]
+        # The first line that names the trouble (a usage error's first line, a Java
+        # exception rather than its "at ..." lines), else the last.
+        named = [l for l in lines if re.search(r"rror|xception|panicked|unknown|failed|FATAL", l)
+                 and not l.startswith("at ")]
+        pick = named[0] if named else (lines[-1] if lines else "")
+        return f"{why}: {pick[:200]}" if pick else why
     return None
 
 
 # ---------------------------------------------------------------- clients
+
+def peer_command(client, binary, op, w, topic, payload):
+    """A contract peer's command line; kring's peer is the `perf` command of its CLI."""
+    return [binary] + (["perf"] if client == "kring" else []) + contract_args(op, w, topic, payload)
+
 
 def contract_args(op, w, topic, payload):
     args = [op, "--bootstrap", BOOTSTRAP, "--topic", topic, "--records", str(w["records"])]
@@ -778,8 +786,8 @@ def main(argv):
                 log(f"== {name}: filling {consume_topic} with {w['records']:,} records by {fill_client}")
                 try:
                     topics.create(consume_topic, w["partitions"])
-                    r = runner.run([bins.get(fill_client) or kring_bin] +
-                                   contract_args("produce", w, consume_topic, payload), a.timeout)
+                    r = runner.run(peer_command(fill_client, bins.get(fill_client) or kring_bin, "produce",
+                                                w, consume_topic, payload), a.timeout)
                     res, err = (None, failure_reason(r, a.timeout))
                     if err is None:
                         res, err = parse_contract(r, fill_client, "produce", w)
@@ -816,7 +824,7 @@ def main(argv):
                                 group = f"perf-run-{os.getpid()}-{time.time_ns()}"
                                 cmd = java_command(w["op"], w, topic, payload, group)
                             else:
-                                cmd = [bins[client]] + contract_args(w["op"], w, topic, payload)
+                                cmd = peer_command(client, bins[client], w["op"], w, topic, payload)
                             r = runner.run(cmd, a.timeout)
                             err = failure_reason(r, a.timeout)
                             res = None
