@@ -39,6 +39,8 @@ perf consume: reads every partition from its oldest record.
   -t, --topic TOPIC          the topic
   -n, --records N            records to read (default: as many as the topic holds now)
   --timeout SECONDS          fail if they haven't all arrived by then (default 120)
+  Latency is end to end on every 100th record: now − the record's timestamp (run it
+  beside a perf produce to see delivery latency; on a backlog it is the records' age).
 
 Both print a progress line each second on stderr, then a report, and last a JSON line:
 {\"client\":\"kring\",\"op\":...,\"records\":...,\"bytes\":...,\"elapsed_s\":...,\"p50_ms\":...,\"p99_ms\":...}
@@ -68,7 +70,12 @@ struct Outcome {
     bytes: u64,
     elapsed: Duration,
     cpu_seconds: Option<f64>,
+    /// Produce: send → delivery report of sampled records (these go into the JSON).
     latencies_ns: Vec<u64>,
+    /// Consume: now − record timestamp of sampled records, end to end when reading
+    /// while a producer writes, the records' age when reading a backlog (report only;
+    /// the peers of the harness have no such figure, so the JSON leaves it out).
+    end_to_end_ns: Vec<u64>,
 }
 
 impl Outcome {
@@ -95,6 +102,15 @@ impl Outcome {
                 p(0.9),
                 p(0.99),
                 p(0.999),
+                p(1.0)
+            );
+        }
+        if !self.end_to_end_ns.is_empty() {
+            let p = |q| percentile_ms(&self.end_to_end_ns, q).unwrap_or(0.0);
+            println!(
+                "  end to end   p50 {:.1} ms  p99 {:.1} ms  max {:.1} ms (now − record timestamp: the records' age when reading a backlog)",
+                p(0.5),
+                p(0.99),
                 p(1.0)
             );
         }
@@ -290,6 +306,7 @@ fn produce(mut args: Args) -> CliResult {
         elapsed,
         cpu_seconds: cpu_start.zip(cpu_end).map(|(a, b)| b - a),
         latencies_ns: tally.latencies_ns,
+        end_to_end_ns: Vec::new(),
     }
     .print();
     Ok(())
@@ -301,6 +318,7 @@ struct ConsumeShared {
     records: Cell<u64>,
     bytes: Cell<u64>,
     finished_at: Cell<Option<Instant>>,
+    end_to_end_ns: std::cell::RefCell<Vec<u64>>,
     error: std::cell::RefCell<Option<String>>,
     done: Notify,
 }
@@ -340,6 +358,7 @@ fn consume(mut args: Args) -> CliResult {
         records: Cell::new(0),
         bytes: Cell::new(0),
         finished_at: Cell::new(None),
+        end_to_end_ns: std::cell::RefCell::new(Vec::new()),
         error: std::cell::RefCell::new(None),
         done: Notify::new(),
     });
@@ -394,6 +413,11 @@ fn consume(mut args: Args) -> CliResult {
         elapsed: finished - started,
         cpu_seconds: cpu_start.zip(cpu_end).map(|(a, b)| b - a),
         latencies_ns: Vec::new(),
+        end_to_end_ns: {
+            let mut v = shared.end_to_end_ns.take();
+            v.sort_unstable();
+            v
+        },
     }
     .print();
     Ok(())
@@ -421,6 +445,13 @@ async fn read_partition(shared: Rc<ConsumeShared>, mut pc: PartitionConsumer) {
             match record {
                 Ok(r) => {
                     bytes += r.value().map_or(0, <[u8]>::len) as u64;
+                    if (shared.records.get() + n) % LATENCY_SAMPLE_EVERY == 0 {
+                        let now_ms = std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map_or(0, |d| d.as_millis() as i64);
+                        let age_ms = (now_ms - r.timestamp()).max(0) as u64;
+                        shared.end_to_end_ns.borrow_mut().push(age_ms * 1_000_000);
+                    }
                     n += 1;
                     if n == room {
                         break;
