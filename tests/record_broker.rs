@@ -93,7 +93,14 @@ fn setup(prefix: &str) -> Cluster {
                     CreatableTopic::default()
                         .with_name(topic.clone())
                         .with_num_partitions(1)
-                        .with_replication_factor(1),
+                        .with_replication_factor(1)
+                        // Tests write fixed timestamps from 2023: without this the
+                        // broker's retention check may delete them mid-test.
+                        .with_configs(vec![
+                            kring::protocol::messages::create_topics::CreatableTopicConfig::default()
+                                .with_name("retention.ms".into())
+                                .with_value(Some("-1".into())),
+                        ]),
                 ])
                 .with_timeout_ms(30_000),
         )
