@@ -325,10 +325,12 @@ def parse_java(r, op, w):
                 return None, f"unexpected ConsumerPerformance columns: {l}"
             if n < w["records"] or fetch_ms <= 0:
                 return None, f"ConsumerPerformance read {n} records in {fetch_ms} ms"
+            # Every value in the topic is exactly `size` bytes and keys are null, so
+            # n * size is the value bytes (its printed MB are rounded to 4 decimals).
             return {"client": "java", "op": "consume", "records": n,
-                    "bytes": round(mib * (1 << 20)), "elapsed_s": fetch_ms / 1000,
+                    "bytes": n * w["size"], "elapsed_s": fetch_ms / 1000,
                     "p50_ms": None, "p99_ms": None,
-                    "java": {"rebalance_ms": rebalance_ms, "fetch_ms": fetch_ms,
+                    "java": {"rebalance_ms": rebalance_ms, "fetch_ms": fetch_ms, "mib": mib,
                              "fetch_nmsg_per_s": float(row.get("fetch.nMsg.sec", "nan"))}}, None
     return None, "no CSV result line from ConsumerPerformance"
 
@@ -628,7 +630,8 @@ def commit_facts():
         code, out, _ = sh(["git", "rev-parse", "--short", "HEAD"])
         commit = out.strip() if code == 0 else "?"
     code, out, _ = sh(["git", "status", "--porcelain", "--", "src", "Cargo.toml", "Cargo.lock", "perf"])
-    dirty = sorted({l[3:].split(" -> ")[-1] for l in out.splitlines()}) if code == 0 else []
+    dirty = sorted({l[3:].split(" -> ")[-1] for l in out.splitlines()
+                    if not l[3:].startswith("perf/results/")}) if code == 0 else []
     return commit, dirty
 
 
@@ -1001,11 +1004,14 @@ def report(raw_path, out_dir):
              "ProducerPerformance reports whole milliseconds). With every client sending flat "
              "out, it is mostly time queued in the client's buffer, so it follows the clients' "
              "buffer sizes more than their speed.")
-    L.append(f"- each client process pinned to CPU 1 with `taskset -c 1` "
-             f"({'yes' if meta['pinned_clients'] else 'no: taskset missing, --no-pin or one CPU'}); "
-             f"the broker: {end.get('broker_pin', 'unknown (run did not finish)')}. So the client "
-             "never has more than one core and the broker has the other, but nothing keeps other "
-             "processes off either core.")
+    if meta["pinned_clients"]:
+        L.append("- pinning: each client process ran on CPU 1 (`taskset -c 1`), the broker on CPU 0: "
+                 f"{end.get('broker_pin', 'unknown (the run did not finish)')}. So a client never has "
+                 "more than one core and the broker has the other, but nothing keeps other "
+                 "processes off either core.")
+    else:
+        L.append("- pinning: none (--no-pin, no taskset, or fewer than 2 CPUs); clients and broker "
+                 "shared every core.")
     L.append(f"- every (workload, client) run {meta['runs']} time(s), clients interleaved "
              "round-robin within each repetition (the first client rotates); each produce run "
              f"writes a fresh topic, created before and deleted after it with {meta['admin']}"
@@ -1019,8 +1025,10 @@ def report(raw_path, out_dir):
              "`queue.buffering.max.messages`=10,000,000 (a 32 MiB byte budget like the Java "
              "producer's `buffer.memory`; librdkafka's 100,000-message default would otherwise "
              "cap 100 B records at 10 MB) and, consuming, `fetch.queue.backoff.ms`=10 (its 1 s "
-             "default idles a partition whenever its prefetch queue fills); the Sarama and "
-             "franz-go peers' settings are in perf/sarama and perf/franz-go.")
+             "default idles a partition whenever its prefetch queue fills). CRC checks of fetched "
+             "batches follow the defaults too: on in kring (`check_crcs`) and the Java consumer "
+             "(`check.crcs`), off in librdkafka (`check.crcs`). The Sarama and franz-go peers' "
+             "settings are in perf/sarama and perf/franz-go.")
     L.append("- payloads: `perf/target/payloads-SIZE.txt`, 4,096 lines of exactly SIZE bytes of "
              "text-like content (words from a fixed vocabulary drawn by a fixed-seed xorshift, "
              "numbers now and then); record i's value is line i mod 4,096 (Java's "
