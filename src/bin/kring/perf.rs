@@ -319,6 +319,10 @@ struct ConsumeShared {
     bytes: Cell<u64>,
     finished_at: Cell<Option<Instant>>,
     end_to_end_ns: std::cell::RefCell<Vec<u64>>,
+    /// Sum over the values read of `len << 16 | first << 8 | last`: reading a value's
+    /// bytes as a user would, and comparable across clients (the Go peers print the same
+    /// digest) whatever order the records arrive in.
+    digest: Cell<u64>,
     error: std::cell::RefCell<Option<String>>,
     done: Notify,
 }
@@ -359,6 +363,7 @@ fn consume(mut args: Args) -> CliResult {
         bytes: Cell::new(0),
         finished_at: Cell::new(None),
         end_to_end_ns: std::cell::RefCell::new(Vec::new()),
+        digest: Cell::new(0),
         error: std::cell::RefCell::new(None),
         done: Notify::new(),
     });
@@ -406,6 +411,10 @@ fn consume(mut args: Args) -> CliResult {
         )));
     }
     let finished = shared.finished_at.get().unwrap_or_else(Instant::now);
+    eprintln!(
+        "kring: consumed values' digest {:016x}",
+        shared.digest.get()
+    );
     Outcome {
         op: "consume",
         records: shared.records.get(),
@@ -439,12 +448,18 @@ async fn read_partition(shared: Rc<ConsumeShared>, mut pc: PartitionConsumer) {
             }
             Some(Ok(batch)) => batch,
         };
-        let (mut n, mut bytes) = (0u64, 0u64);
+        let (mut n, mut bytes, mut digest) = (0u64, 0u64, 0u64);
         let room = shared.target - shared.records.get();
         for record in batch.records() {
             match record {
                 Ok(r) => {
-                    bytes += r.value().map_or(0, <[u8]>::len) as u64;
+                    let value = r.value().unwrap_or_default();
+                    bytes += value.len() as u64;
+                    let mut share = (value.len() as u64) << 16;
+                    if let (Some(&first), Some(&last)) = (value.first(), value.last()) {
+                        share |= u64::from(first) << 8 | u64::from(last);
+                    }
+                    digest = digest.wrapping_add(share);
                     if (shared.records.get() + n) % LATENCY_SAMPLE_EVERY == 0 {
                         let now_ms = std::time::SystemTime::now()
                             .duration_since(std::time::UNIX_EPOCH)
@@ -466,6 +481,7 @@ async fn read_partition(shared: Rc<ConsumeShared>, mut pc: PartitionConsumer) {
         }
         shared.records.set(shared.records.get() + n);
         shared.bytes.set(shared.bytes.get() + bytes);
+        shared.digest.set(shared.digest.get().wrapping_add(digest));
         if shared.records.get() >= shared.target {
             shared.finished_at.set(Some(Instant::now()));
             shared.done.notify_one();
