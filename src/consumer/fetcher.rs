@@ -167,7 +167,9 @@ pub(crate) async fn run(
             .filter(|p| !p.paused.load(Ordering::Acquire) && p.tx.capacity() > 0)
             .cloned()
             .collect();
-        if active.is_empty() {
+        let states: Vec<FetchState> = partitions.iter().map(|p| FetchState::of(p)).collect();
+        let only_caught_up = nothing_worth_fetching(&states);
+        if active.is_empty() || only_caught_up {
             drop(inner);
             // Every consumer is full or paused: wait until one takes a chunk.
             tokio::select! {
@@ -277,6 +279,44 @@ pub(crate) async fn run(
             }
         }
     }
+}
+
+/// What the fetch loop needs to know of one partition to decide whether to fetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FetchState {
+    paused: bool,
+    /// Its consumer has room for another chunk.
+    has_room: bool,
+    fetch_position: i64,
+    /// -1 until a fetch reported it.
+    high_watermark: i64,
+}
+
+impl FetchState {
+    fn of(p: &PartitionShared) -> Self {
+        FetchState {
+            paused: p.paused.load(Ordering::Acquire),
+            has_room: p.tx.capacity() > 0,
+            fetch_position: p.fetch_position.load(Ordering::Acquire),
+            high_watermark: p.high_watermark.load(Ordering::Acquire),
+        }
+    }
+}
+
+/// Whether a fetch now would only long-poll while other partitions wait for room.
+///
+/// When every partition that could take part has already reached the end of its log,
+/// the broker holds the fetch for fetch_max_wait. With others left out only because
+/// their consumer hasn't taken what was fetched, that long poll (one fetch in flight per
+/// broker) would keep them from being fetched as soon as their consumers catch up, and
+/// the whole read would crawl at one fetch per fetch_max_wait. Waiting for room instead
+/// costs the caught-up partitions nothing: they have no data to fetch.
+fn nothing_worth_fetching(states: &[FetchState]) -> bool {
+    let waiting_for_room = states.iter().any(|s| !s.paused && !s.has_room);
+    let mut active = states.iter().filter(|s| !s.paused && s.has_room).peekable();
+    waiting_for_room
+        && active.peek().is_some()
+        && active.all(|s| s.high_watermark >= 0 && s.fetch_position >= s.high_watermark)
 }
 
 fn build_request(
@@ -465,5 +505,39 @@ pub(crate) fn reset_timestamp(policy: OffsetReset) -> Option<i64> {
         OffsetReset::Earliest => Some(-2),
         OffsetReset::Latest => Some(-1),
         OffsetReset::None => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(paused: bool, has_room: bool, position: i64, high_watermark: i64) -> FetchState {
+        FetchState {
+            paused,
+            has_room,
+            fetch_position: position,
+            high_watermark,
+        }
+    }
+
+    #[test]
+    fn caught_up_partitions_do_not_long_poll_while_others_wait_for_room() {
+        // One partition at its end, two full: wait for room instead of a long poll.
+        let full = state(false, false, 10, 500);
+        let at_end = state(false, true, 700, 700);
+        assert!(nothing_worth_fetching(&[full, full, at_end]));
+        // One with data to fetch: fetch (the broker answers at once).
+        let behind = state(false, true, 10, 500);
+        assert!(!nothing_worth_fetching(&[full, behind, at_end]));
+        // Everything caught up and nothing waiting: the long poll is what we want.
+        assert!(!nothing_worth_fetching(&[at_end, at_end]));
+        // High watermark not known yet: fetch.
+        assert!(!nothing_worth_fetching(&[full, state(false, true, 0, -1)]));
+        // Paused partitions neither wait for room nor take part.
+        let paused_full = state(true, false, 10, 500);
+        assert!(!nothing_worth_fetching(&[paused_full, at_end]));
+        // Nothing active at all is the caller's other case.
+        assert!(!nothing_worth_fetching(&[full]));
     }
 }
