@@ -61,8 +61,12 @@ def default_workloads():
         "produce-1k": {"op": "produce", "records": 300_000, "size": 1024, "acks": "all",
                        "idempotence": "true", "compression": "lz4", **common},
         # The fill producer's settings are acks/idempotence/compression below.
-        "consume-100": {"op": "consume", "records": 1_000_000, "size": 100, "acks": "1",
+        # 5M records so that the fastest consumer's run lasts long enough to measure.
+        "consume-100": {"op": "consume", "records": 5_000_000, "size": 100, "acks": "1",
                         "idempotence": "false", "compression": "none", **common},
+        # Compressed batches: decompression dominates every consumer here.
+        "consume-1k": {"op": "consume", "records": 500_000, "size": 1024, "acks": "1",
+                       "idempotence": "false", "compression": "lz4", **common},
     }
 
 
