@@ -620,7 +620,7 @@ def client_versions():
         v["kring"] = "?"
     for client, module in (("sarama", "github.com/IBM/sarama"), ("franz-go", "github.com/twmb/franz-go")):
         try:
-            text = open(os.path.join(ROOT, "perf", client, "go.mod")).read()
+            text = open(os.path.join(ROOT, "perf", "go", "go.mod")).read()
             m = re.search(re.escape(module) + r"\s+(v\S+)", text)
             v[client] = f"{module} {m.group(1)}" if m else "?"
         except OSError:
@@ -1032,7 +1032,7 @@ def report(raw_path, out_dir):
              "default idles a partition whenever its prefetch queue fills). CRC checks of fetched "
              "batches follow the defaults too: on in kring (`check_crcs`) and the Java consumer "
              "(`check.crcs`), off in librdkafka (`check.crcs`). The Sarama and franz-go peers' "
-             "settings are in perf/sarama and perf/franz-go.")
+             "settings are in perf/go/cmd/sarama-perf and perf/go/cmd/franz-go-perf.")
     L.append("- payloads: `perf/target/payloads-SIZE.txt`, 4,096 lines of exactly SIZE bytes of "
              "text-like content (words from a fixed vocabulary drawn by a fixed-seed xorshift, "
              "numbers now and then); record i's value is line i mod 4,096 (Java's "

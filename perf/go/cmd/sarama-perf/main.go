@@ -1,5 +1,6 @@
 // sarama-perf: Sarama's (github.com/IBM/sarama) peer in perf/run, following the peer
-// contract of perf/README.md (contract.go holds the contract's common part).
+// contract of perf/README.md; the contract's common part is package contract
+// (perf/go/contract), shared with franz-go-perf.
 //
 //		sarama-perf produce --bootstrap HOST:PORT --topic T --records N --payload-file F \
 //		    --acks 0|1|all --idempotence true|false --compression none|gzip|snappy|lz4|zstd \
@@ -20,13 +21,14 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"kring.invalid/perf/go/contract"
 )
 
-const clientName = "sarama"
-
 func main() {
-	a := parseArgs(os.Args[1:])
-	if a.op == "produce" {
+	contract.ClientName = "sarama"
+	a := contract.ParseArgs(os.Args[1:])
+	if a.Op == "produce" {
 		produce(a)
 	} else {
 		consume(a)
@@ -41,7 +43,7 @@ func main() {
 //   - Metadata.AllowAutoTopicCreation: true → false; programs never create topics.
 func newConfig() *sarama.Config {
 	cfg := sarama.NewConfig()
-	cfg.ClientID = programName()
+	cfg.ClientID = contract.ProgramName()
 	cfg.Version = sarama.V4_3_1_0
 	cfg.ChannelBufferSize = 4096
 	cfg.Metadata.AllowAutoTopicCreation = false
@@ -50,37 +52,37 @@ func newConfig() *sarama.Config {
 
 // connect is the set-up outside the timed part: the client (which loads the cluster's
 // metadata), the topic's partitions and an open connection to each partition's leader.
-func connect(a args, cfg *sarama.Config) (sarama.Client, []int32) {
-	client, err := sarama.NewClient([]string{a.bootstrap}, cfg)
+func connect(a contract.Args, cfg *sarama.Config) (sarama.Client, []int32) {
+	client, err := sarama.NewClient([]string{a.Bootstrap}, cfg)
 	if err != nil {
-		fail("client: %v", err)
+		contract.Fail("client: %v", err)
 	}
-	partitions, err := client.Partitions(a.topic)
+	partitions, err := client.Partitions(a.Topic)
 	if err != nil {
-		fail("topic %s: %v", a.topic, err)
+		contract.Fail("topic %s: %v", a.Topic, err)
 	}
 	if len(partitions) == 0 {
-		fail("topic %s has no partitions", a.topic)
+		contract.Fail("topic %s has no partitions", a.Topic)
 	}
 	for _, p := range partitions {
-		leader, err := client.Leader(a.topic, p)
+		leader, err := client.Leader(a.Topic, p)
 		if err != nil {
-			fail("leader of %s/%d: %v", a.topic, p, err)
+			contract.Fail("leader of %s/%d: %v", a.Topic, p, err)
 		}
 		// Leader starts connecting in the background; Connected waits until it is done.
 		if _, err := leader.Connected(); err != nil {
-			fail("connect to %s: %v", leader.Addr(), err)
+			contract.Fail("connect to %s: %v", leader.Addr(), err)
 		}
 	}
 	return client, partitions
 }
 
-func produce(a args) {
-	payloads := readPayloads(a.payloadFile)
+func produce(a contract.Args) {
+	payloads := contract.ReadPayloads(a.PayloadFile)
 	cfg := newConfig()
 	cfg.Producer.Return.Successes = true // default false: successes are the delivery reports
 	cfg.Producer.Return.Errors = true
-	switch a.acks {
+	switch a.Acks {
 	case "0":
 		cfg.Producer.RequiredAcks = sarama.NoResponse
 	case "1":
@@ -88,11 +90,11 @@ func produce(a args) {
 	case "all":
 		cfg.Producer.RequiredAcks = sarama.WaitForAll
 	}
-	if a.idempotence {
+	if a.Idempotence {
 		cfg.Producer.Idempotent = true
 		cfg.Net.MaxOpenRequests = 1 // Sarama's idempotent producer requires it (default 5)
 	}
-	switch a.compression {
+	switch a.Compression {
 	case "none":
 		cfg.Producer.Compression = sarama.CompressionNone
 	case "gzip":
@@ -111,28 +113,28 @@ func produce(a args) {
 	// (a Flush.Bytes without a Flush.Frequency would leave a last partial batch unsent).
 	// MaxMessageBytes (default 1 MiB) caps one partition's batch, so it is raised to the
 	// batch size when that is larger. No message-count limit (Flush.MaxMessages = 0).
-	if a.linger > 0 {
-		cfg.Producer.Flush.Frequency = a.linger
-		cfg.Producer.Flush.Bytes = a.batchSize
+	if a.Linger > 0 {
+		cfg.Producer.Flush.Frequency = a.Linger
+		cfg.Producer.Flush.Bytes = a.BatchSize
 	}
 	cfg.Producer.Flush.MaxMessages = 0
-	cfg.Producer.MaxMessageBytes = max(cfg.Producer.MaxMessageBytes, a.batchSize)
+	cfg.Producer.MaxMessageBytes = max(cfg.Producer.MaxMessageBytes, a.BatchSize)
 
 	client, _ := connect(a, cfg)
 	defer client.Close()
 	// An idempotent producer gets its producer id here, before the timed part.
 	producer, err := sarama.NewAsyncProducerFromClient(client)
 	if err != nil {
-		fail("producer: %v", err)
+		contract.Fail("producer: %v", err)
 	}
 
-	n := int64(a.records)
+	n := int64(a.Records)
 	base := time.Now()
-	sentAt := latencySlots(a.records)    // slot k: record k*sampleEvery's send time, since base
-	latencies := latencySlots(a.records) // slot k: its send→delivery latency
-	var finished, failed atomic.Int64    // delivery reports, and failures among them
-	var firstError error                 // written by the Errors reader, read after it ends
-	var lastReport time.Duration         // since base; written once, by the N-th report
+	sentAt := contract.LatencySlots(a.Records)    // slot k: record k*SampleEvery's send time, since base
+	latencies := contract.LatencySlots(a.Records) // slot k: its send→delivery latency
+	var finished, failed atomic.Int64             // delivery reports, and failures among them
+	var firstError error                          // written by the Errors reader, read after it ends
+	var lastReport time.Duration                  // since base; written once, by the N-th report
 	allReported := make(chan struct{})
 	// countReport counts one delivery report; the N-th closes allReported.
 	countReport := func() {
@@ -163,16 +165,16 @@ func produce(a args) {
 		}
 	}()
 
-	stop := monitor("produce", a.records, &finished)
+	stop := contract.Monitor("produce", a.Records, &finished)
 	var valueBytes int64
 	input := producer.Input()
 	t0 := time.Since(base)
-	for i := range a.records {
+	for i := range a.Records {
 		value := payloads[i%len(payloads)]
 		valueBytes += int64(len(value))
-		m := &sarama.ProducerMessage{Topic: a.topic, Value: sarama.ByteEncoder(value)}
-		if i%sampleEvery == 0 {
-			k := i / sampleEvery
+		m := &sarama.ProducerMessage{Topic: a.Topic, Value: sarama.ByteEncoder(value)}
+		if i%contract.SampleEvery == 0 {
+			k := i / contract.SampleEvery
 			m.Metadata = k
 			sentAt[k] = time.Since(base)
 		}
@@ -185,12 +187,12 @@ func produce(a args) {
 	drained.Wait()
 
 	if f := failed.Load(); f > 0 {
-		fail("%d of %d records failed; first error: %v", f, n, firstError)
+		contract.Fail("%d of %d records failed; first error: %v", f, n, firstError)
 	}
-	report("produce", a.records, valueBytes, elapsed, latencies)
+	contract.Report("produce", a.Records, valueBytes, elapsed, latencies)
 }
 
-func consume(a args) {
+func consume(a contract.Args) {
 	cfg := newConfig()
 	// Default false (errors are only logged, and Sarama's logger discards them): a failed
 	// fetch must fail the run.
@@ -199,23 +201,23 @@ func consume(a args) {
 	defer client.Close()
 	consumer, err := sarama.NewConsumerFromClient(client)
 	if err != nil {
-		fail("consumer: %v", err)
+		contract.Fail("consumer: %v", err)
 	}
 
-	n := int64(a.records)
+	n := int64(a.Records)
 	var count atomic.Int64      // records read (the first N are counted)
 	var end time.Time           // when the N-th record was read; written once
 	var valueBytes atomic.Int64 // summed by each partition's reader when it stops
 	var digest atomic.Uint64    // likewise
 	allRead := make(chan struct{})
 	var readers sync.WaitGroup
-	stop := monitor("consume", a.records, &count)
+	stop := contract.Monitor("consume", a.Records, &count)
 	t0 := time.Now()
 	var children []sarama.PartitionConsumer
 	for _, p := range partitions {
-		pc, err := consumer.ConsumePartition(a.topic, p, sarama.OffsetOldest)
+		pc, err := consumer.ConsumePartition(a.Topic, p, sarama.OffsetOldest)
 		if err != nil {
-			fail("consume %s/%d: %v", a.topic, p, err)
+			contract.Fail("consume %s/%d: %v", a.Topic, p, err)
 		}
 		children = append(children, pc)
 		readers.Add(1)
@@ -224,7 +226,7 @@ func consume(a args) {
 			var b int64
 			var d uint64
 			for m := range pc.Messages() {
-				share := touch(m.Value)
+				share := contract.Touch(m.Value)
 				k := count.Add(1)
 				if k > n {
 					continue // beyond the N records asked for
@@ -240,7 +242,7 @@ func consume(a args) {
 		}()
 		go func() {
 			for e := range pc.Errors() {
-				fail("consume %s/%d: %v", e.Topic, e.Partition, e.Err)
+				contract.Fail("consume %s/%d: %v", e.Topic, e.Partition, e.Err)
 			}
 		}()
 	}
@@ -252,8 +254,8 @@ func consume(a args) {
 	}
 	readers.Wait()
 	if err := consumer.Close(); err != nil {
-		fail("close consumer: %v", err)
+		contract.Fail("close consumer: %v", err)
 	}
-	logDigest(digest.Load())
-	report("consume", a.records, valueBytes.Load(), elapsed, nil)
+	contract.LogDigest(digest.Load())
+	contract.Report("consume", a.Records, valueBytes.Load(), elapsed, nil)
 }

@@ -1,6 +1,6 @@
 // franz-go-perf: franz-go's (github.com/twmb/franz-go, package kgo) peer in perf/run,
-// following the peer contract of perf/README.md (contract.go holds the contract's common
-// part).
+// following the peer contract of perf/README.md; the contract's common part is package
+// contract (perf/go/contract), shared with sarama-perf.
 //
 //		franz-go-perf produce --bootstrap HOST:PORT --topic T --records N --payload-file F \
 //		    --acks 0|1|all --idempotence true|false --compression none|gzip|snappy|lz4|zstd \
@@ -22,16 +22,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-)
 
-const clientName = "franz-go"
+	"kring.invalid/perf/go/contract"
+)
 
 // setupTimeout bounds the set-up before the timed part (connections, metadata).
 const setupTimeout = 30 * time.Second
 
 func main() {
-	a := parseArgs(os.Args[1:])
-	if a.op == "produce" {
+	contract.ClientName = "franz-go"
+	a := contract.ParseArgs(os.Args[1:])
+	if a.Op == "produce" {
 		produce(a)
 	} else {
 		consume(a)
@@ -49,40 +50,40 @@ func checkTopic(ctx context.Context, client *kgo.Client, topic string) {
 	req.AllowAutoTopicCreation = false // programs never create topics
 	resp, err := req.RequestWith(ctx, client)
 	if err != nil {
-		fail("metadata for %s: %v", topic, err)
+		contract.Fail("metadata for %s: %v", topic, err)
 	}
 	if len(resp.Topics) != 1 {
-		fail("metadata for %s: %d topics in the response", topic, len(resp.Topics))
+		contract.Fail("metadata for %s: %d topics in the response", topic, len(resp.Topics))
 	}
 	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
-		fail("topic %s: %v", topic, err)
+		contract.Fail("topic %s: %v", topic, err)
 	}
 	if len(resp.Topics[0].Partitions) == 0 {
-		fail("topic %s has no partitions", topic)
+		contract.Fail("topic %s has no partitions", topic)
 	}
 }
 
-func produce(a args) {
-	payloads := readPayloads(a.payloadFile)
-	acks := map[string]kgo.Acks{"0": kgo.NoAck(), "1": kgo.LeaderAck(), "all": kgo.AllISRAcks()}[a.acks]
+func produce(a contract.Args) {
+	payloads := contract.ReadPayloads(a.PayloadFile)
+	acks := map[string]kgo.Acks{"0": kgo.NoAck(), "1": kgo.LeaderAck(), "all": kgo.AllISRAcks()}[a.Acks]
 	codec := map[string]kgo.CompressionCodec{
 		"none":   kgo.NoCompression(),
 		"gzip":   kgo.GzipCompression(),
 		"snappy": kgo.SnappyCompression(),
 		"lz4":    kgo.Lz4Compression(),
 		"zstd":   kgo.ZstdCompression(),
-	}[a.compression]
-	if a.batchSize < 512 || a.batchSize > 1<<30 {
-		badArgs("--batch-size %d: franz-go takes 512 to 1 GiB", a.batchSize)
+	}[a.Compression]
+	if a.BatchSize < 512 || a.BatchSize > 1<<30 {
+		contract.BadArgs("--batch-size %d: franz-go takes 512 to 1 GiB", a.BatchSize)
 	}
 	opts := []kgo.Opt{
-		kgo.SeedBrokers(a.bootstrap),
-		kgo.ClientID(programName()),
+		kgo.SeedBrokers(a.Bootstrap),
+		kgo.ClientID(contract.ProgramName()),
 		kgo.RequiredAcks(acks),
 		kgo.ProducerBatchCompression(codec), // default [snappy, none]
-		kgo.ProducerLinger(a.linger),        // default 10 ms
+		kgo.ProducerLinger(a.Linger),        // default 10 ms
 		// A partition's batch is at most this many bytes (default 1,000,012).
-		kgo.ProducerBatchMaxBytes(int32(a.batchSize)),
+		kgo.ProducerBatchMaxBytes(int32(a.BatchSize)),
 		// The producer's memory budget (default 50,000 records, bytes unlimited): 32 MiB
 		// of record bytes, the Java producer's default buffer.memory and perf/rdkafka-perf's
 		// budget, far above what a linger window or the requests in flight hold; the
@@ -90,13 +91,13 @@ func produce(a args) {
 		kgo.MaxBufferedBytes(32 << 20),
 		kgo.MaxBufferedRecords(10_000_000),
 	}
-	if !a.idempotence {
+	if !a.Idempotence {
 		// franz-go is idempotent by default, which needs acks=all.
 		opts = append(opts, kgo.DisableIdempotentWrite())
 	}
 	client, err := kgo.NewClient(opts...)
 	if err != nil {
-		fail("client: %v", err)
+		contract.Fail("client: %v", err)
 	}
 	defer client.Close()
 
@@ -105,22 +106,22 @@ func produce(a args) {
 	// topic's partitions itself on the first Produce: one metadata request in the timed
 	// part.)
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
-	checkTopic(ctx, client, a.topic)
+	checkTopic(ctx, client, a.Topic)
 	if err := client.EnsureProduceConnectionIsOpen(ctx); err != nil {
-		fail("connect: %v", err)
+		contract.Fail("connect: %v", err)
 	}
-	if a.idempotence {
+	if a.Idempotence {
 		if _, _, err := client.ProducerID(ctx); err != nil {
-			fail("producer id: %v", err)
+			contract.Fail("producer id: %v", err)
 		}
 	}
 	cancel()
 
-	n := int64(a.records)
+	n := int64(a.Records)
 	base := time.Now()
-	sentAt := latencySlots(a.records)    // slot k: record k*sampleEvery's send time, since base
-	latencies := latencySlots(a.records) // slot k: its send→delivery latency
-	var finished, failed atomic.Int64    // delivery reports, and failures among them
+	sentAt := contract.LatencySlots(a.Records)    // slot k: record k*SampleEvery's send time, since base
+	latencies := contract.LatencySlots(a.Records) // slot k: its send→delivery latency
+	var finished, failed atomic.Int64             // delivery reports, and failures among them
 	var firstError atomic.Pointer[error]
 	var lastReport time.Duration // since base; written once, by the N-th report
 	allReported := make(chan struct{})
@@ -137,19 +138,19 @@ func produce(a args) {
 	}
 	unsampled := func(_ *kgo.Record, err error) { delivered(err) }
 
-	stop := monitor("produce", a.records, &finished)
+	stop := contract.Monitor("produce", a.Records, &finished)
 	var valueBytes int64
 	ctx = context.Background() // Produce waits for buffer space without a limit
 	t0 := time.Since(base)
-	for i := range a.records {
+	for i := range a.Records {
 		value := payloads[i%len(payloads)]
 		valueBytes += int64(len(value))
-		r := &kgo.Record{Topic: a.topic, Value: value}
-		if i%sampleEvery != 0 {
+		r := &kgo.Record{Topic: a.Topic, Value: value}
+		if i%contract.SampleEvery != 0 {
 			client.Produce(ctx, r, unsampled)
 			continue
 		}
-		k := i / sampleEvery
+		k := i / contract.SampleEvery
 		sentAt[k] = time.Since(base)
 		client.Produce(ctx, r, func(_ *kgo.Record, err error) {
 			if err == nil {
@@ -163,43 +164,43 @@ func produce(a args) {
 	stop()
 
 	if f := failed.Load(); f > 0 {
-		fail("%d of %d records failed; first error: %v", f, n, *firstError.Load())
+		contract.Fail("%d of %d records failed; first error: %v", f, n, *firstError.Load())
 	}
-	report("produce", a.records, valueBytes, elapsed, latencies)
+	contract.Report("produce", a.Records, valueBytes, elapsed, latencies)
 }
 
-func consume(a args) {
+func consume(a contract.Args) {
 	// A direct consumer that starts at the earliest offset; the topic is added after the
 	// set-up (kgo.ConsumeTopics at NewClient would start fetching at once, before it).
 	client, err := kgo.NewClient(
-		kgo.SeedBrokers(a.bootstrap),
-		kgo.ClientID(programName()),
+		kgo.SeedBrokers(a.Bootstrap),
+		kgo.ClientID(contract.ProgramName()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	)
 	if err != nil {
-		fail("client: %v", err)
+		contract.Fail("client: %v", err)
 	}
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
-	checkTopic(ctx, client, a.topic)
+	checkTopic(ctx, client, a.Topic)
 	cancel()
 
-	n := int64(a.records)
+	n := int64(a.Records)
 	var count atomic.Int64 // records read, for the monitor
 	var read, valueBytes int64
 	var digest uint64
-	stop := monitor("consume", a.records, &count)
+	stop := contract.Monitor("consume", a.Records, &count)
 	t0 := time.Now()
-	client.AddConsumeTopics(a.topic)
+	client.AddConsumeTopics(a.Topic)
 	for read < n {
 		// The monitor ends the run if N records have not arrived in time.
 		fetches := client.PollFetches(context.Background())
 		fetches.EachError(func(topic string, partition int32, err error) {
-			fail("consume %s/%d: %v", topic, partition, err)
+			contract.Fail("consume %s/%d: %v", topic, partition, err)
 		})
 		for it := fetches.RecordIter(); !it.Done() && read < n; {
 			v := it.Next().Value
-			digest += touch(v)
+			digest += contract.Touch(v)
 			valueBytes += int64(len(v))
 			read++
 		}
@@ -207,6 +208,6 @@ func consume(a args) {
 	}
 	elapsed := time.Since(t0)
 	stop()
-	logDigest(digest)
-	report("consume", a.records, valueBytes, elapsed, nil)
+	contract.LogDigest(digest)
+	contract.Report("consume", a.Records, valueBytes, elapsed, nil)
 }

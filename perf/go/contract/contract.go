@@ -1,0 +1,233 @@
+// Package contract is the peer contract of perf/README.md — arguments, payload file,
+// progress, latency percentiles and the one-line JSON result — shared by the Go peers of
+// perf/run: cmd/sarama-perf and cmd/franz-go-perf (each main.go holds its client-specific
+// part).
+//
+// A peer's main sets ClientName before calling anything else here: it names the client
+// in the result line and, as ClientName+"-perf", the program in messages and the usage.
+package contract
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// SampleEvery: every SampleEvery-th record's send→delivery latency is measured.
+	SampleEvery = 100
+	// consumeTimeout: consume fails if N records have not arrived by then.
+	consumeTimeout = 120 * time.Second
+	// produceStall: produce fails after this long without a single delivery report.
+	produceStall = 120 * time.Second
+)
+
+// Args is the command line, as the contract defines it.
+type Args struct {
+	Op          string // "produce" or "consume"
+	Bootstrap   string
+	Topic       string
+	Records     int
+	PayloadFile string
+	Acks        string // "0", "1" or "all"
+	Idempotence bool
+	Compression string // "none", "gzip", "snappy", "lz4" or "zstd"
+	Linger      time.Duration
+	BatchSize   int
+}
+
+// ClientName is the peer's client, "sarama" or "franz-go": the "client" of the result
+// line. The peer's main sets it first, before any other call into this package.
+var ClientName string
+
+// ProgramName is the peer's program name, ClientName+"-perf", in messages and the usage.
+func ProgramName() string { return ClientName + "-perf" }
+
+func usage() {
+	fmt.Fprintf(os.Stderr, `usage:
+  %[1]s produce --bootstrap HOST:PORT --topic T --records N --payload-file F \
+      --acks 0|1|all --idempotence true|false --compression none|gzip|snappy|lz4|zstd \
+      --linger-ms L --batch-size BYTES
+  %[1]s consume --bootstrap HOST:PORT --topic T --records N
+(the peer contract of perf/README.md)
+`, ProgramName())
+}
+
+// Fail reports a run's failure on stderr and exits 1.
+func Fail(format string, v ...any) {
+	fmt.Fprintf(os.Stderr, "%s: %s\n", ProgramName(), fmt.Sprintf(format, v...))
+	os.Exit(1)
+}
+
+// BadArgs reports a bad command line on stderr, with the usage, and exits 2.
+func BadArgs(format string, v ...any) {
+	fmt.Fprintf(os.Stderr, "%s: %s\n", ProgramName(), fmt.Sprintf(format, v...))
+	usage()
+	os.Exit(2)
+}
+
+// ParseArgs reads the subcommand (the first argument) and its flags; flags of the other
+// subcommand, unknown values and stray arguments are errors.
+func ParseArgs(argv []string) Args {
+	if len(argv) == 0 || (argv[0] != "produce" && argv[0] != "consume") {
+		BadArgs("the first argument must be produce or consume")
+	}
+	a := Args{Op: argv[0]}
+	fs := flag.NewFlagSet(ProgramName()+" "+a.Op, flag.ContinueOnError)
+	fs.Usage = usage
+	fs.StringVar(&a.Bootstrap, "bootstrap", "", "HOST:PORT of a broker")
+	fs.StringVar(&a.Topic, "topic", "", "topic (it must exist)")
+	fs.IntVar(&a.Records, "records", 0, "number of records")
+	var idempotence string
+	var lingerMs int
+	if a.Op == "produce" {
+		fs.StringVar(&a.PayloadFile, "payload-file", "", "file of K lines of S bytes each")
+		fs.StringVar(&a.Acks, "acks", "1", "0, 1 or all")
+		fs.StringVar(&idempotence, "idempotence", "false", "true or false")
+		fs.StringVar(&a.Compression, "compression", "none", "none, gzip, snappy, lz4 or zstd")
+		fs.IntVar(&lingerMs, "linger-ms", 5, "linger, ms")
+		fs.IntVar(&a.BatchSize, "batch-size", 1_000_000, "batch size, bytes")
+	}
+	switch err := fs.Parse(argv[1:]); err {
+	case nil:
+	case flag.ErrHelp:
+		os.Exit(0)
+	default:
+		os.Exit(2) // fs.Parse has printed the error and the usage
+	}
+	switch {
+	case fs.NArg() > 0:
+		BadArgs("unexpected argument %q", fs.Arg(0))
+	case a.Bootstrap == "" || a.Topic == "":
+		BadArgs("--bootstrap and --topic are required")
+	case a.Records <= 0:
+		BadArgs("--records must be > 0")
+	}
+	if a.Op == "consume" {
+		return a
+	}
+	switch {
+	case a.PayloadFile == "":
+		BadArgs("produce needs --payload-file")
+	case !slices.Contains([]string{"0", "1", "all"}, a.Acks):
+		BadArgs("--acks %q: must be 0, 1 or all", a.Acks)
+	case idempotence != "true" && idempotence != "false":
+		BadArgs("--idempotence %q: must be true or false", idempotence)
+	case !slices.Contains([]string{"none", "gzip", "snappy", "lz4", "zstd"}, a.Compression):
+		BadArgs("--compression %q: must be none, gzip, snappy, lz4 or zstd", a.Compression)
+	case lingerMs < 0:
+		BadArgs("--linger-ms must be >= 0")
+	case a.BatchSize <= 0:
+		BadArgs("--batch-size must be > 0")
+	}
+	a.Idempotence = idempotence == "true"
+	a.Linger = time.Duration(lingerMs) * time.Millisecond
+	if a.Idempotence && a.Acks != "all" {
+		BadArgs("--idempotence true needs --acks all")
+	}
+	return a
+}
+
+// ReadPayloads reads the payload file once: its K lines, each exactly S > 0 bytes (a
+// final newline is optional). Record i's value is line i mod K.
+func ReadPayloads(path string) [][]byte {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		Fail("payload file: %v", err)
+	}
+	lines := bytes.Split(data, []byte{'\n'})
+	if last := len(lines) - 1; len(lines[last]) == 0 {
+		lines = lines[:last] // the final newline, or an empty file
+	}
+	if len(lines) == 0 {
+		Fail("payload file %s is empty", path)
+	}
+	size := len(lines[0])
+	if size == 0 {
+		Fail("payload file %s: line 1 is empty", path)
+	}
+	for i, line := range lines {
+		if len(line) != size {
+			Fail("payload file %s: line %d is %d bytes, line 1 is %d", path, i+1, len(line), size)
+		}
+	}
+	return lines
+}
+
+// LatencySlots returns one slot per sampled record: slot i/SampleEvery for record i.
+func LatencySlots(records int) []time.Duration {
+	return make([]time.Duration, (records+SampleEvery-1)/SampleEvery)
+}
+
+// Monitor prints progress (count of total) to stderr once a second until the returned
+// stop is called. It ends the run (exit 1) when consume has not reached total within
+// consumeTimeout of the start, or when produce's count has not moved for produceStall.
+func Monitor(op string, total int, count *atomic.Int64) (stop func()) {
+	quit := make(chan struct{})
+	go func() {
+		start := time.Now()
+		ticker := time.NewTicker(time.Second)
+		defer ticker.Stop()
+		last, lastMoved := int64(-1), start
+		for {
+			select {
+			case <-quit:
+				return
+			case now := <-ticker.C:
+				n := count.Load()
+				fmt.Fprintf(os.Stderr, "%s: %s %d/%d\n", ProgramName(), op, n, total)
+				if n != last {
+					last, lastMoved = n, now
+				}
+				switch {
+				case op == "consume" && now.Sub(start) > consumeTimeout:
+					Fail("only %d of %d records arrived within %v", n, total, consumeTimeout)
+				case op == "produce" && now.Sub(lastMoved) > produceStall:
+					Fail("%d of %d records delivered, none for %v", n, total, produceStall)
+				}
+			}
+		}
+	}()
+	return func() { close(quit) }
+}
+
+// PercentileMs is the p-quantile (nearest rank) of sorted latencies, in ms.
+func PercentileMs(sorted []time.Duration, p float64) float64 {
+	i := int(math.Ceil(float64(len(sorted))*p)) - 1
+	i = max(0, min(i, len(sorted)-1))
+	return float64(sorted[i]) / float64(time.Millisecond)
+}
+
+// Report prints the contract's result line on stdout; latencies is nil for consume.
+func Report(op string, records int, valueBytes int64, elapsed time.Duration, latencies []time.Duration) {
+	p50, p99 := "null", "null"
+	if len(latencies) > 0 {
+		slices.Sort(latencies)
+		p50 = fmt.Sprintf("%.3f", PercentileMs(latencies, 0.50))
+		p99 = fmt.Sprintf("%.3f", PercentileMs(latencies, 0.99))
+	}
+	fmt.Printf(`{"client":"%s","op":"%s","records":%d,"bytes":%d,"elapsed_s":%.6f,"p50_ms":%s,"p99_ms":%s}`+"\n",
+		ClientName, op, records, valueBytes, elapsed.Seconds(), p50, p99)
+}
+
+// Touch reads a value — its length and its first and last bytes — and returns its
+// share of the consumed values' digest. The digest is the sum of the shares, so it does
+// not depend on the order records arrive in: two runs that read the same records print
+// the same digest.
+func Touch(value []byte) uint64 {
+	share := uint64(len(value)) << 16
+	if len(value) > 0 {
+		share |= uint64(value[0])<<8 | uint64(value[len(value)-1])
+	}
+	return share
+}
+
+// LogDigest notes the consumed values' digest on stderr.
+func LogDigest(digest uint64) {
+	fmt.Fprintf(os.Stderr, "%s: consumed values' digest %016x\n", ProgramName(), digest)
+}
