@@ -35,65 +35,23 @@ use std::sync::mpsc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
+use kring::admin::{Admin, NewTopic};
 use kring::client::block_on;
 use kring::config::{Acks, Compression};
 use kring::consumer::{Consumer, Offset, PartitionConsumer};
 use kring::producer::{DeliveryFuture, Producer, ProducerRecord};
-use kring::protocol::KafkaCode;
-use kring::protocol::messages::{
-    ApiKey, CreateTopicsRequest, DeleteTopicsRequest, create_topics::CreatableTopic,
-    delete_topics::DeleteTopicState,
-};
 use kring::{Client, Config};
 use produce_common::{CpuClock, Payloads};
 use workload::{Settings, Tally};
 
 fn create_topic(client: &Client, name: &str, partitions: i32) {
-    let request = CreateTopicsRequest::default()
-        .with_topics(vec![
-            CreatableTopic::default()
-                .with_name(name.into())
-                .with_num_partitions(partitions)
-                .with_replication_factor(1),
-        ])
-        .with_timeout_ms(30_000);
-    let response = block_on(client.send_any(request)).expect("CreateTopics");
-    let code = KafkaCode(response.topics[0].error_code);
-    assert!(
-        code.is_ok(),
-        "create {name}: {code:?} {:?}",
-        response.topics[0].error_message
-    );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        block_on(client.refresh_metadata(&[name])).expect("metadata");
-        if let Some(t) = client.metadata().topics.get(name)
-            && t.partitions.len() == partitions as usize
-            && t.partitions.iter().all(|p| p.leader >= 0)
-        {
-            return;
-        }
-        assert!(Instant::now() < deadline, "no leaders for {name}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let topic = NewTopic::new(name, partitions, 1);
+    block_on(Admin::new(client.clone()).create_topic(&topic))
+        .unwrap_or_else(|e| panic!("create {name}: {e}"));
 }
 
 fn delete_topic(client: &Client, name: &str) {
-    let Ok(broker) = client.any_broker() else {
-        return;
-    };
-    let version = broker
-        .api_versions()
-        .and_then(|v| v.version_for(ApiKey::DeleteTopics))
-        .unwrap_or(0);
-    let request = if version >= 6 {
-        DeleteTopicsRequest::default().with_topics(vec![
-            DeleteTopicState::default().with_name(Some(name.into())),
-        ])
-    } else {
-        DeleteTopicsRequest::default().with_topic_names(vec![name.into()])
-    };
-    let _ = broker.send_blocking(request.with_timeout_ms(30_000));
+    let _ = block_on(Admin::new(client.clone()).delete_topic(name));
 }
 
 /// Oldest and next offset of every partition of the topic.

@@ -263,20 +263,7 @@ fn consume(client: &Client, topic: &str, count: usize) -> (Vec<Fetched>, Vec<Bat
             });
             for r in batch.records() {
                 let r = r.expect("record");
-                records.push(Fetched {
-                    offset: r.offset(),
-                    timestamp: r.timestamp(),
-                    key: r.key().map(<[u8]>::to_vec),
-                    value: r.value().map(<[u8]>::to_vec),
-                    headers: r
-                        .headers()
-                        .map(|h| {
-                            let h = h.expect("header");
-                            let key = h.key_str().expect("UTF-8 header key").to_owned();
-                            (key, h.value.map(<[u8]>::to_vec))
-                        })
-                        .collect(),
-                });
+                records.push(Fetched::of(&r));
             }
         }
     });
@@ -540,17 +527,7 @@ fn text_records() -> Vec<Fetched> {
         record(5, None, None, &[]),
         record(6, Some(b"big"), Some(big.as_bytes()), &[]),
     ];
-    for i in 7..40i64 {
-        let key = format!("key-{i}");
-        let value = format!("value-{i} ✓");
-        let n = i.to_string();
-        records.push(record(
-            i,
-            Some(key.as_bytes()),
-            Some(value.as_bytes()),
-            &[("i", Some(n.as_bytes()))],
-        ));
-    }
+    records.extend(numbered_records(7..40));
     records
 }
 
@@ -898,18 +875,23 @@ fn console_producer_records() -> Vec<Fetched> {
         record(3, Some(b"null value"), None, &[("h", Some(b"x"))]),
         record(4, Some(b"big"), Some(big.as_bytes()), &[]),
     ];
-    for i in 5..30i64 {
+    records.extend(numbered_records(5..30));
+    records
+}
+
+/// Plain records `key-i` → `value-i ✓` with a header `i`, at offsets `range`.
+fn numbered_records(range: std::ops::Range<i64>) -> impl Iterator<Item = Fetched> {
+    range.map(|i| {
         let key = format!("key-{i}");
         let value = format!("value-{i} ✓");
         let n = i.to_string();
-        records.push(record(
+        record(
             i,
             Some(key.as_bytes()),
             Some(value.as_bytes()),
             &[("i", Some(n.as_bytes()))],
-        ));
-    }
-    records
+        )
+    })
 }
 
 /// The console producer's input for `records` with parse.headers and parse.key:

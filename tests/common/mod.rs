@@ -121,6 +121,26 @@ pub struct Fetched {
     pub headers: Vec<(String, Option<Vec<u8>>)>,
 }
 
+impl Fetched {
+    /// An owned copy of a borrowed record (header keys must be UTF-8).
+    pub fn of(r: &kring::record::RecordRef<'_>) -> Fetched {
+        Fetched {
+            offset: r.offset(),
+            timestamp: r.timestamp(),
+            key: r.key().map(<[u8]>::to_vec),
+            value: r.value().map(<[u8]>::to_vec),
+            headers: r
+                .headers()
+                .map(|h| {
+                    let h = h.expect("header");
+                    let key = h.key_str().expect("UTF-8 header key").to_owned();
+                    (key, h.value.map(<[u8]>::to_vec))
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Reads partition `partition` of `topic` from offset 0 until `count` records have been
 /// read (or the deadline passes), checking every batch's CRC.
 pub fn read_partition(client: &Client, topic: &str, partition: i32, count: usize) -> Vec<Fetched> {
@@ -193,19 +213,7 @@ pub fn read_partition(client: &Client, topic: &str, partition: i32, count: usize
                 if r.offset() < offset {
                     continue;
                 }
-                out.push(Fetched {
-                    offset: r.offset(),
-                    timestamp: r.timestamp(),
-                    key: r.key().map(<[u8]>::to_vec),
-                    value: r.value().map(<[u8]>::to_vec),
-                    headers: r
-                        .headers()
-                        .map(|h| {
-                            let h = h.unwrap();
-                            (h.key_str().unwrap().to_owned(), h.value.map(<[u8]>::to_vec))
-                        })
-                        .collect(),
-                });
+                out.push(Fetched::of(&r));
             }
             offset = batch.next_offset();
         }
