@@ -656,6 +656,14 @@ def parse_args(argv):
     ap.add_argument("--batch-size", type=int, help="every workload's batch size in bytes (default 1000000)")
     ap.add_argument("--partitions", type=int, help="every workload's partition count (default 3)")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per client run (default 300)")
+    ap.add_argument("--warmup", type=int, default=500_000,
+                    help="records the fill client produces and reads back, unmeasured, before the "
+                         "first run, so the broker's JIT and page cache are warm (0: none; "
+                         "default 500000)")
+    ap.add_argument("--settle", type=float, default=1.0,
+                    help="seconds to pause before each measured run, so the broker's background "
+                         "work from the previous run (log flushes, deleting its topic) does not "
+                         "land on the next client (default 1)")
     ap.add_argument("--no-build", action="store_true", help="use the binaries as they are")
     ap.add_argument("--no-pin", action="store_true", help="pin neither the clients nor the broker")
     ap.add_argument("--admin", choices=["kring", "java"], default="kring",
@@ -778,10 +786,30 @@ def main(argv):
         emit({"type": "meta", "command": command, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "commit": commit, "dirty": dirty, "machine": facts, "versions": client_versions(),
               "clients": a.clients, "workloads": a.wl, "runs": a.runs, "quick": a.quick,
-              "timeout_s": a.timeout, "pinned_clients": can_pin, "subreaper": runner.subreaper, "broker": broker.description,
+              "timeout_s": a.timeout, "warmup": a.warmup, "settle_s": a.settle, "pinned_clients": can_pin, "subreaper": runner.subreaper, "broker": broker.description,
               "admin": topics.tool(), "admin_note": admin_note, "fill_client": fill_client,
               "fill_note": fill_note, "build_errors": build_errors, "builds": build_notes,
               "load_before": open("/proc/loadavg").read().split()[:3]})
+        if a.warmup > 0:
+            warm_topic = f"perf-run-warmup-{os.getpid()}-{int(time.time())}"
+            warm = dict(next(iter(a.wl.values())), records=a.warmup, size=100, acks="1",
+                        idempotence="false", compression="none")
+            log(f"== warm-up: {a.warmup:,} records through {warm_topic} by {fill_client} (not measured)")
+            try:
+                topics.create(warm_topic, warm["partitions"])
+                warm_bin = bins.get(fill_client) or kring_bin
+                for op in ("produce", "consume"):
+                    r = runner.run(peer_command(fill_client, warm_bin, op, warm, warm_topic,
+                                                payload_file(100)), a.timeout)
+                    err = failure_reason(r, a.timeout)
+                    if err:
+                        log(f"   warm-up {op} failed (runs go on): {err}")
+                        break
+            except RuntimeError as e:
+                log(f"   warm-up failed (runs go on): {e}")
+            finally:
+                if warm_topic in topics.live:
+                    topics.delete(warm_topic)
         total = sum(a.runs * len(a.clients) for _ in a.wl)
         done = 0
         for name, w in a.wl.items():
@@ -817,6 +845,8 @@ def main(argv):
                 k = rep % len(a.clients)
                 for client in a.clients[k:] + a.clients[:k]:
                     done += 1
+                    if a.settle > 0:
+                        time.sleep(a.settle)
                     log(f"== [{done}/{total}] {name} {client} run {rep + 1}/{a.runs}")
                     rec = {"type": "run", "workload": name, "client": client, "run": rep + 1}
                     if client in build_errors or client not in bins:
@@ -1022,6 +1052,11 @@ def report(raw_path, out_dir):
              + (f" ({meta['admin_note']})" if meta.get("admin_note") else "")
              + f"; consume runs all read one topic filled by {meta['fill_client']}'s producer"
              + (f" ({meta['fill_note']})" if meta.get("fill_note") else "") + ".")
+    if meta.get("warmup"):
+        L.append(f"- before the first run, {meta['warmup']:,} records of 100 B went through the "
+                 f"broker unmeasured ({meta['fill_client']} produced and read them), to warm its JIT "
+                 "and page cache; each measured run starts after a pause of "
+                 f"{meta.get('settle_s', 0):g} s.")
     L.append("- batch size 1,000,000 bytes in every client (`batch.size` / the contract's "
              "`--batch-size`), much larger than the Java producer's default 16 KiB, so that no "
              "client is limited by its batch size; linger 5 ms. Other settings are each client's "
