@@ -323,3 +323,56 @@ fn a_custom_partitioner() {
     assert_eq!(d.wait().unwrap().partition, 2);
     producer.close_blocking().unwrap();
 }
+
+#[test]
+fn many_partitions_share_buffer_memory() {
+    // 8 MiB of buffer.memory and 1 MiB batches: were every open batch a whole batch.size,
+    // the ninth partition's record would find no memory. Batches start in small arenas,
+    // so one open batch in each of 64 partitions fits, and try_send (which never waits)
+    // takes every record.
+    let mut c = config();
+    c.producer.batch_size = 1 << 20;
+    c.producer.buffer_memory = 8 << 20;
+    c.producer.linger = Duration::from_secs(30);
+    c.producer.acks = Acks::Leader;
+    c.producer.enable_idempotence = false;
+    let client = client(c);
+    let topic = unique("kring-many-partitions");
+    let partitions = 64;
+    create_topic(&client, &topic, partitions, 1, &[]);
+    let producer = Producer::new_blocking(client.clone()).unwrap();
+    let mut deliveries = Vec::new();
+    for round in 0..3 {
+        for p in 0..partitions {
+            let value = format!("round {round} partition {p}");
+            let record = ProducerRecord::new(&topic)
+                .with_value(value.clone())
+                .with_partition(p);
+            let delivery = producer
+                .try_send(record)
+                .unwrap_or_else(|e| panic!("partition {p}, round {round}: {e}"));
+            deliveries.push((p, value, delivery));
+        }
+    }
+    producer.flush_blocking().unwrap();
+    let mut offsets = HashMap::new();
+    for (p, value, d) in deliveries {
+        let meta = d.wait().unwrap();
+        assert_eq!(meta.partition, p, "{value}");
+        *offsets.entry(p).or_insert(0) += 1;
+    }
+    assert_eq!(offsets.len(), partitions as usize);
+    for p in [0, 31, 63] {
+        let got = read_partition(&client, &topic, p, 3);
+        let values: Vec<String> = got
+            .iter()
+            .map(|r| String::from_utf8(r.value.clone().unwrap()).unwrap())
+            .collect();
+        assert_eq!(
+            values,
+            (0..3)
+                .map(|round| format!("round {round} partition {p}"))
+                .collect::<Vec<_>>()
+        );
+    }
+}

@@ -25,7 +25,8 @@ use crate::record::{BatchBuilder, BatchOptions, Compression, Compressor, SealedB
 /// The memory a batch is written into.
 #[derive(Debug)]
 pub(crate) enum Arena {
-    /// A pooled buffer of `batch.size` bytes, charged to `buffer.memory`.
+    /// A pooled buffer of one of the arena classes (16 KiB up to `batch.size`), charged
+    /// to `buffer.memory`.
     Pooled(PooledBuf),
     /// A buffer of its own for a record larger than `batch.size` (or a compressed copy
     /// when the pool is exhausted).
@@ -111,6 +112,8 @@ pub(crate) struct PartitionState {
     /// A batch failed and came back: send nothing until the in-flight ones answered.
     pub hold_until_drained: bool,
     pub retry_at: Option<Instant>,
+    /// The arena size class of this partition's next batch (see `arenas.rs`).
+    pub arena_class: usize,
 }
 
 thread_local! {

@@ -25,6 +25,7 @@
 
 mod accumulator;
 mod api;
+mod arenas;
 pub mod partitioner;
 mod record;
 pub mod request;
@@ -41,13 +42,14 @@ pub use api::{FlushFuture, RecordProducer, SendFuture, SyncRecordProducer};
 pub use partitioner::{Partitioner, TopicPartitions};
 pub use record::{DeliveryFuture, Payload, ProducerRecord, RecordMetadata};
 
-use crate::buf::{BufferPool, MemoryBudget};
+use crate::buf::MemoryBudget;
 use crate::client::Client;
 use crate::config::{Acks, Config};
 use crate::error::{Error, Result};
 use crate::protocol::{ApiKey, KafkaCode};
 use crate::record::{BATCH_HEADER_LEN, Compression as Codec, record_encoded_len};
 use accumulator::{Arena, PartitionState};
+use arenas::{ArenaPools, next_class};
 
 /// One topic's partitions.
 #[derive(Debug)]
@@ -77,7 +79,8 @@ pub(crate) struct ProducerId {
 pub(crate) struct ProducerInner {
     pub client: Client,
     pub config: Arc<Config>,
-    pub pool: BufferPool,
+    /// Batch arenas by size class, charged to `buffer.memory`.
+    pub arenas: ArenaPools,
     pub codec: Codec,
     partitioner: Option<Box<dyn Partitioner>>,
     pub topics: RwLock<HashMap<String, Arc<TopicState>>>,
@@ -112,7 +115,8 @@ pub struct Producer {
 
 enum Append {
     Done(DeliveryFuture),
-    NeedArena,
+    /// No arena of this class is free right now.
+    NeedArena(usize),
 }
 
 fn now_ms() -> i64 {
@@ -148,14 +152,14 @@ impl Producer {
         let config = Arc::new(client.config().clone());
         config.validate()?;
         let p = &config.producer;
-        let pool = BufferPool::new(p.batch_size, MemoryBudget::new(p.buffer_memory));
+        let arenas = ArenaPools::new(p.batch_size, MemoryBudget::new(p.buffer_memory));
         let seed = now_ms() as u64 ^ u64::from(std::process::id());
         let inner = Arc::new(ProducerInner {
             client: client.clone(),
             codec: codec_of(p.compression),
             partitioner: partitioner
                 .or_else(|| partitioner::from_kind(p.partitioner, p.batch_size, seed)),
-            pool,
+            arenas,
             config: config.clone(),
             topics: RwLock::new(HashMap::new()),
             wake: Notify::new(),
@@ -360,17 +364,22 @@ impl Producer {
                         max: limit,
                     });
                 }
-                let (arena, max) = if needed > self.inner.pool.buffer_size() {
-                    (Arena::Heap(Vec::with_capacity(needed)), needed)
-                } else {
-                    let a = match arena.take() {
-                        Some(a) => a,
-                        None => match self.inner.pool.try_get() {
-                            Ok(b) => Arena::Pooled(b),
-                            Err(_) => return Ok(Append::NeedArena),
-                        },
-                    };
-                    (a, config.batch_size)
+                let arenas = &self.inner.arenas;
+                let (arena, max) = match arenas.class_for(state.arena_class, needed) {
+                    None => (Arena::Heap(Vec::with_capacity(needed)), needed),
+                    Some(class) => {
+                        // An arena waited for in `send` may be of another class (the
+                        // partition's class moved meanwhile): fine if the record fits.
+                        let a = match arena.take() {
+                            Some(Arena::Pooled(b)) if b.capacity() >= needed => b,
+                            _ => match arenas.try_get(class) {
+                                Ok(b) => b,
+                                Err(_) => return Ok(Append::NeedArena(class)),
+                            },
+                        };
+                        let max = a.capacity().min(config.batch_size);
+                        (Arena::Pooled(a), max)
+                    }
                 };
                 state
                     .open_batch(arena, max)
@@ -388,7 +397,7 @@ impl Producer {
                 let future = DeliveryFuture::new(open.shared.clone(), index, partition, timestamp);
                 // Nearly full: seal now rather than on the next record.
                 if open.builder.remaining() < 64 {
-                    self.seal(&mut state);
+                    self.seal_full(&mut state);
                 }
                 return Ok(Append::Done(future));
             }
@@ -398,16 +407,15 @@ impl Producer {
                     max: open.builder.remaining(),
                 });
             }
-            self.seal(&mut state);
+            self.seal_full(&mut state);
         }
     }
 
-    fn seal(&self, state: &mut PartitionState) {
-        let spare = if self.inner.codec == Codec::None {
-            None
-        } else {
-            self.inner.pool.try_get().ok().map(Arena::Pooled)
-        };
+    /// Seals a batch that filled its arena; the partition's next batch gets a bigger one.
+    fn seal_full(&self, state: &mut PartitionState) {
+        let arenas = &self.inner.arenas;
+        state.arena_class = next_class(state.arena_class, arenas.largest(), true, 0, 0);
+        let spare = self.inner.spare_arena(state);
         state.seal_open(self.inner.codec, spare);
         self.inner.wake.notify_one();
     }
@@ -423,11 +431,11 @@ impl Producer {
         loop {
             match self.append(&topic, partition, &record, timestamp, arena.take())? {
                 Append::Done(f) => return Ok(f),
-                Append::NeedArena => {
+                Append::NeedArena(class) => {
                     let buf = self
                         .inner
-                        .pool
-                        .get()
+                        .arenas
+                        .get(class)
                         .await
                         .map_err(|e| Error::Batch(e.to_string()))?;
                     self.check_open()?;
@@ -446,7 +454,7 @@ impl Producer {
         let timestamp = record.timestamp.unwrap_or_else(now_ms);
         match self.append(&topic, partition, &record, timestamp, None)? {
             Append::Done(f) => Ok(f),
-            Append::NeedArena => Err(Error::Batch(format!(
+            Append::NeedArena(_) => Err(Error::Batch(format!(
                 "buffer.memory ({} bytes) is full",
                 self.inner.config.producer.buffer_memory
             ))),
@@ -676,5 +684,17 @@ impl ProducerInner {
 
     pub fn idempotent(&self) -> bool {
         self.config.producer.enable_idempotence
+    }
+
+    /// With a codec, an arena for the compressed copy of the open batch: the smallest
+    /// class its uncompressed bytes fit (a batch that wouldn't shrink is sent as it is),
+    /// or none when the budget is spent (the copy then takes heap memory of its own).
+    pub fn spare_arena(&self, state: &PartitionState) -> Option<Arena> {
+        if self.codec == Codec::None {
+            return None;
+        }
+        let size = state.open.as_ref()?.builder.size();
+        let class = self.arenas.class_for(0, size)?;
+        self.arenas.try_get(class).ok().map(Arena::Pooled)
     }
 }

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::accumulator::{Arena, BatchData, InFlight, PartitionState, QueuedBatch};
+use super::arenas::next_class;
 use super::record::{BatchAck, BatchShared};
 use super::request::{PartitionBatch, ProduceBatches};
 use super::{ProducerId, ProducerInner, TopicState};
@@ -208,9 +209,15 @@ fn drain_round(inner: &Arc<ProducerInner>) -> (Instant, bool) {
             let Ok(mut s) = part.lock() else { continue };
             if let Some(open) = &s.open {
                 if flushing || now >= open.created + config.linger {
-                    let spare = (inner.codec != crate::record::Compression::None)
-                        .then(|| inner.pool.try_get().ok().map(Arena::Pooled))
-                        .flatten();
+                    // Sealed by time, not by size: a partition that used little of its
+                    // arena gets a smaller one next.
+                    let (used, arena) = (
+                        open.builder.size(),
+                        open.builder.size() + open.builder.remaining(),
+                    );
+                    s.arena_class =
+                        next_class(s.arena_class, inner.arenas.largest(), false, used, arena);
+                    let spare = inner.spare_arena(&s);
                     s.seal_open(inner.codec, spare);
                 } else {
                     next = next.min(open.created + config.linger);

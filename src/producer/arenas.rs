@@ -1,0 +1,162 @@
+//! Batch arenas in a few sizes, so that many partitions with open batches share
+//! `buffer.memory` instead of each holding a whole `batch.size`.
+//!
+//! A partition's batches start in the smallest class. A batch sealed because it was
+//! full moves its partition up one class for the next batch (up to `batch.size`); one
+//! sealed by linger while using less than a quarter of its arena moves it down. A busy
+//! partition reaches full-size arenas within a few batches; a thousand partitions with
+//! a trickle each take a small arena apiece. Records are still written once, in place:
+//! a batch never moves to a bigger arena, the next one gets it.
+//!
+//! Every class charges the one [`MemoryBudget`] by the size of the buffers it lends.
+//! Freed buffers are cached per class (and not charged); before a class allocates a
+//! fresh buffer, the other classes' caches are freed, so what the pools hold stays
+//! within the budget plus one class's cache.
+
+use crate::buf::{BudgetError, BufferPool, MemoryBudget, PooledBuf};
+
+/// The smallest arena (and the step between classes: each is 4× the one before).
+const SMALLEST: usize = 16 * 1024;
+const STEP: usize = 4;
+
+/// Pools of batch arenas, one per size class, sharing one budget.
+#[derive(Clone)]
+pub(crate) struct ArenaPools {
+    classes: Vec<BufferPool>,
+}
+
+impl std::fmt::Debug for ArenaPools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArenaPools")
+            .field(
+                "sizes",
+                &self
+                    .classes
+                    .iter()
+                    .map(BufferPool::buffer_size)
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl ArenaPools {
+    /// Classes from 16 KiB up to `batch_size` (the last class is exactly `batch_size`),
+    /// all charged to `budget`.
+    pub fn new(batch_size: usize, budget: MemoryBudget) -> Self {
+        let batch_size = batch_size.max(1);
+        let mut sizes = Vec::new();
+        let mut size = SMALLEST;
+        while size < batch_size {
+            sizes.push(size);
+            size *= STEP;
+        }
+        sizes.push(batch_size);
+        ArenaPools {
+            classes: sizes
+                .into_iter()
+                .map(|s| BufferPool::new(s, budget.clone()))
+                .collect(),
+        }
+    }
+
+    /// The largest class: `batch.size`.
+    pub fn largest(&self) -> usize {
+        self.classes.len() - 1
+    }
+
+    /// The arena size of `class`.
+    pub fn size(&self, class: usize) -> usize {
+        self.classes[class.min(self.largest())].buffer_size()
+    }
+
+    /// The smallest class at or above `class` whose arenas hold `needed` bytes, if any.
+    pub fn class_for(&self, class: usize, needed: usize) -> Option<usize> {
+        (class.min(self.largest())..self.classes.len()).find(|&c| self.size(c) >= needed)
+    }
+
+    /// An arena of `class` now, or [`BudgetError::Exhausted`].
+    pub fn try_get(&self, class: usize) -> Result<PooledBuf, BudgetError> {
+        self.make_room(class);
+        self.classes[class.min(self.largest())].try_get()
+    }
+
+    /// An arena of `class`, waiting for budget.
+    pub async fn get(&self, class: usize) -> Result<PooledBuf, BudgetError> {
+        self.make_room(class);
+        self.classes[class.min(self.largest())].get().await
+    }
+
+    /// Frees the other classes' cached buffers when `class` has none cached, so a fresh
+    /// allocation does not add to memory the other classes hold unused.
+    fn make_room(&self, class: usize) {
+        let class = class.min(self.largest());
+        if self.classes[class].stats().cached == 0 {
+            for (c, pool) in self.classes.iter().enumerate() {
+                if c != class && pool.stats().cached > 0 {
+                    pool.trim();
+                }
+            }
+        }
+    }
+}
+
+/// The class for a partition's next batch after one was sealed: up when it filled its
+/// arena, down when linger sealed it at under a quarter full, else the same.
+pub(crate) fn next_class(
+    class: usize,
+    largest: usize,
+    filled: bool,
+    used: usize,
+    arena: usize,
+) -> usize {
+    if filled {
+        (class + 1).min(largest)
+    } else if used < arena / 4 {
+        class.saturating_sub(1)
+    } else {
+        class
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_step_up_to_the_batch_size() {
+        let pools = ArenaPools::new(1_000_000, MemoryBudget::new(32 << 20));
+        let sizes: Vec<usize> = (0..=pools.largest()).map(|c| pools.size(c)).collect();
+        assert_eq!(sizes, vec![16 << 10, 64 << 10, 256 << 10, 1_000_000]);
+        assert_eq!(pools.class_for(0, 100), Some(0));
+        assert_eq!(pools.class_for(0, 20_000), Some(1));
+        assert_eq!(pools.class_for(2, 100), Some(2));
+        assert_eq!(pools.class_for(0, 1_000_001), None);
+        // A batch size below the smallest class is the only class.
+        let tiny = ArenaPools::new(4096, MemoryBudget::new(1 << 20));
+        assert_eq!(tiny.largest(), 0);
+        assert_eq!(tiny.size(0), 4096);
+    }
+
+    #[test]
+    fn many_small_arenas_fit_where_few_big_ones_did() {
+        // 32 MiB held 32 arenas of 1 MB; it holds 2048 of the smallest class.
+        let pools = ArenaPools::new(1 << 20, MemoryBudget::new(32 << 20));
+        let held: Vec<_> = (0..2048).map(|_| pools.try_get(0).unwrap()).collect();
+        assert!(pools.try_get(0).is_err());
+        drop(held);
+        // Freed small buffers are cached; a big one frees that cache first.
+        let big = pools.try_get(pools.largest()).unwrap();
+        assert_eq!(big.capacity(), 1 << 20);
+        assert_eq!(pools.classes[0].stats().cached, 0);
+    }
+
+    #[test]
+    fn partitions_move_between_classes() {
+        assert_eq!(next_class(0, 3, true, 16 << 10, 16 << 10), 1);
+        assert_eq!(next_class(3, 3, true, 1 << 20, 1 << 20), 3);
+        assert_eq!(next_class(2, 3, false, 1000, 256 << 10), 1);
+        assert_eq!(next_class(0, 3, false, 10, 16 << 10), 0);
+        assert_eq!(next_class(2, 3, false, 100 << 10, 256 << 10), 2);
+    }
+}
