@@ -632,22 +632,29 @@ fn kcat_headers(headers: &[(String, Option<Vec<u8>>)]) -> Vec<u8> {
     out
 }
 
+/// A fresh topic holding `records` produced by kring with `codec`, checked first by
+/// reading kring's own batches back: the codec is in use, and the records are intact.
+fn produced_by_kring(prefix: &str, codec: Codec, records: &[Fetched]) -> String {
+    let mut c = config();
+    c.producer.compression = codec.kring;
+    c.producer.linger = Duration::from_millis(20);
+    let client = client(c);
+    let topic = unique(&format!("{prefix}-{}", codec.name));
+    create_topic(&client, &topic, 1, 1, TOPIC_CONFIG);
+    produce(&client, &topic, records);
+    let (own, codecs) = consume(&client, &topic, records.len());
+    assert_kring_codec(&format!("kring batches, {topic}"), &codecs, codec);
+    assert_records(&topic, &own, records, Timestamps::Exact);
+    client.close();
+    topic
+}
+
 #[test]
 fn kring_to_kcat_every_codec() {
     kcat();
     let want = binary_records();
     for codec in CODECS {
-        let mut c = config();
-        c.producer.compression = codec.kring;
-        c.producer.linger = Duration::from_millis(20);
-        let client = client(c);
-        let topic = unique(&format!("kring-interop-to-kcat-{}", codec.name));
-        create_topic(&client, &topic, 1, 1, TOPIC_CONFIG);
-        produce(&client, &topic, &want);
-        // kring's own batches: the codec is in use, and they read back.
-        let (own, codecs) = consume(&client, &topic, want.len());
-        assert_kring_codec(&format!("kring batches, {topic}"), &codecs, codec);
-        assert_records(&topic, &own, &want, Timestamps::Exact);
+        let topic = produced_by_kring("kring-interop-to-kcat", codec, &want);
 
         let mut command = kcat();
         command
@@ -677,7 +684,6 @@ fn kring_to_kcat_every_codec() {
                 Some(kcat_headers(&w.headers).as_slice()),
             );
         }
-        client.close();
     }
 }
 
@@ -739,17 +745,7 @@ fn kring_to_java_console_consumer_every_codec() {
     let rendering = console_consumer_rendering(&want);
     let mut topics = Vec::new();
     for codec in CODECS {
-        let mut c = config();
-        c.producer.compression = codec.kring;
-        c.producer.linger = Duration::from_millis(20);
-        let client = client(c);
-        let topic = unique(&format!("kring-interop-to-java-{}", codec.name));
-        create_topic(&client, &topic, 1, 1, TOPIC_CONFIG);
-        produce(&client, &topic, &want);
-        let (own, codecs) = consume(&client, &topic, want.len());
-        assert_kring_codec(&format!("kring batches, {topic}"), &codecs, codec);
-        assert_records(&topic, &own, &want, Timestamps::Exact);
-        client.close();
+        let topic = produced_by_kring("kring-interop-to-java", codec, &want);
         topics.push((codec, topic));
     }
     // One JVM per codec, all at once: each takes seconds to start.

@@ -9,9 +9,10 @@
 //! a batch never moves to a bigger arena, the next one gets it.
 //!
 //! Every class charges the one [`MemoryBudget`] by the size of the buffers it lends.
-//! Freed buffers are cached per class (and not charged); before a class allocates a
-//! fresh buffer, the other classes' caches are freed, so what the pools hold stays
-//! within the budget plus one class's cache.
+//! Freed buffers are cached per class (and not charged); when a class must allocate a
+//! fresh buffer and the caches would take what the pools hold past the budget, the other
+//! classes' caches are freed, so memory held stays within the budget plus one class's
+//! cache.
 
 use crate::buf::{BudgetError, BufferPool, MemoryBudget, PooledBuf};
 
@@ -87,13 +88,25 @@ impl ArenaPools {
         self.classes[class.min(self.largest())].get().await
     }
 
-    /// Frees the other classes' cached buffers when `class` has none cached, so a fresh
-    /// allocation does not add to memory the other classes hold unused.
+    /// Before `class` allocates a fresh buffer (it has none cached): frees the other
+    /// classes' cached buffers if keeping them would take what the pools hold (lent plus
+    /// cached) past the budget. While memory is plentiful the caches stay, so partitions
+    /// of different classes don't make each other reallocate.
     fn make_room(&self, class: usize) {
         let class = class.min(self.largest());
-        if self.classes[class].stats().cached == 0 {
+        if self.classes[class].stats().cached > 0 {
+            return;
+        }
+        let budget = self.classes[class].budget();
+        let lent = budget.capacity() - budget.available();
+        let cached: usize = self
+            .classes
+            .iter()
+            .map(|p| p.stats().cached * p.buffer_size())
+            .sum();
+        if lent + cached + self.size(class) > budget.capacity() {
             for (c, pool) in self.classes.iter().enumerate() {
-                if c != class && pool.stats().cached > 0 {
+                if c != class {
                     pool.trim();
                 }
             }
@@ -145,10 +158,17 @@ mod tests {
         let held: Vec<_> = (0..2048).map(|_| pools.try_get(0).unwrap()).collect();
         assert!(pools.try_get(0).is_err());
         drop(held);
-        // Freed small buffers are cached; a big one frees that cache first.
+        // 32 MiB of small buffers are cached now: a big one frees that cache first.
         let big = pools.try_get(pools.largest()).unwrap();
         assert_eq!(big.capacity(), 1 << 20);
         assert_eq!(pools.classes[0].stats().cached, 0);
+        // With room to spare, caches stay: a fresh buffer of another class leaves the
+        // cached small one alone.
+        drop(pools.try_get(0).unwrap());
+        assert_eq!(pools.classes[1].stats().cached, 0);
+        let _medium = pools.try_get(1).unwrap();
+        assert_eq!(pools.classes[0].stats().cached, 1);
+        drop(big);
     }
 
     #[test]
