@@ -552,3 +552,70 @@ fn a_record_larger_than_the_fetch_size_makes_progress() {
     assert_eq!(got[2].2, b"small-2");
     client.close();
 }
+
+#[test]
+fn a_caught_up_partition_sees_new_data_while_others_stay_full() {
+    // Partitions 0 and 1 hold more than their consumers' prefetch (small fetches) and
+    // nobody reads them; partition 2 is read and caught up. A record written to
+    // partition 2 must still arrive: the fetcher may not wait for room that never comes.
+    let mut c = config();
+    c.consumer.max_partition_fetch_bytes = 1024;
+    c.consumer.fetch_max_bytes = 4096;
+    let (client, consumer) = consumer_for(c);
+    let topic = unique("kring-caught-up");
+    create_topic(&client, &topic, 3, 1, &[]);
+    let producer = Producer::new_blocking(client.clone()).unwrap();
+    // One record per batch (each waited for), so that a 1 KiB fetch brings a few
+    // batches at a time and the idle consumers' prefetch (4 chunks) fills up.
+    let filler = "x".repeat(200);
+    for p in [0, 1] {
+        for _ in 0..60 {
+            producer
+                .send_blocking(
+                    ProducerRecord::new(&topic)
+                        .with_value(filler.as_str())
+                        .with_partition(p),
+                )
+                .unwrap()
+                .wait()
+                .unwrap();
+        }
+    }
+    let _full: Vec<PartitionConsumer> = [0, 1]
+        .iter()
+        .map(|&p| {
+            consumer
+                .consume_partition_blocking(&topic, p, Offset::Oldest)
+                .unwrap()
+        })
+        .collect();
+    let mut live = consumer
+        .consume_partition_blocking(&topic, 2, Offset::Oldest)
+        .unwrap();
+    // Let the fetcher fill the idle consumers and learn partition 2's end.
+    std::thread::sleep(Duration::from_secs(1));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for i in 0..3 {
+        let value = format!("live {i}");
+        producer
+            .send_blocking(
+                ProducerRecord::new(&topic)
+                    .with_value(value.as_str())
+                    .with_partition(2),
+            )
+            .unwrap()
+            .wait()
+            .unwrap();
+        let got = runtime
+            .block_on(async {
+                tokio::time::timeout(Duration::from_secs(20), live.next_message()).await
+            })
+            .unwrap_or_else(|_| panic!("record {i} of partition 2 never arrived"))
+            .expect("consumer open")
+            .expect("no error");
+        assert_eq!(got.value.as_deref(), Some(value.as_bytes()));
+    }
+}

@@ -133,6 +133,8 @@ pub(crate) async fn run(
 ) {
     let mut partitions: Vec<Arc<PartitionShared>> = Vec::new();
     let mut session = Session::default();
+    // Whether the last turn already gave full consumers a moment to make room.
+    let mut waited_for_room = false;
     let wake = Arc::new(tokio::sync::Notify::new());
     let adopt = |p: &Arc<PartitionShared>| {
         if let Ok(mut w) = p.wake.lock() {
@@ -168,10 +170,21 @@ pub(crate) async fn run(
             .cloned()
             .collect();
         let states: Vec<FetchState> = partitions.iter().map(|p| FetchState::of(p)).collect();
-        let only_caught_up = nothing_worth_fetching(&states);
-        if active.is_empty() || only_caught_up {
+        let short_poll = nothing_worth_fetching(&states);
+        if active.is_empty() || (short_poll && !waited_for_room) {
             drop(inner);
-            // Every consumer is full or paused: wait until one takes a chunk.
+            // Every consumer is full or paused: wait until one takes a chunk. Or only
+            // caught-up partitions could be fetched while others wait for room: give
+            // those a moment first, then fetch with a short poll (below), so the
+            // caught-up ones still see new data soon if the others stay full.
+            let pause = if active.is_empty() {
+                Duration::from_millis(100)
+            } else {
+                SHORT_POLL
+            };
+            // Only a pause that ran out counts: a wake-up (a consumer took a chunk, maybe
+            // of a caught-up partition) means looking again, still without a short poll.
+            waited_for_room = false;
             tokio::select! {
                 c = commands.recv() => match c {
                     Some(Command::Add(p)) => {
@@ -181,10 +194,11 @@ pub(crate) async fn run(
                     None => return,
                 },
                 _ = wake.notified() => {}
-                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                _ = tokio::time::sleep(pause) => waited_for_room = !active.is_empty(),
             }
             continue;
         }
+        waited_for_room = false;
         // Reserve what this fetch can bring back (each active partition's maximum, capped
         // by the request maximum), not always the request maximum: fetchers of several
         // brokers share the budget and must be able to fetch at the same time.
@@ -199,8 +213,11 @@ pub(crate) async fn run(
             .api_versions()
             .and_then(|v| v.version_for(ApiKey::Fetch))
             .unwrap_or(12);
-        let request = build_request(&inner, &active, &mut session, version)
+        let mut request = build_request(&inner, &active, &mut session, version)
             .with_max_bytes(i32::try_from(max_bytes).unwrap_or(i32::MAX));
+        if short_poll {
+            request.max_wait_ms = request.max_wait_ms.min(SHORT_POLL.as_millis() as i32);
+        }
         let response = broker.send_version(request, version).await;
         let metadata = inner.client.metadata();
         let ids: HashMap<Uuid, Arc<str>> = active
@@ -303,14 +320,20 @@ impl FetchState {
     }
 }
 
+/// How long a fetcher whose only fetchable partitions are caught up waits for others to
+/// make room, and the longest the broker may hold such a fetch.
+const SHORT_POLL: Duration = Duration::from_millis(20);
+
 /// Whether a fetch now would only long-poll while other partitions wait for room.
 ///
 /// When every partition that could take part has already reached the end of its log,
 /// the broker holds the fetch for fetch_max_wait. With others left out only because
 /// their consumer hasn't taken what was fetched, that long poll (one fetch in flight per
 /// broker) would keep them from being fetched as soon as their consumers catch up, and
-/// the whole read would crawl at one fetch per fetch_max_wait. Waiting for room instead
-/// costs the caught-up partitions nothing: they have no data to fetch.
+/// the whole read would crawl at one fetch per fetch_max_wait. The fetcher then waits up
+/// to [`SHORT_POLL`] for room and, failing that, fetches with a poll no longer than
+/// that: the caught-up partitions still see new data within tens of milliseconds while
+/// a slow consumer keeps the others full.
 fn nothing_worth_fetching(states: &[FetchState]) -> bool {
     let waiting_for_room = states.iter().any(|s| !s.paused && !s.has_room);
     let mut active = states.iter().filter(|s| !s.paused && s.has_room).peekable();
