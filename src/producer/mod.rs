@@ -384,6 +384,9 @@ impl Producer {
                 state
                     .open_batch(arena, max)
                     .map_err(|e| Error::Batch(e.to_string()))?;
+                // The sender may be asleep with no deadline (up to its idle tick): let it
+                // learn this batch's linger deadline, or a lone record waits that long.
+                self.inner.wake.notify_one();
             }
             let open = state.open.as_mut().expect("opened above");
             let size = open
