@@ -304,6 +304,28 @@ fn assert_codec(what: &str, batches: &[BatchCodec], codec: Codec, xerial_snappy:
     );
 }
 
+/// kring reads what another tool wrote between `written.0` and `written.1` (ms): every
+/// batch carries `codec` (xerial-framed snappy when `xerial_snappy`), and the records are
+/// `want`, with timestamps the tool set within a second of that window.
+fn read_back(
+    client: &Client,
+    topic: &str,
+    what: &str,
+    want: &[Fetched],
+    codec: Codec,
+    xerial_snappy: bool,
+    written: (i64, i64),
+) {
+    let (got, codecs) = consume(client, topic, want.len());
+    assert_codec(what, &codecs, codec, xerial_snappy);
+    assert_records(
+        what,
+        &got,
+        want,
+        Timestamps::Between(written.0 - 1_000, written.1 + 1_000),
+    );
+}
+
 /// kring's own batches: at least one carries `codec` (so the codec was exercised) and
 /// every other one is uncompressed — kring, like librdkafka, sends a batch as it is when
 /// compressing would not shrink it (a small first batch of incompressible bytes, before
@@ -855,15 +877,8 @@ fn kcat_to_kring_every_codec() {
         let before = now_ms();
         spawn(format!("kcat -P {topic}"), command, input.clone()).finish();
         let after = now_ms();
-        let (got, codecs) = consume(&client, &topic, want.len());
         let what = format!("kring reading kcat's {topic} ({})", codec.name);
-        assert_codec(&what, &codecs, codec, false);
-        assert_records(
-            &what,
-            &got,
-            &want,
-            Timestamps::Between(before - 1_000, after + 1_000),
-        );
+        read_back(&client, &topic, &what, &want, codec, false, (before, after));
         client.close();
     }
 }
@@ -983,15 +998,8 @@ fn java_console_producer_to_kring_every_codec() {
     }
     let after = now_ms();
     for (codec, topic) in written {
-        let (got, codecs) = consume(&client, &topic, want.len());
         let what = format!("kring reading Java's {topic} ({})", codec.name);
-        assert_codec(&what, &codecs, codec, true);
-        assert_records(
-            &what,
-            &got,
-            &want,
-            Timestamps::Between(before - 1_000, after + 1_000),
-        );
+        read_back(&client, &topic, &what, &want, codec, true, (before, after));
     }
     client.close();
 }
