@@ -8,6 +8,7 @@
 //! request header is v2 for flexible request versions (v1 otherwise); the response header
 //! is v1 for flexible versions, except ApiVersions, whose response header is always v0.
 
+pub mod frame;
 pub mod messages;
 pub mod negotiation;
 pub mod primitives;
@@ -18,6 +19,7 @@ pub(crate) mod testing;
 use bytes::{BufMut, Bytes, BytesMut};
 
 pub use messages::{ApiKey, KafkaCode, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
+pub use frame::FrameCutter;
 pub use negotiation::ApiVersionsTable;
 pub use primitives::{DecodeError, EncodeError, Uuid};
 
