@@ -31,6 +31,7 @@ pub mod buf;
 pub mod client;
 pub mod config;
 pub mod consumer;
+pub mod engine;
 pub mod error;
 pub mod io;
 #[cfg(feature = "mock")]

@@ -17,7 +17,7 @@ use kring::protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
     ProduceRequest, api_versions::ApiVersion, metadata::MetadataResponseBroker,
 };
-use kring::protocol::{Encode, RequestHeader, RequestKind, decode_request_frame};
+use kring::protocol::{Encode, FrameCutter, RequestHeader, RequestKind, decode_request_frame};
 use kring::runtime::{Runtime, RuntimeConfig};
 
 fn bootstrap() -> String {
@@ -96,12 +96,16 @@ struct FakeBroker {
     connections: Arc<AtomicUsize>,
 }
 
-fn read_frame(stream: &mut TcpStream) -> Option<Bytes> {
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len).ok()?;
-    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
-    stream.read_exact(&mut body).ok()?;
-    Some(Bytes::from(body))
+fn read_frame(stream: &mut TcpStream, cutter: &mut FrameCutter) -> Option<Bytes> {
+    loop {
+        if let Some(frame) = cutter.next_frame().ok()? {
+            return Some(frame);
+        }
+        match cutter.fill_with(|buf| stream.read(buf)) {
+            Ok(0) | Err(_) => return None,
+            Ok(_) => {}
+        }
+    }
 }
 
 /// Writes `body` as a response frame to `header`'s request, with the right header version.
@@ -141,7 +145,8 @@ impl FakeBroker {
                 let script = script.clone();
                 std::thread::spawn(move || {
                     let mut nth = 0;
-                    while let Some(frame) = read_frame(&mut stream) {
+                    let mut cutter = FrameCutter::new(1 << 20, 4096);
+                    while let Some(frame) = read_frame(&mut stream, &mut cutter) {
                         let Ok((header, body)) = decode_request_frame(frame) else {
                             return;
                         };
@@ -545,6 +550,73 @@ fn shutdown_fails_later_requests(backend: Backend) {
     assert_clean_shutdown(rt, &name);
 }
 
+/// A listener that answers whatever it is sent with `answer` (nothing at all when
+/// empty, keeping the connection open) and then closes.
+fn stranger(answer: &'static [u8]) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 512];
+                let _ = stream.read(&mut buf);
+                if answer.is_empty() {
+                    // Hold the connection open, silent, until the client gives up.
+                    let _ = stream.read(&mut buf);
+                    return;
+                }
+                let _ = stream.write_all(answer);
+            });
+        }
+    });
+    addr
+}
+
+fn strangers_on_the_port_are_named(backend: Backend) {
+    let cases: [(&'static [u8], &str); 3] = [
+        (
+            b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n",
+            "HTTP server",
+        ),
+        (&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x0a], "expects TLS"),
+        (b"", "got no answer within"),
+    ];
+    for (answer, expected) in cases {
+        let name = format!("kr-stranger-{backend}");
+        let rt = runtime(backend, &name);
+        let addr = stranger(answer);
+        let config = ConnectionConfig {
+            connect_timeout: Duration::from_millis(600),
+            ..quick_config()
+        };
+        let broker = Broker::open(&rt, 1, addr.to_string(), config.clone()).unwrap();
+        let err = broker
+            .send_blocking(MetadataRequest::default())
+            .expect_err(expected);
+        let text = err.to_string();
+        assert!(text.contains(expected), "{expected}: {text}");
+        assert!(
+            !text.contains("TCP connect"),
+            "{expected}: the TCP connect worked: {text}"
+        );
+        if answer.is_empty() {
+            assert!(matches!(err, IoError::HandshakeTimedOut { .. }), "{err:?}");
+        } else {
+            assert!(matches!(err, IoError::NotKafka { .. }), "{err:?}");
+        }
+        // The blocking connection says the same, through the same engine.
+        let blocking = kring::io::BlockingConnection::connect(&addr.to_string(), config)
+            .expect_err(expected)
+            .to_string();
+        assert!(
+            blocking.contains(expected),
+            "blocking, {expected}: {blocking}"
+        );
+        assert_clean_shutdown(rt, &name);
+    }
+}
+
 macro_rules! suite {
     ($($test:ident),* $(,)?) => {
         mod io_uring {
@@ -567,4 +639,5 @@ suite!(
     acks_zero_produce_expects_no_answer,
     refused_connection_backs_off,
     shutdown_fails_later_requests,
+    strangers_on_the_port_are_named,
 );

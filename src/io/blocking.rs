@@ -1,43 +1,73 @@
-//! A blocking, one-request-at-a-time connection to one broker over `std::net::TcpStream`.
+//! A blocking, one-request-at-a-time connection to one broker over `std::net::TcpStream`:
+//! the blocking driver of the connection engine ([`crate::engine::connection`]), which
+//! does the framing, correlation, frame caps and the ApiVersions handshake (KIP-511
+//! fallback included) exactly as the async connection does.
 //!
-//! It frames requests, matches correlation ids, caps response frames before allocating
-//! for them, and performs the ApiVersions handshake on connect (KIP-511: the client
-//! offers its newest ApiVersions version with its software name and version; a broker
-//! that does not know that version answers UNSUPPORTED_VERSION in the v0 format, listing
-//! what it does support, and the client retries at that version). The negotiated versions
-//! are kept, so `send` picks the highest version both sides speak for each API.
+//! Deadlines are the engine's: each read waits at most until the engine's next deadline
+//! (the handshake's setup deadline, or the request's), so a broker that trickles bytes
+//! cannot hold a call past its timeout.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
+use crate::engine::connection::TypedRequest;
+use crate::engine::connection::{Connection, EncodeRequest, Encoded, Event, RawResponse};
 use crate::io::{ConnectionConfig, IoError};
-use crate::protocol::negotiation::{self, ApiVersionsTable};
-use crate::protocol::{
-    self, ApiKey, KafkaCode, Request, ResponseHeader, messages::ApiVersionsRequest,
-};
+use crate::protocol::negotiation::ApiVersionsTable;
+use crate::protocol::{self, ApiKey, Encode, Request};
 
 /// A blocking connection to one broker.
 #[derive(Debug)]
 pub struct BlockingConnection {
     stream: TcpStream,
-    addr: String,
-    options: ConnectionConfig,
-    next_correlation_id: i32,
+    engine: Connection<u64>,
+    addr: Arc<str>,
+    next_token: u64,
     versions: ApiVersionsTable,
 }
 
 impl BlockingConnection {
     /// Connects to `addr` (`host:port`) and performs the ApiVersions handshake.
     pub fn connect(addr: &str, options: ConnectionConfig) -> Result<Self, IoError> {
-        let mut conn = Self::connect_raw(addr, options)?;
-        conn.handshake()?;
+        let started = Instant::now();
+        let stream = Self::tcp_connect(addr, &options)?;
+        let addr: Arc<str> = Arc::from(addr);
+        let engine = Connection::new(
+            addr.clone(),
+            Arc::new(options.clone()),
+            started + options.connect_timeout,
+        );
+        let mut conn = BlockingConnection {
+            stream,
+            engine,
+            addr,
+            next_token: 0,
+            versions: ApiVersionsTable::default(),
+        };
+        conn.wait_ready()?;
         Ok(conn)
     }
 
-    /// Connects without the handshake: `send` then needs explicit versions.
+    /// Connects without the handshake: `send` then needs explicit versions
+    /// ([`BlockingConnection::send_version`]).
     pub fn connect_raw(addr: &str, options: ConnectionConfig) -> Result<Self, IoError> {
+        let stream = Self::tcp_connect(addr, &options)?;
+        let addr: Arc<str> = Arc::from(addr);
+        let engine = Connection::without_handshake(addr.clone(), Arc::new(options), Instant::now());
+        Ok(BlockingConnection {
+            stream,
+            engine,
+            addr,
+            next_token: 0,
+            versions: ApiVersionsTable::default(),
+        })
+    }
+
+    fn tcp_connect(addr: &str, options: &ConnectionConfig) -> Result<TcpStream, IoError> {
         let io_err = |op: &str, source: std::io::Error| IoError::Connect {
             addr: addr.to_string(),
             message: format!("{op}: {source}"),
@@ -51,28 +81,23 @@ impl BlockingConnection {
             match TcpStream::connect_timeout(target, options.connect_timeout) {
                 Ok(stream) => {
                     stream
-                        .set_read_timeout(Some(options.request_timeout))
-                        .and_then(|_| stream.set_write_timeout(Some(options.request_timeout)))
-                        .and_then(|_| stream.set_nodelay(true))
+                        .set_nodelay(true)
                         .map_err(|e| io_err("configuring", e))?;
-                    return Ok(BlockingConnection {
-                        stream,
+                    return Ok(stream);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                    last = Some(IoError::ConnectTimedOut {
                         addr: addr.to_string(),
-                        options,
-                        next_correlation_id: 0,
-                        versions: ApiVersionsTable::default(),
+                        after: options.connect_timeout,
                     });
                 }
-                Err(e) => last = Some(e),
+                Err(e) => last = Some(io_err("connecting to", e)),
             }
         }
-        match last {
-            Some(e) => Err(io_err("connecting to", e)),
-            None => Err(IoError::Connect {
-                addr: addr.to_string(),
-                message: "resolved to no address".into(),
-            }),
-        }
+        Err(last.unwrap_or_else(|| IoError::Connect {
+            addr: addr.to_string(),
+            message: "resolved to no address".into(),
+        }))
     }
 
     /// The broker's address.
@@ -80,164 +105,201 @@ impl BlockingConnection {
         &self.addr
     }
 
-    /// The versions negotiated with the broker (empty before the handshake).
+    /// The versions negotiated with the broker (empty before or without the handshake).
     pub fn api_versions(&self) -> &ApiVersionsTable {
         &self.versions
     }
 
-    /// Runs the ApiVersions handshake and keeps the broker's versions.
-    pub fn handshake(&mut self) -> Result<&ApiVersionsTable, IoError> {
-        let request = ApiVersionsRequest::default()
-            .with_client_software_name("kring".into())
-            .with_client_software_version(env!("CARGO_PKG_VERSION").into());
-        let mut version = ApiKey::ApiVersions.max_stable_version();
-        for _attempt in 0..2 {
-            let frame = self.round_trip(&request, version)?;
-            let response =
-                negotiation::decode_api_versions_response(frame, version).map_err(|source| {
-                    IoError::Decode {
-                        api: ApiKey::ApiVersions,
-                        addr: self.addr.clone(),
-                        source,
-                    }
-                })?;
-            let code = KafkaCode(response.error_code);
-            if code.is_ok() {
-                self.versions = ApiVersionsTable::from_response(&response);
-                return Ok(&self.versions);
-            }
-            match negotiation::api_versions_fallback(&response) {
-                Some(v) if v < version => version = v,
-                _ => {
-                    return Err(IoError::Handshake {
-                        addr: self.addr.clone(),
-                        code,
-                    });
+    /// Drives the engine until the handshake is done.
+    fn wait_ready(&mut self) -> Result<(), IoError> {
+        loop {
+            self.flush()?;
+            match self.engine.poll_event() {
+                Some(Event::Ready(versions)) => {
+                    self.versions = (*versions).clone();
+                    return Ok(());
                 }
+                Some(Event::Broken(e)) => return Err(e),
+                Some(_) => {}
+                None => self.read_some()?,
             }
         }
-        Err(IoError::Handshake {
-            addr: self.addr.clone(),
-            code: KafkaCode::UNSUPPORTED_VERSION,
-        })
+    }
+
+    /// Writes whatever the engine has to send.
+    fn flush(&mut self) -> Result<(), IoError> {
+        let mut out = Vec::new();
+        if !self.engine.poll_transmit(&mut out) {
+            return Ok(());
+        }
+        for segment in &out {
+            if let Err(e) = self.stream.write_all(segment) {
+                self.engine.handle_io_error(&e, Instant::now());
+                return Ok(());
+            }
+        }
+        self.engine.handle_transmitted();
+        Ok(())
+    }
+
+    /// One read, bounded by the engine's next deadline.
+    fn read_some(&mut self) -> Result<(), IoError> {
+        let now = Instant::now();
+        let Some(deadline) = self.engine.poll_timeout() else {
+            return Err(IoError::Closed {
+                addr: self.addr.to_string(),
+            });
+        };
+        if now >= deadline {
+            self.engine.handle_timeout(now);
+            return Ok(());
+        }
+        let wait = (deadline - now).max(Duration::from_millis(1));
+        let _ = self.stream.set_read_timeout(Some(wait));
+        let stream = &mut self.stream;
+        let result = self.engine.read_with(|buf| stream.read(buf), now);
+        let now = Instant::now();
+        match result {
+            Ok(0) => self.engine.handle_eof(now),
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                self.engine.handle_timeout(now)
+            }
+            Err(e) => self.engine.handle_io_error(&e, now),
+        }
+        Ok(())
+    }
+
+    /// Sends one request through the engine and waits for its answer.
+    fn round_trip(&mut self, request: Box<dyn EncodeRequest>) -> Result<RawResponse, IoError> {
+        let token = self.next_token;
+        self.next_token += 1;
+        self.engine.send(request, token, Instant::now());
+        loop {
+            self.flush()?;
+            match self.engine.poll_event() {
+                Some(Event::Response(t, result)) if t == token => return result,
+                Some(Event::Broken(e)) => return Err(e),
+                Some(_) => {}
+                None => self.read_some()?,
+            }
+        }
     }
 
     /// Sends `request` at the highest version both sides support and waits for the answer.
-    pub fn send<R: Request>(&mut self, request: &R) -> Result<R::Response, IoError> {
-        let version =
-            self.versions
-                .version_for(R::API_KEY)
-                .ok_or_else(|| IoError::UnsupportedApi {
-                    api: R::API_KEY,
-                    addr: self.addr.clone(),
-                })?;
-        self.send_version(request, version)
+    pub fn send<R: Request + Send + Clone + 'static>(
+        &mut self,
+        request: &R,
+    ) -> Result<R::Response, IoError> {
+        self.send_typed(request, None)
     }
 
     /// Sends `request` at an explicit version and waits for the answer.
-    pub fn send_version<R: Request>(
+    pub fn send_version<R: Request + Send + Clone + 'static>(
         &mut self,
         request: &R,
         version: i16,
     ) -> Result<R::Response, IoError> {
-        let frame = self.round_trip(request, version)?;
-        let response =
-            protocol::decode_response_body::<R::Response>(frame, version).map_err(|source| {
-                IoError::Decode {
-                    api: R::API_KEY,
-                    addr: self.addr.clone(),
-                    source,
-                }
-            })?;
-        Ok(response)
+        self.send_typed(request, Some(version))
     }
 
-    /// Writes a pre-built request frame (size prefix included) and returns the response
-    /// frame after its size prefix, header included. The caller is responsible for the
-    /// frame's correlation id; see [`BlockingConnection::next_correlation_id`].
-    pub fn send_raw_frame(&mut self, frame: &[u8]) -> Result<Bytes, IoError> {
-        self.write_all(frame)?;
-        let api = frame
-            .get(4..6)
-            .and_then(|k| ApiKey::from_i16(i16::from_be_bytes([k[0], k[1]])))
-            .unwrap_or(ApiKey::ApiVersions);
-        self.read_frame(api)
-    }
-
-    /// Takes the next correlation id (for callers that build frames themselves).
-    pub fn next_correlation_id(&mut self) -> i32 {
-        let id = self.next_correlation_id;
-        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
-        id
-    }
-
-    /// Encodes, writes, reads the answer and checks its correlation id. Returns the
-    /// response frame positioned after the response header.
-    fn round_trip<R: Request>(&mut self, request: &R, version: i16) -> Result<Bytes, IoError> {
-        let correlation_id = self.next_correlation_id();
-        let mut buf = BytesMut::with_capacity(256);
-        protocol::encode_request_frame(
-            &mut buf,
-            request,
+    fn send_typed<R: Request + Send + Clone + 'static>(
+        &mut self,
+        request: &R,
+        version: Option<i16>,
+    ) -> Result<R::Response, IoError> {
+        let raw = self.round_trip(Box::new(TypedRequest {
+            request: request.clone(),
             version,
-            correlation_id,
-            Some(&self.options.client_id),
-        )
-        .map_err(|source| IoError::Encode {
-            api: R::API_KEY,
-            source,
-        })?;
-        self.write_all(&buf)?;
-        let mut frame = self.read_frame(R::API_KEY)?;
-        let header: ResponseHeader =
-            protocol::decode_response_header(&mut frame, R::API_KEY, version).map_err(
-                |source| IoError::Decode {
-                    api: R::API_KEY,
-                    addr: self.addr.clone(),
-                    source,
-                },
-            )?;
-        if header.correlation_id != correlation_id {
-            return Err(IoError::Disconnected {
-                addr: self.addr.clone(),
-                reason: format!(
-                    "correlation id {} in answer to {correlation_id}",
-                    header.correlation_id
-                ),
-            });
-        }
-        Ok(frame)
-    }
-
-    fn write_all(&mut self, data: &[u8]) -> Result<(), IoError> {
-        self.stream
-            .write_all(data)
-            .map_err(|source| IoError::Disconnected {
-                addr: self.addr.clone(),
-                reason: format!("write failed: {source}"),
-            })
-    }
-
-    fn read_frame(&mut self, api: ApiKey) -> Result<Bytes, IoError> {
-        let io_err = |addr: &str, source: std::io::Error| IoError::Disconnected {
-            addr: addr.to_string(),
-            reason: format!("read failed: {source}"),
-        };
-        let mut prefix = [0u8; protocol::FRAME_PREFIX];
-        self.stream
-            .read_exact(&mut prefix)
-            .map_err(|e| io_err(&self.addr, e))?;
-        let len = protocol::frame_length(&prefix, self.options.max_response_size)
-            .map_err(|source| IoError::Decode {
-                api,
-                addr: self.addr.clone(),
+            addr: self.addr.clone(),
+        }))?;
+        protocol::decode_response_body::<R::Response>(raw.body, raw.version).map_err(|source| {
+            IoError::Decode {
+                api: R::API_KEY,
+                addr: self.addr.to_string(),
                 source,
-            })?
-            .unwrap_or(0);
-        let mut body = vec![0u8; len];
-        self.stream
-            .read_exact(&mut body)
-            .map_err(|e| io_err(&self.addr, e))?;
-        Ok(Bytes::from(body))
+            }
+        })
+    }
+
+    /// Writes a pre-built request frame (size prefix included, any correlation id) and
+    /// returns the response frame after its size prefix, header included: for tools and
+    /// tests that speak versions the engine would not choose. The frame goes through the
+    /// engine like any request, which stamps its own correlation id on it.
+    pub fn send_raw_frame(&mut self, frame: &[u8]) -> Result<Bytes, IoError> {
+        let raw = RawFrame::parse(frame)?;
+        let header_version = raw.api.response_header_version(raw.version);
+        let mut response = self.round_trip(Box::new(raw))?;
+        // Give the caller the header back, as the raw answer had it.
+        let mut with_header = BytesMut::new();
+        protocol::ResponseHeader::default()
+            .with_correlation_id(i32::from_be_bytes(
+                frame[8..12].try_into().unwrap_or_default(),
+            ))
+            .encode(&mut with_header, header_version)
+            .map_err(|source| IoError::Encode {
+                api: ApiKey::ApiVersions,
+                source,
+            })?;
+        with_header.extend_from_slice(&std::mem::take(&mut response.body));
+        Ok(with_header.freeze())
+    }
+}
+
+/// A request frame built by the caller, resent with the engine's correlation id.
+struct RawFrame {
+    api: ApiKey,
+    version: i16,
+    frame: Bytes,
+}
+
+impl RawFrame {
+    fn parse(frame: &[u8]) -> Result<Self, IoError> {
+        let bad = |reason: &'static str| IoError::Encode {
+            api: ApiKey::ApiVersions,
+            source: protocol::EncodeError::Malformed {
+                what: "raw request frame",
+                reason,
+            },
+        };
+        let Some(head) = frame.get(4..12) else {
+            return Err(bad("shorter than a request header"));
+        };
+        let key = i16::from_be_bytes([head[0], head[1]]);
+        let api = ApiKey::from_i16(key).ok_or(bad("unknown API key"))?;
+        Ok(RawFrame {
+            api,
+            version: i16::from_be_bytes([head[2], head[3]]),
+            frame: Bytes::copy_from_slice(frame),
+        })
+    }
+}
+
+impl EncodeRequest for RawFrame {
+    fn api_key(&self) -> ApiKey {
+        self.api
+    }
+
+    fn encode(
+        &self,
+        _versions: &ApiVersionsTable,
+        correlation_id: i32,
+        _client_id: &str,
+        out: &mut Vec<Bytes>,
+    ) -> Result<Encoded, IoError> {
+        let mut frame = BytesMut::from(&self.frame[..]);
+        frame[8..12].copy_from_slice(&correlation_id.to_be_bytes());
+        out.push(frame.freeze());
+        Ok(Encoded {
+            version: self.version,
+            expects_response: true,
+        })
     }
 }

@@ -25,13 +25,13 @@ use std::sync::atomic::Ordering;
 
 use tokio::sync::{mpsc, oneshot};
 
+use crate::engine::error::IoError;
 use crate::io::backend::Backend;
 use crate::io::connection::{
     self, Command, ConnectionConfig, ConnectionShared, ConnectionState, EncodeRequest, Outbound,
     RawResponse, TypedRequest,
 };
 use crate::io::epoll::EpollConnector;
-use crate::io::error::IoError;
 use crate::io::uring::UringConnector;
 use crate::protocol::negotiation::ApiVersionsTable;
 use crate::protocol::{Request, decode_response_body};

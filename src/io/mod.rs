@@ -10,17 +10,15 @@
 //! - [`blocking`]: a plain blocking connection for tools and tests that want no runtime.
 
 pub mod backend;
-pub mod backoff;
 pub mod blocking;
 pub mod broker;
 pub mod connection;
 pub mod epoll;
-pub mod error;
 pub mod transport;
 pub mod uring;
 
+pub use crate::engine::error::IoError;
 pub use backend::{Backend, BackendChoice};
 pub use blocking::BlockingConnection;
 pub use broker::{Broker, PendingResponse};
 pub use connection::{ConnectionConfig, ConnectionState, EncodeRequest, Encoded, RawResponse};
-pub use error::IoError;

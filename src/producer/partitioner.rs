@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::config::PartitionerKind;
-use crate::io::backoff::SplitMix64;
+use crate::engine::backoff::SplitMix64;
 
 /// Kafka's murmur2 (the Java client's `Utils.murmur2`), seed 0x9747b28c.
 pub fn murmur2(data: &[u8]) -> i32 {

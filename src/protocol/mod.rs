@@ -18,8 +18,8 @@ pub(crate) mod testing;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-pub use messages::{ApiKey, KafkaCode, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 pub use frame::FrameCutter;
+pub use messages::{ApiKey, KafkaCode, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 pub use negotiation::ApiVersionsTable;
 pub use primitives::{DecodeError, EncodeError, Uuid};
 
@@ -156,6 +156,43 @@ pub fn encode_request_frame<R: Request>(
     })?;
     buf[start..start + FRAME_PREFIX].copy_from_slice(&size.to_be_bytes());
     Ok(())
+}
+
+/// Appends a whole response frame (size, header at the API's response header version,
+/// then what `body` writes) to `buf`: the server side of framing, for the mock broker
+/// and simulations.
+pub fn encode_response_frame_with(
+    buf: &mut BytesMut,
+    api: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: impl FnOnce(&mut BytesMut) -> Result<(), EncodeError>,
+) -> Result<(), EncodeError> {
+    let start = buf.len();
+    buf.put_i32(0);
+    ResponseHeader::default()
+        .with_correlation_id(correlation_id)
+        .encode(buf, api.response_header_version(version))?;
+    body(buf)?;
+    let size = buf.len() - start - FRAME_PREFIX;
+    let size = i32::try_from(size).map_err(|_| EncodeError::TooLong {
+        what: "response frame",
+        len: size,
+    })?;
+    buf[start..start + FRAME_PREFIX].copy_from_slice(&size.to_be_bytes());
+    Ok(())
+}
+
+/// [`encode_response_frame_with`] for a typed response.
+pub fn encode_response_frame<R: Response>(
+    buf: &mut BytesMut,
+    response: &R,
+    version: i16,
+    correlation_id: i32,
+) -> Result<(), EncodeError> {
+    encode_response_frame_with(buf, R::API_KEY, version, correlation_id, |b| {
+        response.encode(b, version)
+    })
 }
 
 /// Decodes the header of a response frame (the bytes after the size prefix) for API

@@ -113,6 +113,14 @@ pub enum EncodeError {
         /// The version being encoded.
         version: i16,
     },
+    /// Bytes handed over as an encoded message are not one.
+    #[error("{what} is malformed: {reason}")]
+    Malformed {
+        /// What was handed over.
+        what: &'static str,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// A string, byte field or array longer than its length prefix can express.
     #[error("{what} is {len} long, more than its length prefix can express")]
     TooLong {

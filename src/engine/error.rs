@@ -1,5 +1,7 @@
-//! Errors of the I/O layer: connections, requests and the worker runtime. Each says which
-//! broker and API it concerns and whether retrying may help.
+//! Errors of a broker connection: raised by the connection engine (handshake, framing,
+//! deadlines) or by the I/O that drives it (connect, read, write, the worker runtime).
+//! Each says which broker, which step and which API it concerns, and whether retrying
+//! may help.
 
 use std::time::Duration;
 
@@ -45,13 +47,33 @@ pub enum IoError {
         /// The timeout.
         after: Duration,
     },
-    /// Connecting took longer than the connect timeout.
-    #[error("connecting to {addr} timed out after {after:?}")]
+    /// The TCP connect took longer than the connect timeout.
+    #[error("TCP connect to {addr} timed out after {after:?}")]
     ConnectTimedOut {
         /// The broker's address.
         addr: String,
         /// The timeout.
         after: Duration,
+    },
+    /// The TCP connection was made but the Kafka handshake (ApiVersions) got no answer
+    /// in time: the port may not be a Kafka listener (or one that expects TLS first).
+    #[error(
+        "connected to {addr}, but the Kafka handshake (ApiVersions) got no answer within {after:?}: \
+         the port may not be a Kafka listener, or it may expect TLS"
+    )]
+    HandshakeTimedOut {
+        /// The broker's address.
+        addr: String,
+        /// The connection setup timeout.
+        after: Duration,
+    },
+    /// The peer answered the Kafka handshake in another protocol (HTTP, TLS, SSH).
+    #[error("{addr} is not a plaintext Kafka listener: {reason}")]
+    NotKafka {
+        /// The address connected to.
+        addr: String,
+        /// What it answered, and what to do about it.
+        reason: String,
     },
     /// The request could not be encoded.
     #[error("encoding {api:?} request: {source}")]
@@ -120,6 +142,7 @@ impl IoError {
                 | IoError::NotConnected { .. }
                 | IoError::RequestTimedOut { .. }
                 | IoError::ConnectTimedOut { .. }
+                | IoError::HandshakeTimedOut { .. }
                 | IoError::QueueFull { .. }
         )
     }

@@ -1,0 +1,19 @@
+//! Engines: the sans-IO state machines between the wire protocol and the I/O drivers.
+//!
+//! Every engine has one shape (see `ENGINES.md` in the project's shared folder):
+//! inputs are plain data with the time passed in (`handle_*(…, now)`), outputs are
+//! polled (`poll_transmit`, `poll_timeout`, `poll_event` or their kin). An engine never
+//! reads the clock, sleeps, spawns, does I/O or locks anything shared between workers;
+//! so it can be driven by the async driver on a worker, by a blocking driver, and by the
+//! deterministic simulation in one thread with virtual time.
+//!
+//! - [`connection`]: one broker connection — correlation ids, the in-flight window and
+//!   its deadlines, the ApiVersions handshake, frame cutting, failure classification.
+//! - [`backoff`]: reconnect and retry delays with seeded jitter.
+//! - [`error`]: the connection errors callers see ([`IoError`]).
+
+pub mod backoff;
+pub mod connection;
+pub mod error;
+
+pub use error::IoError;
