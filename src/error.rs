@@ -3,7 +3,7 @@
 //! and partition they concern.
 
 use crate::config::ConfigurationError;
-use crate::io::IoError;
+use crate::engine::error::IoError;
 use crate::protocol::{ApiKey, DecodeError, EncodeError, KafkaCode};
 
 /// Result alias with kring's [`Error`].
@@ -51,6 +51,10 @@ pub enum Error {
     /// The client is shutting down.
     #[error("shutting down")]
     ShuttingDown,
+    /// The producer was dropped without `close()`: records it had not sent yet were
+    /// failed with this error (records already on the wire got their broker's answer).
+    #[error("the producer was dropped without close(); records not yet sent were dropped")]
+    ProducerDropped,
     /// A configuration problem.
     #[error(transparent)]
     Configuration(#[from] ConfigurationError),

@@ -5,22 +5,20 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use common::{client, config, create_topic, unique};
 use kring::config::{Compression, IsolationLevel, OffsetReset};
 use kring::consumer::{Consumer, Offset, OffsetManager, PartitionConsumer};
-use kring::producer::request::{PartitionBatch, ProduceBatches};
 use kring::producer::{Producer, ProducerRecord};
 use kring::protocol::KafkaCode;
-use kring::protocol::decode_response_body;
 use kring::protocol::messages::{
     AddPartitionsToTxnRequest, DeleteRecordsRequest, EndTxnRequest, InitProducerIdRequest,
-    ProduceResponse,
+    ProduceRequest,
     add_partitions_to_txn::AddPartitionsToTxnTopic,
     delete_records::{DeleteRecordsPartition, DeleteRecordsTopic},
+    produce::{PartitionProduceData, TopicProduceData},
 };
 use kring::record::{BatchBuilder, BatchOptions};
 use kring::{Client, Config};
@@ -391,23 +389,24 @@ fn read_committed_skips_aborted_records() {
         }
         let batch = Bytes::from(b.seal().unwrap().into_inner());
         let (leader, _) = client.leader(&topic, 0).await.unwrap();
-        let raw = leader
-            .send_raw(Box::new(ProduceBatches {
-                transactional_id: Some(txn_id.clone()),
-                acks: -1,
-                timeout_ms: 30_000,
-                topics: vec![(
-                    Arc::from(topic.as_str()),
-                    vec![PartitionBatch {
-                        partition: 0,
-                        batch,
-                    }],
-                )],
-                addr: Arc::from(leader.addr()),
-            }))
+        let produced = leader
+            .send(
+                ProduceRequest::default()
+                    .with_transactional_id(Some(txn_id.clone()))
+                    .with_acks(-1)
+                    .with_timeout_ms(30_000)
+                    .with_topic_data(vec![
+                        TopicProduceData::default()
+                            .with_name(topic.clone())
+                            .with_partition_data(vec![
+                                PartitionProduceData::default()
+                                    .with_index(0)
+                                    .with_records(Some(batch)),
+                            ]),
+                    ]),
+            )
             .await
             .unwrap();
-        let produced: ProduceResponse = decode_response_body(raw.body, raw.version).unwrap();
         assert_eq!(
             KafkaCode(produced.responses[0].partition_responses[0].error_code),
             KafkaCode::NONE

@@ -55,24 +55,7 @@ impl CoordinatorKind {
     }
 }
 
-/// Broker error codes that mean the cached metadata is stale.
-pub fn is_stale_metadata(code: KafkaCode) -> bool {
-    [
-        KafkaCode::NOT_LEADER_OR_FOLLOWER,
-        KafkaCode::UNKNOWN_TOPIC_OR_PARTITION,
-        KafkaCode::LEADER_NOT_AVAILABLE,
-        KafkaCode::FENCED_LEADER_EPOCH,
-        KafkaCode::UNKNOWN_LEADER_EPOCH,
-        KafkaCode::NOT_COORDINATOR,
-        KafkaCode::COORDINATOR_NOT_AVAILABLE,
-        KafkaCode::REPLICA_NOT_AVAILABLE,
-        KafkaCode::KAFKA_STORAGE_ERROR,
-        KafkaCode::OFFSET_NOT_AVAILABLE,
-        KafkaCode::UNKNOWN_TOPIC_ID,
-        KafkaCode::INCONSISTENT_TOPIC_ID,
-    ]
-    .contains(&code)
-}
+pub use crate::protocol::is_stale_metadata;
 
 struct RefreshDemand {
     /// `None`: every topic in the cluster.

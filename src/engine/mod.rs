@@ -11,9 +11,12 @@
 //!   its deadlines, the ApiVersions handshake, frame cutting, failure classification.
 //! - [`backoff`]: reconnect and retry delays with seeded jitter.
 //! - [`error`]: the connection errors callers see ([`IoError`]).
+//! - `produce`: the producer's partitions (batching, sequences, retries) and its
+//!   per-broker sinks.
 
 pub mod backoff;
 pub mod connection;
 pub mod error;
+pub(crate) mod produce;
 
 pub use error::IoError;

@@ -2,13 +2,20 @@
 //!
 //! `send` chooses a partition, copies the record once into that partition's open batch
 //! (an arena from a pool charged to `buffer.memory`) and returns a [`DeliveryFuture`];
-//! batches are sealed when full (on the sending thread) or when `linger` expires (on the
-//! sender). One sender task on a worker gathers sealed batches per leader into one
-//! Produce request per broker per round, handles answers, retries with backoff, follows
-//! leaders through metadata, and keeps idempotent sequences (on by default, as in the
-//! Java client since 3.0): InitProducerId at start, per-partition sequences, up to five
-//! batches in flight per partition with order kept across retries, and an epoch bump
-//! (KIP-360) when a sequence gap or an unknown producer id needs one.
+//! batches are sealed when full (on the sending thread) or when `linger` expires. Each
+//! partition belongs to the sink of the broker that leads it, and each sink runs on the
+//! worker that owns that broker's connection (see `engine::produce` for the rules and
+//! `driver` for the tasks): it gathers its partitions' sealed batches into one Produce
+//! request per round, handles answers, retries with backoff, follows leaders through
+//! metadata, and keeps idempotent sequences (on by default, as in the Java client since
+//! 3.0): InitProducerId at start, per-partition sequences, up to five batches in flight
+//! per partition with order kept across retries, and an epoch bump (KIP-360) when a
+//! sequence gap or an unknown producer id needs one.
+//!
+//! Shutdown: [`Producer::close`] sends everything and waits for every answer. Dropping
+//! the last handle without `close()` fails the records not yet sent with
+//! [`Error::ProducerDropped`] at once; records already on the wire get their broker's
+//! answer (within `request.timeout.ms`), and then the producer's tasks end.
 //!
 //! ```no_run
 //! use kring::{Client, Config};
@@ -23,20 +30,17 @@
 //! # Ok(()) }
 //! ```
 
-mod accumulator;
 mod api;
-mod arenas;
+mod driver;
 pub mod partitioner;
 mod record;
-pub mod request;
-mod sender;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{Notify, mpsc};
 
 pub use api::{FlushFuture, RecordProducer, SendFuture, SyncRecordProducer};
 pub use partitioner::{Partitioner, TopicPartitions};
@@ -45,17 +49,21 @@ pub use record::{DeliveryFuture, Payload, ProducerRecord, RecordMetadata};
 use crate::buf::MemoryBudget;
 use crate::client::Client;
 use crate::config::{Acks, Config};
+use crate::engine::produce::arenas::ArenaPools;
+use crate::engine::produce::completion::batch_done;
+use crate::engine::produce::partition::{
+    Appended, Arena, ProducePartition, ProduceSettings, ProducerId, RecordParts,
+};
 use crate::error::{Error, Result};
 use crate::protocol::{ApiKey, KafkaCode};
-use crate::record::{BATCH_HEADER_LEN, Compression as Codec, record_encoded_len};
-use accumulator::{Arena, PartitionState};
-use arenas::{ArenaPools, next_class};
+use crate::record::Compression as Codec;
+use driver::Sinks;
 
 /// One topic's partitions.
 #[derive(Debug)]
 pub(crate) struct TopicState {
     pub name: Arc<str>,
-    pub partitions: RwLock<Vec<Arc<Mutex<PartitionState>>>>,
+    pub partitions: RwLock<Vec<Arc<ProducePartition>>>,
     /// What the partitioner needs, computed once per metadata snapshot rather than per
     /// record.
     view: Mutex<TopicView>,
@@ -69,54 +77,64 @@ struct TopicView {
     available: Arc<[i32]>,
 }
 
-/// The idempotent producer's identity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ProducerId {
-    pub id: i64,
-    pub epoch: i16,
-}
-
-pub(crate) struct ProducerInner {
+/// What the producer's handles and its tasks share.
+pub(crate) struct ProducerShared {
     pub client: Client,
-    pub config: Arc<Config>,
+    pub settings: ProduceSettings,
     /// Batch arenas by size class, charged to `buffer.memory`.
-    pub arenas: ArenaPools,
-    pub codec: Codec,
+    pub pools: ArenaPools,
     partitioner: Option<Box<dyn Partitioner>>,
     pub topics: RwLock<HashMap<String, Arc<TopicState>>>,
-    /// Wakes the sender: a batch was sealed, a flush or close began, an answer came.
-    pub wake: Notify,
+    pub sinks: Sinks,
+    /// The idempotent producer's id and epoch.
+    pub identity: Mutex<Option<ProducerId>>,
+    /// An epoch bump is pending: sinks send nothing until it is done.
+    pub bump_needed: AtomicBool,
+    /// Drains and requests in progress over all sinks (see `driver`).
+    pub active: AtomicUsize,
+    /// Signalled when `active` drops to zero.
+    pub idle: Notify,
     /// Callers waiting in flush: seal everything now.
     pub flushing: AtomicUsize,
     pub closing: AtomicBool,
+    /// No more records will come: sinks end once everything is settled.
     pub closed: AtomicBool,
-    pub producer_id: Mutex<Option<ProducerId>>,
-    /// Set when the producer epoch must be bumped before anything more is sent.
-    pub bump_needed: AtomicBool,
-    pub in_flight_requests: AtomicUsize,
-    /// Resolves when the sender task has finished (close waits for it).
-    sender_done: Mutex<Option<oneshot::Receiver<()>>>,
+    /// Dropped without `close()`: unsent records fail.
+    pub abandoned: AtomicBool,
 }
 
-impl std::fmt::Debug for ProducerInner {
+impl std::fmt::Debug for ProducerShared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Producer")
-            .field("codec", &self.codec)
+            .field("codec", &self.settings.codec)
             .field("closed", &self.closed.load(Ordering::Relaxed))
-            .finish()
+            .finish_non_exhaustive()
+    }
+}
+
+/// The users' side of the producer: when the last one goes, the producer is abandoned.
+#[derive(Debug)]
+struct Handle {
+    shared: Arc<ProducerShared>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        let shared = &self.shared;
+        if shared.closing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        tracing::debug!("producer dropped without close(): unsent records fail");
+        shared.abandoned.store(true, Ordering::Release);
+        shared.closed.store(true, Ordering::Release);
+        shared.sinks.wake_all();
     }
 }
 
 /// The asynchronous producer. Cheap to clone; `Send + Sync`.
 #[derive(Debug, Clone)]
 pub struct Producer {
-    inner: Arc<ProducerInner>,
-}
-
-enum Append {
-    Done(DeliveryFuture),
-    /// No arena of this class is free right now.
-    NeedArena(usize),
+    handle: Arc<Handle>,
 }
 
 fn now_ms() -> i64 {
@@ -136,6 +154,61 @@ fn codec_of(c: crate::config::Compression) -> Codec {
     }
 }
 
+/// The settings the producer's engines use, from the client's configuration.
+fn settings_of(config: &Config) -> ProduceSettings {
+    let p = &config.producer;
+    ProduceSettings {
+        acks: match p.acks {
+            Acks::None => 0,
+            Acks::Leader => 1,
+            Acks::All => -1,
+        },
+        idempotent: p.enable_idempotence,
+        linger: p.linger,
+        batch_size: p.batch_size,
+        max_request_size: p.max_request_size,
+        delivery_timeout: p.delivery_timeout,
+        retries: p.retries,
+        retry_backoff: p.retry_backoff,
+        retry_backoff_max: p.retry_backoff_max,
+        request_timeout: config.net.request_timeout,
+        max_in_flight: config.net.max_in_flight,
+        transactional_id: p.transactional_id.clone(),
+        codec: codec_of(p.compression),
+    }
+}
+
+impl ProducerShared {
+    /// Every partition of every topic the producer has seen.
+    pub(crate) fn all_partitions(&self) -> Vec<Arc<ProducePartition>> {
+        let topics: Vec<Arc<TopicState>> = self
+            .topics
+            .read()
+            .map(|t| t.values().cloned().collect())
+            .unwrap_or_default();
+        topics
+            .iter()
+            .flat_map(|t| t.partitions.read().map(|p| p.clone()).unwrap_or_default())
+            .collect()
+    }
+
+    /// Asks every sink to seal and send now (a flush, or a sync send, is waiting).
+    fn hurry(&self) -> FlushGuard<'_> {
+        self.flushing.fetch_add(1, Ordering::AcqRel);
+        self.sinks.wake_all();
+        FlushGuard(self)
+    }
+}
+
+/// Ends a [`ProducerShared::hurry`] when dropped.
+struct FlushGuard<'a>(&'a ProducerShared);
+
+impl Drop for FlushGuard<'_> {
+    fn drop(&mut self) {
+        self.0.flushing.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 impl Producer {
     /// A producer on `client`'s connections, configured by `client.config().producer`.
     /// With idempotence on, it first obtains a producer id (InitProducerId).
@@ -149,45 +222,41 @@ impl Producer {
         client: Client,
         partitioner: Option<Box<dyn Partitioner>>,
     ) -> Result<Producer> {
-        let config = Arc::new(client.config().clone());
+        let config = client.config().clone();
         config.validate()?;
         let p = &config.producer;
-        let arenas = ArenaPools::new(p.batch_size, MemoryBudget::new(p.buffer_memory));
+        let pools = ArenaPools::new(p.batch_size, MemoryBudget::new(p.buffer_memory));
         let seed = now_ms() as u64 ^ u64::from(std::process::id());
-        let inner = Arc::new(ProducerInner {
+        let shared = Arc::new(ProducerShared {
             client: client.clone(),
-            codec: codec_of(p.compression),
+            settings: settings_of(&config),
             partitioner: partitioner
                 .or_else(|| partitioner::from_kind(p.partitioner, p.batch_size, seed)),
-            arenas,
-            config: config.clone(),
+            pools,
             topics: RwLock::new(HashMap::new()),
-            wake: Notify::new(),
+            sinks: Sinks::default(),
+            identity: Mutex::new(None),
+            bump_needed: AtomicBool::new(false),
+            active: AtomicUsize::new(0),
+            idle: Notify::new(),
             flushing: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
             closed: AtomicBool::new(false),
-            producer_id: Mutex::new(None),
-            bump_needed: AtomicBool::new(false),
-            in_flight_requests: AtomicUsize::new(0),
-            sender_done: Mutex::new(None),
+            abandoned: AtomicBool::new(false),
         });
-        if p.enable_idempotence {
-            let id = sender::init_producer_id(&inner, None).await?;
-            if let Ok(mut slot) = inner.producer_id.lock() {
+        if shared.settings.idempotent {
+            let id = driver::init_producer_id(&shared, None).await?;
+            if let Ok(mut slot) = shared.identity.lock() {
                 *slot = Some(id);
             }
         }
-        let (done_tx, done_rx) = oneshot::channel();
-        let task_inner = inner.clone();
-        let runtime = client.runtime();
-        runtime.spawn_on(runtime.worker_for(-1), move |_| async move {
-            sender::run(task_inner).await;
-            let _ = done_tx.send(());
-        })?;
-        if let Ok(mut slot) = inner.sender_done.lock() {
-            *slot = Some(done_rx);
-        }
-        Ok(Producer { inner })
+        Ok(Producer {
+            handle: Arc::new(Handle { shared }),
+        })
+    }
+
+    fn shared(&self) -> &Arc<ProducerShared> {
+        &self.handle.shared
     }
 
     /// [`Producer::new`] for plain threads.
@@ -197,20 +266,20 @@ impl Producer {
 
     /// The client underneath.
     pub fn client(&self) -> &Client {
-        &self.inner.client
+        &self.shared().client
     }
 
     /// The producer id and epoch (idempotence), if any.
     pub fn producer_id(&self) -> Option<(i64, i16)> {
-        self.inner
-            .producer_id
+        self.shared()
+            .identity
             .lock()
             .ok()
             .and_then(|p| p.map(|p| (p.id, p.epoch)))
     }
 
     fn check_open(&self) -> Result<()> {
-        if self.inner.closing.load(Ordering::Acquire) || self.inner.client.is_closed() {
+        if self.shared().closing.load(Ordering::Acquire) || self.shared().client.is_closed() {
             Err(Error::ShuttingDown)
         } else {
             Ok(())
@@ -220,9 +289,9 @@ impl Producer {
     /// The topic's state, its partition count and the partitions with a leader; a
     /// metadata request is made for a topic not seen yet when `fetch` allows it.
     async fn topic(&self, name: &str, fetch: bool) -> Result<(Arc<TopicState>, Arc<[i32]>, usize)> {
-        let metadata = self.inner.client.metadata();
-        let known = self
-            .inner
+        let shared = self.shared();
+        let metadata = shared.client.metadata();
+        let known = shared
             .topics
             .read()
             .ok()
@@ -236,7 +305,7 @@ impl Producer {
         }
         let meta = match metadata.topics.get(name) {
             Some(t) => t.clone(),
-            None if fetch => self.inner.client.topic(name).await?,
+            None if fetch => shared.client.topic(name).await?,
             None => {
                 return Err(Error::broker(
                     KafkaCode::UNKNOWN_TOPIC_OR_PARTITION,
@@ -256,7 +325,7 @@ impl Producer {
         let topic = match known {
             Some(t) => t,
             None => {
-                let mut topics = self.inner.topics.write().map_err(|_| Error::ShuttingDown)?;
+                let mut topics = shared.topics.write().map_err(|_| Error::ShuttingDown)?;
                 topics
                     .entry(name.to_string())
                     .or_insert_with(|| {
@@ -269,11 +338,7 @@ impl Producer {
                     .clone()
             }
         };
-        if let Ok(mut parts) = topic.partitions.write() {
-            while parts.len() < count {
-                parts.push(Arc::new(Mutex::new(PartitionState::default())));
-            }
-        }
+        self.grow_partitions(&topic, count)?;
         if let Ok(mut view) = topic.view.lock() {
             *view = TopicView {
                 generation: if metadata.topics.contains_key(name) {
@@ -288,13 +353,29 @@ impl Producer {
         Ok((topic, available, count))
     }
 
+    /// Adds the partitions `topic` gained (up to `count`), each routed to its sink.
+    fn grow_partitions(&self, topic: &TopicState, count: usize) -> Result<()> {
+        let added: Vec<Arc<ProducePartition>> = {
+            let mut parts = topic.partitions.write().map_err(|_| Error::ShuttingDown)?;
+            let start = parts.len();
+            for index in start..count {
+                parts.push(ProducePartition::new(topic.name.clone(), index as i32));
+            }
+            parts[start.min(parts.len())..].to_vec()
+        };
+        for p in added {
+            self.shared().route(p)?;
+        }
+        Ok(())
+    }
+
     fn choose_partition(
         &self,
         record: &ProducerRecord<'_>,
         available: &[i32],
         count: usize,
     ) -> Result<i32> {
-        let partition = match (record.partition, &self.inner.partitioner) {
+        let partition = match (record.partition, &self.shared().partitioner) {
             (Some(p), _) => p,
             (None, Some(partitioner)) => {
                 let key = record.key.as_ref().map(Payload::as_bytes);
@@ -333,8 +414,8 @@ impl Producer {
         partition: i32,
         record: &ProducerRecord<'_>,
         timestamp: i64,
-        mut arena: Option<Arena>,
-    ) -> Result<Append> {
+        arena: Option<Arena>,
+    ) -> Result<Appended> {
         let part = topic
             .partitions
             .read()
@@ -346,81 +427,15 @@ impl Producer {
                 partition,
                 count: 0,
             })?;
-        let key = record.key.as_ref().map(Payload::as_bytes);
-        let value = record.value.as_ref().map(Payload::as_bytes);
-        let config = &self.inner.config.producer;
-        let mut state = part.lock().map_err(|_| Error::ShuttingDown)?;
-        loop {
-            if state.open.is_none() {
-                let needed =
-                    BATCH_HEADER_LEN + record_encoded_len(0, 0, key, value, &record.headers);
-                // Room for the request and topic framing around one batch.
-                let limit = config
-                    .max_request_size
-                    .saturating_sub(256 + topic.name.len());
-                if needed > limit {
-                    return Err(Error::MessageTooLarge {
-                        size: needed,
-                        max: limit,
-                    });
-                }
-                let arenas = &self.inner.arenas;
-                let (arena, max) = match arenas.class_for(state.arena_class, needed) {
-                    None => (Arena::Heap(Vec::with_capacity(needed)), needed),
-                    Some(class) => {
-                        // An arena waited for in `send` may be of another class (the
-                        // partition's class moved meanwhile): fine if the record fits.
-                        let a = match arena.take() {
-                            Some(Arena::Pooled(b)) if b.capacity() >= needed => b,
-                            _ => match arenas.try_get(class) {
-                                Ok(b) => b,
-                                Err(_) => return Ok(Append::NeedArena(class)),
-                            },
-                        };
-                        let max = a.capacity().min(config.batch_size);
-                        (Arena::Pooled(a), max)
-                    }
-                };
-                state
-                    .open_batch(arena, max)
-                    .map_err(|e| Error::Batch(e.to_string()))?;
-                // The sender may be asleep with no deadline (up to its idle tick): let it
-                // learn this batch's linger deadline, or a lone record waits that long.
-                self.inner.wake.notify_one();
-            }
-            let open = state.open.as_mut().expect("opened above");
-            let size = open
-                .builder
-                .record_size(timestamp, key, value, &record.headers);
-            if open.builder.fits(size) {
-                open.builder
-                    .append(timestamp, key, value, &record.headers)
-                    .map_err(|e| Error::Batch(e.to_string()))?;
-                let index = open.builder.len() - 1;
-                let future = DeliveryFuture::new(open.shared.clone(), index, partition, timestamp);
-                // Nearly full: seal now rather than on the next record.
-                if open.builder.remaining() < 64 {
-                    self.seal_full(&mut state);
-                }
-                return Ok(Append::Done(future));
-            }
-            if open.builder.is_empty() {
-                return Err(Error::MessageTooLarge {
-                    size,
-                    max: open.builder.remaining(),
-                });
-            }
-            self.seal_full(&mut state);
-        }
-    }
-
-    /// Seals a batch that filled its arena; the partition's next batch gets a bigger one.
-    fn seal_full(&self, state: &mut PartitionState) {
-        let arenas = &self.inner.arenas;
-        state.arena_class = next_class(state.arena_class, arenas.largest(), true, 0, 0);
-        let spare = self.inner.spare_arena(state);
-        state.seal_open(self.inner.codec, spare);
-        self.inner.wake.notify_one();
+        let parts = RecordParts {
+            key: record.key.as_ref().map(Payload::as_bytes),
+            value: record.value.as_ref().map(Payload::as_bytes),
+            headers: &record.headers,
+            timestamp,
+        };
+        let shared = self.shared();
+        part.state()
+            .append(parts, arena, &shared.settings, &shared.pools, Instant::now)
     }
 
     /// Queues `record` and returns its delivery future; waits while `buffer.memory` is
@@ -433,11 +448,13 @@ impl Producer {
         let mut arena = None;
         loop {
             match self.append(&topic, partition, &record, timestamp, arena.take())? {
-                Append::Done(f) => return Ok(f),
-                Append::NeedArena(class) => {
+                Appended::Done { shared, index } => {
+                    return Ok(DeliveryFuture::new(shared, index, partition, timestamp));
+                }
+                Appended::NeedArena(class) => {
                     let buf = self
-                        .inner
-                        .arenas
+                        .shared()
+                        .pools
                         .get(class)
                         .await
                         .map_err(|e| Error::Batch(e.to_string()))?;
@@ -456,10 +473,12 @@ impl Producer {
         let partition = self.choose_partition(&record, &available, count)?;
         let timestamp = record.timestamp.unwrap_or_else(now_ms);
         match self.append(&topic, partition, &record, timestamp, None)? {
-            Append::Done(f) => Ok(f),
-            Append::NeedArena(_) => Err(Error::Batch(format!(
+            Appended::Done { shared, index } => {
+                Ok(DeliveryFuture::new(shared, index, partition, timestamp))
+            }
+            Appended::NeedArena(_) => Err(Error::Batch(format!(
                 "buffer.memory ({} bytes) is full",
-                self.inner.config.producer.buffer_memory
+                self.shared().client.config().producer.buffer_memory
             ))),
         }
     }
@@ -472,16 +491,16 @@ impl Producer {
     /// Sends every record queued so far without waiting for linger, and waits until each
     /// is acknowledged or failed.
     pub async fn flush(&self) -> Result<()> {
-        let pending: Vec<_> = sender::all_partitions(&self.inner)
+        let shared = self.shared();
+        let pending: Vec<_> = shared
+            .all_partitions()
             .iter()
-            .flat_map(|p| p.lock().map(|s| s.pending()).unwrap_or_default())
+            .flat_map(|p| p.state().pending())
             .collect();
-        self.inner.flushing.fetch_add(1, Ordering::AcqRel);
-        self.inner.wake.notify_one();
-        for shared in pending {
-            record::batch_done(shared).await;
+        let _hurry = shared.hurry();
+        for batch in pending {
+            batch_done(batch).await;
         }
-        self.inner.flushing.fetch_sub(1, Ordering::AcqRel);
         Ok(())
     }
 
@@ -490,23 +509,18 @@ impl Producer {
         crate::client::block_on(self.flush())
     }
 
-    /// Stops taking records, delivers (or fails) everything pending, and stops the
-    /// sender. The client stays open.
+    /// Stops taking records, delivers (or fails) everything pending, and waits for the
+    /// producer's tasks to end. The client stays open.
     pub async fn close(&self) -> Result<()> {
-        if self.inner.closing.swap(true, Ordering::AcqRel) {
+        let shared = self.shared();
+        if shared.closing.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
         let flushed = self.flush().await;
-        self.inner.closed.store(true, Ordering::Release);
-        self.inner.wake.notify_one();
-        let done = self
-            .inner
-            .sender_done
-            .lock()
-            .ok()
-            .and_then(|mut d| d.take());
-        if let Some(done) = done {
-            let _ = done.await;
+        shared.closed.store(true, Ordering::Release);
+        for sink in shared.sinks.all() {
+            sink.wake();
+            sink.finished().await;
         }
         flushed
     }
@@ -524,7 +538,7 @@ impl Producer {
         let (ok_tx, ok_rx) = mpsc::channel(capacity.max(1));
         let (err_tx, err_rx) = mpsc::channel(capacity.max(1));
         let producer = self.clone();
-        let runtime = self.inner.client.runtime().clone();
+        let runtime = self.shared().client.runtime().clone();
         runtime.spawn_on(runtime.worker_for(-1), move |_| async move {
             let mut waiting = tokio::task::JoinSet::new();
             while let Some(owned) = input_rx.recv().await {
@@ -559,6 +573,7 @@ impl Producer {
         })
     }
 }
+
 
 /// A record that owns its data, for the channel interface.
 #[derive(Debug, Clone)]
@@ -641,11 +656,8 @@ impl SyncProducer {
     /// Sends one record and waits for its acknowledgement.
     pub fn send(&self, record: ProducerRecord<'_>) -> Result<RecordMetadata> {
         let delivery = self.producer.send_blocking(record)?;
-        self.producer.inner.flushing.fetch_add(1, Ordering::AcqRel);
-        self.producer.inner.wake.notify_one();
-        let result = delivery.wait();
-        self.producer.inner.flushing.fetch_sub(1, Ordering::AcqRel);
-        result
+        let _hurry = self.producer.shared().hurry();
+        delivery.wait()
     }
 
     /// Sends every record (batched together) and waits for all; one result per record,
@@ -655,14 +667,11 @@ impl SyncProducer {
             .iter()
             .map(|r| self.producer.send_blocking(r.clone()))
             .collect();
-        self.producer.inner.flushing.fetch_add(1, Ordering::AcqRel);
-        self.producer.inner.wake.notify_one();
-        let out = deliveries
+        let _hurry = self.producer.shared().hurry();
+        deliveries
             .into_iter()
             .map(|d| d.and_then(DeliveryFuture::wait))
-            .collect();
-        self.producer.inner.flushing.fetch_sub(1, Ordering::AcqRel);
-        out
+            .collect()
     }
 
     /// The asynchronous producer underneath.
@@ -676,28 +685,3 @@ impl SyncProducer {
     }
 }
 
-impl ProducerInner {
-    pub fn acks(&self) -> i16 {
-        match self.config.producer.acks {
-            Acks::None => 0,
-            Acks::Leader => 1,
-            Acks::All => -1,
-        }
-    }
-
-    pub fn idempotent(&self) -> bool {
-        self.config.producer.enable_idempotence
-    }
-
-    /// With a codec, an arena for the compressed copy of the open batch: the smallest
-    /// class its uncompressed bytes fit (a batch that wouldn't shrink is sent as it is),
-    /// or none when the budget is spent (the copy then takes heap memory of its own).
-    pub fn spare_arena(&self, state: &PartitionState) -> Option<Arena> {
-        if self.codec == Codec::None {
-            return None;
-        }
-        let size = state.open.as_ref()?.builder.size();
-        let class = self.arenas.class_for(0, size)?;
-        self.arenas.try_get(class).ok().map(Arena::Pooled)
-    }
-}

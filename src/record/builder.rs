@@ -663,6 +663,22 @@ pub struct SealedBatch<B> {
 }
 
 impl<B: AsRef<Vec<u8>> + AsMut<Vec<u8>>> SealedBatch<B> {
+    /// A sealed batch again from its wire bytes (one whole v2 batch filling `buf`), so a
+    /// batch already sent can be changed through the setters below (a producer restamps
+    /// its id, epoch and sequence after an epoch bump). The CRC is checked.
+    pub fn from_wire(buf: B) -> Result<Self, RecordError> {
+        let (compression, count) = {
+            let batch = RecordBatchRef::new(buf.as_ref())?;
+            batch.verify_crc()?;
+            (batch.compression()?, batch.record_count())
+        };
+        Ok(SealedBatch {
+            buf,
+            compression,
+            count,
+        })
+    }
+
     /// The batch's wire bytes.
     pub fn as_bytes(&self) -> &[u8] {
         self.buf.as_ref()

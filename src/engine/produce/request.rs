@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::io::{EncodeRequest, Encoded, IoError};
+use crate::engine::connection::{EncodeRequest, Encoded};
+use crate::engine::error::IoError;
 use crate::protocol::negotiation::ApiVersionsTable;
 use crate::protocol::primitives::{write_nullable_string, write_string, write_uvarint};
 use crate::protocol::{ApiKey, Encode, Message, RequestHeader, messages::ProduceRequest};
@@ -53,15 +54,6 @@ fn write_array_len(buf: &mut BytesMut, len: usize, flexible: bool) {
 }
 
 impl ProduceBatches {
-    /// Total bytes of batch data.
-    pub fn batch_bytes(&self) -> usize {
-        self.topics
-            .iter()
-            .flat_map(|(_, p)| p.iter())
-            .map(|p| p.batch.len())
-            .sum()
-    }
-
     /// Appends the frame for `version` as segments.
     pub fn encode_frame(
         &self,

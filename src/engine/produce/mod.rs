@@ -1,0 +1,14 @@
+//! The producer's engines, sans-IO: per-partition batching and idempotence rules
+//! ([`partition`]), and one sink per broker ([`sink`]) that drains the partitions that
+//! broker leads into Produce requests and applies the answers. The producer's drivers
+//! (`crate::producer`) run each sink on the worker that owns its broker's connection.
+//!
+//! - [`arenas`]: batch arenas in size classes sharing `buffer.memory`.
+//! - [`completion`]: the completion a batch's records share with their futures.
+//! - [`request`]: the hand-encoded Produce request over pre-encoded batches.
+
+pub(crate) mod arenas;
+pub(crate) mod completion;
+pub(crate) mod partition;
+pub(crate) mod request;
+pub(crate) mod sink;

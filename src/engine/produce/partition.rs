@@ -1,0 +1,791 @@
+//! One partition of the producer, sans-IO: the batch being written in place, sealed
+//! batches waiting for the sink, batches on the wire, and the idempotence rules that
+//! tie them together (KIP-98, KIP-360). Every rule is a method here; its fields are
+//! private.
+//!
+//! The state sits behind one mutex ([`ProducePartition`]): appending threads take it to
+//! write a record, the owning sink to drain and settle. It is the only structure a
+//! user's thread and a worker share on the produce path (as franz-go's `recBuf`).
+//!
+//! Invariants:
+//! - A record is copied once, into its final place in the open batch.
+//! - Batches are sealed in one place, [`PartitionState::seal`]: by the appending thread
+//!   when a batch is full, by the sink when linger expires or a flush asks.
+//! - With idempotence, sequence numbers are assigned when a batch is first sent, in
+//!   queue order, so a batch that expires unsent leaves no gap; they wrap to 0 after
+//!   `i32::MAX` as Kafka's do. A batch that comes back for a retry goes back to the head
+//!   of its queue in sequence order, and the partition sends nothing new until every
+//!   batch still in flight has answered.
+//! - Until the broker acknowledged a batch of the partition in the current epoch, one
+//!   batch at a time is in flight: a broker without state for the producer accepts any
+//!   first sequence, so a second batch could overtake a first that failed.
+//! - A sealed batch's memory stays with its `Bytes` until every request carrying it is
+//!   done, so a buffer is never reused while I/O may still read it.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use super::arenas::{ArenaPools, next_class};
+use super::completion::{BatchAck, BatchShared};
+use crate::buf::PooledBuf;
+use crate::error::Error;
+use crate::record::{
+    BATCH_HEADER_LEN, BatchBuilder, BatchOptions, Compression, Compressor, Decompressor, Header,
+    RecordBatchRef, SealedBatch, record_encoded_len,
+};
+
+/// The memory a batch is written into.
+#[derive(Debug)]
+pub(crate) enum Arena {
+    /// A pooled buffer of one of the arena classes (16 KiB up to `batch.size`), charged
+    /// to `buffer.memory`.
+    Pooled(PooledBuf),
+    /// A buffer of its own for a record larger than `batch.size` (or a compressed copy
+    /// when the pool is exhausted).
+    Heap(Vec<u8>),
+}
+
+impl AsRef<Vec<u8>> for Arena {
+    fn as_ref(&self) -> &Vec<u8> {
+        match self {
+            Arena::Pooled(p) => p.as_ref(),
+            Arena::Heap(v) => v,
+        }
+    }
+}
+
+impl AsMut<Vec<u8>> for Arena {
+    fn as_mut(&mut self) -> &mut Vec<u8> {
+        match self {
+            Arena::Pooled(p) => p.as_mut(),
+            Arena::Heap(v) => v,
+        }
+    }
+}
+
+impl Arena {
+    /// Shared, immutable bytes without copying; a pooled buffer returns to its pool
+    /// when the last `Bytes` of it is dropped.
+    pub fn freeze(self) -> Bytes {
+        match self {
+            Arena::Pooled(p) => p.freeze(),
+            Arena::Heap(v) => Bytes::from(v),
+        }
+    }
+}
+
+/// Wakes the sink that drains a partition (its driver's notifier).
+pub(crate) trait Wake: Send + Sync {
+    /// Something changed: drain again.
+    fn wake(&self);
+}
+
+/// The idempotent producer's identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProducerId {
+    pub id: i64,
+    pub epoch: i16,
+}
+
+/// The producer settings the partition and sink rules need.
+#[derive(Debug, Clone)]
+pub(crate) struct ProduceSettings {
+    /// 0, 1 or -1.
+    pub acks: i16,
+    pub idempotent: bool,
+    pub linger: Duration,
+    pub batch_size: usize,
+    pub max_request_size: usize,
+    pub delivery_timeout: Duration,
+    pub retries: u32,
+    pub retry_backoff: Duration,
+    pub retry_backoff_max: Duration,
+    /// How long the broker may wait for replication (the request's timeout_ms).
+    pub request_timeout: Duration,
+    /// Batches of one partition in flight without idempotence
+    /// (`max.in.flight.requests.per.connection`).
+    pub max_in_flight: usize,
+    pub transactional_id: Option<String>,
+    pub codec: Compression,
+}
+
+/// Most batches of one partition in flight with idempotence (what the broker tracks).
+pub(crate) const MAX_IDEMPOTENT_IN_FLIGHT: usize = 5;
+
+impl ProduceSettings {
+    /// Batches of one partition that may be in flight at once.
+    pub fn per_partition_in_flight(&self) -> usize {
+        if self.idempotent {
+            MAX_IDEMPOTENT_IN_FLIGHT
+        } else {
+            self.max_in_flight.max(1)
+        }
+    }
+
+    /// How long to wait before retry number `attempts + 1`: exponential to the cap.
+    pub fn backoff(&self, attempts: u32) -> Duration {
+        self.retry_backoff
+            .saturating_mul(1u32 << attempts.min(16))
+            .min(self.retry_backoff_max)
+    }
+}
+
+/// Kafka's sequence arithmetic: sequences wrap to 0 after `i32::MAX`
+/// (`DefaultRecordBatch.incrementSequence`).
+pub(crate) fn increment_sequence(sequence: i32, by: i32) -> i32 {
+    if sequence > i32::MAX - by {
+        by - (i32::MAX - sequence) - 1
+    } else {
+        sequence + by
+    }
+}
+
+/// One record, as `append` takes it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RecordParts<'a> {
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+    pub headers: &'a [Header<'a>],
+    pub timestamp: i64,
+}
+
+/// What an append did.
+#[derive(Debug)]
+pub(crate) enum Appended {
+    /// The record is record `index` of the batch completing through `shared`.
+    Done {
+        shared: Arc<BatchShared>,
+        index: usize,
+    },
+    /// The partition has no open batch and no arena of this class is free right now:
+    /// wait for one and append again with it.
+    NeedArena(usize),
+}
+
+/// The batch currently being filled.
+#[derive(Debug)]
+struct OpenBatch {
+    builder: BatchBuilder<Arena>,
+    shared: Arc<BatchShared>,
+    created: Instant,
+}
+
+/// A sealed batch: mutable until first sent (so its producer state can be set), then
+/// frozen.
+#[derive(Debug)]
+enum BatchData {
+    Sealed(SealedBatch<Arena>),
+    Frozen(Bytes),
+}
+
+/// A sealed batch waiting to be sent (or re-sent).
+#[derive(Debug)]
+struct QueuedBatch {
+    data: BatchData,
+    records: i32,
+    shared: Arc<BatchShared>,
+    created: Instant,
+    attempts: u32,
+    base_sequence: Option<i32>,
+    /// Sent at least once: its fate on the broker may be unknown.
+    sent: bool,
+}
+
+/// A batch taken off its partition into a Produce request.
+#[derive(Debug)]
+pub(crate) struct Outgoing {
+    pub partition: Arc<ProducePartition>,
+    pub batch: Bytes,
+    records: i32,
+    shared: Arc<BatchShared>,
+    created: Instant,
+    attempts: u32,
+    base_sequence: Option<i32>,
+    /// The k-th batch of its partition in this drain: goes into request k (brokers take
+    /// one batch per partition per request).
+    pub round: usize,
+}
+
+/// How the broker (or the connection) answered for one batch.
+#[derive(Debug, Clone)]
+pub(crate) enum Verdict {
+    Acked(BatchAck),
+    /// Retriable; `stale` when the metadata should be refreshed first.
+    Retry { error: Error, stale: bool },
+    OutOfOrder(Error),
+    UnknownProducer(Error),
+    TooLarge(Error),
+    Fatal(Error),
+}
+
+/// What settling a batch asks of the sink.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Effects {
+    /// The producer epoch must be bumped before anything more is sent.
+    pub bump: bool,
+    /// The partition's metadata is stale.
+    pub refresh: bool,
+}
+
+/// Whether sealing happens because the batch filled its arena or because time (linger,
+/// flush) asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SealReason {
+    Full,
+    Due,
+}
+
+thread_local! {
+    static COMPRESSOR: std::cell::RefCell<Compressor> = std::cell::RefCell::new(Compressor::new());
+}
+
+/// One partition: its name and its state behind the lock appenders and the sink share.
+#[derive(Debug)]
+pub(crate) struct ProducePartition {
+    pub topic: Arc<str>,
+    pub index: i32,
+    state: Mutex<PartitionState>,
+}
+
+impl ProducePartition {
+    pub fn new(topic: Arc<str>, index: i32) -> Arc<Self> {
+        Arc::new(ProducePartition {
+            topic: topic.clone(),
+            index,
+            state: Mutex::new(PartitionState {
+                framing: 256 + topic.len(),
+                ..PartitionState::default()
+            }),
+        })
+    }
+
+    /// The state, locked. A panic while it was held cannot leave it half-updated in a
+    /// way later calls trip over (every method keeps its invariants before it can
+    /// panic), so a poisoned lock is taken as it is.
+    pub fn state(&self) -> MutexGuard<'_, PartitionState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Everything about one partition (see the module's invariants).
+#[derive(Default)]
+pub(crate) struct PartitionState {
+    open: Option<OpenBatch>,
+    /// The arena size class of this partition's next batch (see `arenas.rs`).
+    arena_class: usize,
+    queue: VecDeque<QueuedBatch>,
+    in_flight: Vec<Arc<BatchShared>>,
+    next_sequence: i32,
+    acked_in_epoch: bool,
+    /// A batch failed and came back, or the partition moved between sinks with batches
+    /// on the wire: send nothing until the in-flight ones answered.
+    hold_until_drained: bool,
+    retry_at: Option<Instant>,
+    waker: Option<Arc<dyn Wake>>,
+    /// Bytes of a Produce request around one batch of this partition (header, topic).
+    framing: usize,
+}
+
+impl std::fmt::Debug for PartitionState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PartitionState")
+            .field("open", &self.open.as_ref().map(|o| o.builder.len()))
+            .field("queued", &self.queue.len())
+            .field("in_flight", &self.in_flight.len())
+            .field("next_sequence", &self.next_sequence)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartitionState {
+    /// Wakes the sink that drains this partition.
+    fn wake_sink(&self) {
+        if let Some(w) = &self.waker {
+            w.wake();
+        }
+    }
+
+    /// A sink took the partition over: it wakes that sink from now on. Batches still on
+    /// the wire through the previous sink must answer before anything more is sent, so
+    /// order holds across the move.
+    pub fn adopt(&mut self, waker: Arc<dyn Wake>) {
+        if !self.in_flight.is_empty() {
+            self.hold_until_drained = true;
+        }
+        self.waker = Some(waker);
+        if self.has_pending() {
+            self.wake_sink();
+        }
+    }
+
+    /// Appends a record (on the appending thread). `arena` is one waited for after an
+    /// earlier [`Appended::NeedArena`]; `now` is read only when a batch opens.
+    pub fn append(
+        &mut self,
+        record: RecordParts<'_>,
+        mut arena: Option<Arena>,
+        settings: &ProduceSettings,
+        pools: &ArenaPools,
+        now: impl Fn() -> Instant,
+    ) -> Result<Appended, Error> {
+        loop {
+            if self.open.is_none() {
+                if let Some(class) = self.open_batch(record, &mut arena, settings, pools, &now)? {
+                    return Ok(Appended::NeedArena(class));
+                }
+            }
+            let Some(open) = self.open.as_mut() else {
+                continue;
+            };
+            let size =
+                open.builder
+                    .record_size(record.timestamp, record.key, record.value, record.headers);
+            if open.builder.fits(size) {
+                open.builder
+                    .append(record.timestamp, record.key, record.value, record.headers)
+                    .map_err(|e| Error::Batch(e.to_string()))?;
+                let done = Appended::Done {
+                    shared: open.shared.clone(),
+                    index: open.builder.len() - 1,
+                };
+                // Nearly full: seal now rather than on the next record.
+                if open.builder.remaining() < 64 {
+                    self.seal(SealReason::Full, settings, pools);
+                }
+                return Ok(done);
+            }
+            if open.builder.is_empty() {
+                return Err(Error::MessageTooLarge {
+                    size,
+                    max: open.builder.remaining(),
+                });
+            }
+            self.seal(SealReason::Full, settings, pools);
+        }
+    }
+
+    /// Opens a batch for `record`, in `arena` or a pooled one. `Some(class)` when no
+    /// arena of that class is free right now.
+    fn open_batch(
+        &mut self,
+        record: RecordParts<'_>,
+        arena: &mut Option<Arena>,
+        settings: &ProduceSettings,
+        pools: &ArenaPools,
+        now: &impl Fn() -> Instant,
+    ) -> Result<Option<usize>, Error> {
+        let needed = BATCH_HEADER_LEN
+            + record_encoded_len(0, 0, record.key, record.value, record.headers);
+        // Room for the request and topic framing around one batch.
+        let limit = settings.max_request_size.saturating_sub(self.framing);
+        if needed > limit {
+            return Err(Error::MessageTooLarge {
+                size: needed,
+                max: limit,
+            });
+        }
+        let (buf, max) = match pools.class_for(self.arena_class, needed) {
+            None => (Arena::Heap(Vec::with_capacity(needed)), needed),
+            Some(class) => {
+                // An arena waited for may be of another class (the partition's class
+                // moved meanwhile): fine if the record fits.
+                let pooled = match arena.take() {
+                    Some(Arena::Pooled(b)) if b.capacity() >= needed => b,
+                    _ => match pools.try_get(class) {
+                        Ok(b) => b,
+                        Err(_) => return Ok(Some(class)),
+                    },
+                };
+                let max = pooled.capacity().min(settings.batch_size);
+                (Arena::Pooled(pooled), max)
+            }
+        };
+        let builder = BatchBuilder::new(buf, BatchOptions::default().with_max_size(max))
+            .map_err(|e| Error::Batch(e.to_string()))?;
+        self.open = Some(OpenBatch {
+            builder,
+            shared: BatchShared::new(),
+            created: now(),
+        });
+        // The sink may be asleep with no deadline: let it learn this batch's linger.
+        self.wake_sink();
+        Ok(None)
+    }
+
+    /// Seals the open batch and queues it: the one place batches are sealed. A batch
+    /// sealed full moves the partition's next arena up a size class; one sealed by time
+    /// at under a quarter full moves it down. With a codec the batch is compressed into
+    /// a second arena (or sent as it is when that would not shrink it).
+    pub fn seal(&mut self, reason: SealReason, settings: &ProduceSettings, pools: &ArenaPools) {
+        let Some(open) = self.open.take() else { return };
+        if open.builder.is_empty() {
+            return;
+        }
+        let used = open.builder.size();
+        let arena = used + open.builder.remaining();
+        self.arena_class = next_class(
+            self.arena_class,
+            pools.largest(),
+            reason == SealReason::Full,
+            used,
+            arena,
+        );
+        let records = open.builder.len() as i32;
+        let sealed = if settings.codec == Compression::None {
+            open.builder.seal()
+        } else {
+            let spare = pools
+                .class_for(0, used)
+                .and_then(|class| pools.try_get(class).ok())
+                .map_or_else(|| Arena::Heap(Vec::with_capacity(used)), Arena::Pooled);
+            COMPRESSOR.with(|c| {
+                open.builder
+                    .seal_compressed(settings.codec, &mut c.borrow_mut(), spare)
+                    .map(|(sealed, _free)| sealed)
+            })
+        };
+        match sealed {
+            Ok(sealed) => self.queue.push_back(QueuedBatch {
+                data: BatchData::Sealed(sealed),
+                records,
+                shared: open.shared,
+                created: open.created,
+                attempts: 0,
+                base_sequence: None,
+                sent: false,
+            }),
+            Err(e) => open.shared.complete(Err(Error::Batch(e.to_string()))),
+        }
+        if reason == SealReason::Full {
+            self.wake_sink();
+        }
+    }
+
+    /// Seals the open batch if its linger ran out or a flush wants it; otherwise
+    /// returns when its linger runs out.
+    pub fn seal_if_due(
+        &mut self,
+        now: Instant,
+        flushing: bool,
+        settings: &ProduceSettings,
+        pools: &ArenaPools,
+    ) -> Option<Instant> {
+        let due = self.open.as_ref()?.created + settings.linger;
+        if flushing || now >= due {
+            self.seal(SealReason::Due, settings, pools);
+            None
+        } else {
+            Some(due)
+        }
+    }
+
+    /// Fails queued batches past the delivery timeout. Returns whether one of them had
+    /// been sent (its fate is unknown, so with idempotence the epoch must be bumped).
+    pub fn expire(&mut self, now: Instant, settings: &ProduceSettings) -> bool {
+        let timeout = settings.delivery_timeout;
+        let mut unknown_fate = false;
+        let queue = std::mem::take(&mut self.queue);
+        for q in queue {
+            if now >= q.created + timeout {
+                unknown_fate |= q.sent;
+                q.shared.complete(Err(Error::Timeout(format!(
+                    "delivery.timeout.ms ({timeout:?}) expired after {} attempt(s)",
+                    q.attempts + u32::from(q.sent)
+                ))));
+            } else {
+                self.queue.push_back(q);
+            }
+        }
+        unknown_fate && settings.idempotent
+    }
+
+    /// Whether sealed batches wait to be sent.
+    pub fn has_sendable(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// Whether anything is not settled yet (open, queued or in flight).
+    pub fn has_pending(&self) -> bool {
+        self.open.is_some() || !self.queue.is_empty() || !self.in_flight.is_empty()
+    }
+
+    /// Takes the batches that may go out now into `out` (assigning sequences to first
+    /// sends). Returns when to look again if a retry backoff holds the partition.
+    pub fn take_sendable(
+        &mut self,
+        this: &Arc<ProducePartition>,
+        now: Instant,
+        producer: Option<ProducerId>,
+        settings: &ProduceSettings,
+        out: &mut Vec<Outgoing>,
+    ) -> Option<Instant> {
+        if self.queue.is_empty() || (self.hold_until_drained && !self.in_flight.is_empty()) {
+            return None;
+        }
+        if let Some(at) = self.retry_at {
+            if at > now {
+                return Some(at);
+            }
+            self.retry_at = None;
+        }
+        self.hold_until_drained = false;
+        let limit = if settings.idempotent && !self.acked_in_epoch {
+            1
+        } else {
+            settings.per_partition_in_flight()
+        };
+        let mut round = 0;
+        while self.in_flight.len() < limit {
+            let Some(mut q) = self.queue.pop_front() else {
+                break;
+            };
+            let bytes = match std::mem::replace(&mut q.data, BatchData::Frozen(Bytes::new())) {
+                BatchData::Frozen(b) => b,
+                BatchData::Sealed(mut sealed) => {
+                    if let Some(p) = producer.filter(|_| settings.idempotent) {
+                        let seq = self.next_sequence;
+                        self.next_sequence = increment_sequence(seq, q.records);
+                        sealed.set_producer_state(p.id, p.epoch, seq);
+                        q.base_sequence = Some(seq);
+                    }
+                    sealed.into_inner().freeze()
+                }
+            };
+            self.in_flight.push(q.shared.clone());
+            out.push(Outgoing {
+                partition: this.clone(),
+                batch: bytes,
+                records: q.records,
+                shared: q.shared,
+                created: q.created,
+                attempts: q.attempts,
+                base_sequence: q.base_sequence,
+                round,
+            });
+            round += 1;
+        }
+        None
+    }
+
+    fn finish_in_flight(&mut self, shared: &Arc<BatchShared>) {
+        if let Some(i) = self.in_flight.iter().position(|f| Arc::ptr_eq(f, shared)) {
+            self.in_flight.swap_remove(i);
+        }
+    }
+
+    /// Puts a batch that came back in sequence order at the head of the queue, and holds
+    /// the partition until the rest of its batches in flight have answered.
+    fn requeue(&mut self, b: Outgoing) {
+        let batch = QueuedBatch {
+            data: BatchData::Frozen(b.batch),
+            records: b.records,
+            shared: b.shared,
+            created: b.created,
+            attempts: b.attempts + 1,
+            base_sequence: b.base_sequence,
+            sent: true,
+        };
+        self.insert_in_order(batch);
+        self.hold_until_drained = true;
+    }
+
+    fn insert_in_order(&mut self, batch: QueuedBatch) {
+        let pos = match batch.base_sequence {
+            None => 0,
+            Some(seq) => self
+                .queue
+                .iter()
+                .position(|q| q.base_sequence.is_none_or(|s| s > seq))
+                .unwrap_or(self.queue.len()),
+        };
+        self.queue.insert(pos, batch);
+    }
+
+    /// Applies the verdict on a batch that came back (the rules are the Java client's;
+    /// see the sink's module documentation).
+    pub fn settle(
+        &mut self,
+        b: Outgoing,
+        verdict: Verdict,
+        now: Instant,
+        settings: &ProduceSettings,
+    ) -> Effects {
+        self.finish_in_flight(&b.shared);
+        let idempotent = settings.idempotent;
+        let expired = now >= b.created + settings.delivery_timeout;
+        let out_of_retries = b.attempts >= settings.retries;
+        let mut effects = Effects::default();
+        match verdict {
+            Verdict::Acked(ack) => {
+                self.acked_in_epoch = true;
+                b.shared.complete(Ok(ack));
+            }
+            Verdict::Retry { error, .. }
+            | Verdict::OutOfOrder(error)
+            | Verdict::UnknownProducer(error)
+                if expired || out_of_retries =>
+            {
+                effects.bump = idempotent;
+                b.shared.complete(Err(error));
+            }
+            Verdict::Retry { error, stale } => {
+                tracing::debug!(topic = %b.partition.topic, partition = b.partition.index, %error, "produce retry");
+                effects.refresh = stale;
+                self.retry_at = Some(now + settings.backoff(b.attempts));
+                self.requeue(b);
+            }
+            Verdict::OutOfOrder(error) => {
+                // An earlier batch of this partition already came back for a retry: this
+                // one is out of order only because of it.
+                let earlier_retry = b.base_sequence.is_some_and(|seq| {
+                    self.queue
+                        .iter()
+                        .any(|q| q.base_sequence.is_some_and(|x| x < seq))
+                });
+                if !earlier_retry && idempotent {
+                    tracing::warn!(topic = %b.partition.topic, partition = b.partition.index, %error, "sequence gap: bumping the producer epoch");
+                    effects.bump = true;
+                }
+                self.requeue(b);
+            }
+            Verdict::UnknownProducer(error) => {
+                tracing::warn!(topic = %b.partition.topic, partition = b.partition.index, %error, "bumping the producer epoch");
+                effects.bump = true;
+                self.requeue(b);
+            }
+            Verdict::TooLarge(error) if b.records > 1 => match split(&b, settings) {
+                Ok(parts) => {
+                    let children: Vec<Arc<BatchShared>> =
+                        parts.iter().map(|q| q.shared.clone()).collect();
+                    b.shared.split_into(children);
+                    for q in parts.into_iter().rev() {
+                        self.insert_in_order(q);
+                    }
+                    self.hold_until_drained = true;
+                }
+                Err(e) => {
+                    tracing::warn!(%e, "could not split an oversized batch");
+                    effects.bump = idempotent;
+                    b.shared.complete(Err(error));
+                }
+            },
+            Verdict::TooLarge(error) | Verdict::Fatal(error) => {
+                effects.bump = idempotent;
+                b.shared.complete(Err(error));
+            }
+        }
+        effects
+    }
+
+    /// After an epoch bump (nothing in flight): batches already sent are restamped with
+    /// the new id and epoch and renumbered from 0, in queue order; unsent ones get their
+    /// sequences when they go.
+    pub fn restamp(&mut self, producer: ProducerId) {
+        let mut next = 0i32;
+        for mut q in std::mem::take(&mut self.queue) {
+            if let BatchData::Frozen(bytes) = &q.data {
+                match SealedBatch::from_wire(bytes.to_vec()) {
+                    Ok(mut sealed) => {
+                        sealed.set_producer_state(producer.id, producer.epoch, next);
+                        q.data = BatchData::Frozen(Bytes::from(sealed.into_inner()));
+                        q.base_sequence = Some(next);
+                        next = increment_sequence(next, q.records);
+                    }
+                    Err(e) => {
+                        let error = Error::Batch(format!("restamping a sent batch: {e}"));
+                        q.shared.complete(Err(error));
+                        continue;
+                    }
+                }
+            }
+            self.queue.push_back(q);
+        }
+        self.next_sequence = next;
+        self.hold_until_drained = false;
+        self.acked_in_epoch = false;
+    }
+
+    /// Fails every batch not on the wire (open and queued) with `error`.
+    pub fn fail_unsent(&mut self, error: &Error) {
+        if let Some(open) = self.open.take() {
+            open.shared.complete(Err(error.clone()));
+        }
+        for q in self.queue.drain(..) {
+            q.shared.complete(Err(error.clone()));
+        }
+    }
+
+    /// Fails everything not settled, in flight included (the connection and the
+    /// runtime are gone).
+    pub fn fail_all(&mut self, error: &Error) {
+        self.fail_unsent(error);
+        for shared in self.in_flight.drain(..) {
+            shared.complete(Err(error.clone()));
+        }
+    }
+
+    /// Every batch not yet settled (for flush).
+    pub fn pending(&self) -> Vec<Arc<BatchShared>> {
+        self.open
+            .iter()
+            .map(|o| o.shared.clone())
+            .chain(self.queue.iter().map(|q| q.shared.clone()))
+            .chain(self.in_flight.iter().cloned())
+            .collect()
+    }
+}
+
+/// One single-record batch per record of `b`, with the sequences `b` had (so the
+/// partition's sequence range does not change).
+fn split(b: &Outgoing, settings: &ProduceSettings) -> Result<Vec<QueuedBatch>, Error> {
+    let batch_err = |e: crate::record::RecordError| Error::Batch(e.to_string());
+    let batch = RecordBatchRef::new(&b.batch).map_err(batch_err)?;
+    let mut decompressor = Decompressor::new(settings.max_request_size.max(1 << 20) * 4);
+    let mut scratch = Vec::new();
+    let records = batch
+        .decompress_records(&mut decompressor, &mut scratch)
+        .map_err(batch_err)?;
+    let mut out = Vec::new();
+    for (i, r) in records.enumerate() {
+        let r = r.map_err(batch_err)?;
+        let headers: Vec<Header<'_>> = r
+            .headers()
+            .map(|h| {
+                let h = h.map_err(batch_err)?;
+                Ok(Header {
+                    key: h.key_str().map_err(batch_err)?,
+                    value: h.value,
+                })
+            })
+            .collect::<Result<_, Error>>()?;
+        let size = BATCH_HEADER_LEN + record_encoded_len(0, 0, r.key(), r.value(), &headers);
+        let mut options = BatchOptions::default().with_max_size(size);
+        let sequence = b.base_sequence.map(|s| increment_sequence(s, i as i32));
+        if let Some(seq) = sequence {
+            options = options.with_producer(batch.producer_id(), batch.producer_epoch(), seq);
+        }
+        let build_err = |e: crate::record::BuildError| Error::Batch(e.to_string());
+        let mut builder =
+            BatchBuilder::new(Arena::Heap(Vec::with_capacity(size)), options).map_err(build_err)?;
+        builder
+            .append(r.timestamp(), r.key(), r.value(), &headers)
+            .map_err(build_err)?;
+        let sealed = builder.seal().map_err(build_err)?;
+        out.push(QueuedBatch {
+            data: BatchData::Frozen(sealed.into_inner().freeze()),
+            records: 1,
+            shared: BatchShared::new(),
+            created: b.created,
+            attempts: b.attempts,
+            base_sequence: sequence,
+            sent: false,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,311 @@
+//! The partition's rules, driven by hand with time passed in.
+
+use std::time::Duration;
+
+use super::*;
+use crate::buf::MemoryBudget;
+
+fn settings() -> ProduceSettings {
+    ProduceSettings {
+        acks: -1,
+        idempotent: true,
+        linger: Duration::from_millis(5),
+        batch_size: 16 * 1024,
+        max_request_size: 1 << 20,
+        delivery_timeout: Duration::from_secs(120),
+        retries: u32::MAX,
+        retry_backoff: Duration::from_millis(100),
+        retry_backoff_max: Duration::from_secs(1),
+        request_timeout: Duration::from_secs(30),
+        max_in_flight: 5,
+        transactional_id: None,
+        codec: Compression::None,
+    }
+}
+
+fn pools() -> ArenaPools {
+    ArenaPools::new(16 * 1024, MemoryBudget::new(1 << 20))
+}
+
+const PRODUCER: ProducerId = ProducerId { id: 7, epoch: 0 };
+
+/// A partition with `batches` sealed batches of `per_batch` records each.
+fn partition_with(
+    batches: usize,
+    per_batch: usize,
+    now: Instant,
+) -> (Arc<ProducePartition>, ProduceSettings, ArenaPools) {
+    let (settings, pools) = (settings(), pools());
+    let p = ProducePartition::new(Arc::from("t"), 0);
+    {
+        let mut s = p.state();
+        for b in 0..batches {
+            for r in 0..per_batch {
+                let value = format!("{b}-{r}");
+                let appended = s
+                    .append(
+                        RecordParts {
+                            key: None,
+                            value: Some(value.as_bytes()),
+                            headers: &[],
+                            timestamp: 1,
+                        },
+                        None,
+                        &settings,
+                        &pools,
+                        || now,
+                    )
+                    .unwrap();
+                assert!(matches!(appended, Appended::Done { .. }));
+            }
+            s.seal(SealReason::Due, &settings, &pools);
+        }
+    }
+    (p, settings, pools)
+}
+
+fn take(p: &Arc<ProducePartition>, now: Instant, settings: &ProduceSettings) -> Vec<Outgoing> {
+    let mut out = Vec::new();
+    p.state()
+        .take_sendable(p, now, Some(PRODUCER), settings, &mut out);
+    out
+}
+
+fn sequence_of(o: &Outgoing) -> i32 {
+    RecordBatchRef::new(&o.batch).unwrap().base_sequence()
+}
+
+fn ack() -> Verdict {
+    Verdict::Acked(BatchAck {
+        base_offset: 0,
+        log_append_time: -1,
+    })
+}
+
+#[test]
+fn sequences_wrap_to_zero_after_i32_max() {
+    assert_eq!(increment_sequence(5, 3), 8);
+    assert_eq!(increment_sequence(i32::MAX - 2, 2), i32::MAX);
+    assert_eq!(increment_sequence(i32::MAX - 2, 3), 0);
+    assert_eq!(increment_sequence(i32::MAX, 10), 9);
+}
+
+#[test]
+fn one_batch_in_flight_until_the_first_ack_then_five() {
+    let now = Instant::now();
+    let (p, settings, _) = partition_with(8, 3, now);
+    let first = take(&p, now, &settings);
+    assert_eq!(first.len(), 1, "a new epoch sends one batch at a time");
+    assert_eq!(sequence_of(&first[0]), 0);
+    assert!(take(&p, now, &settings).is_empty());
+    let effects = p.state().settle(
+        first.into_iter().next().unwrap(),
+        ack(),
+        now,
+        &settings,
+    );
+    assert_eq!(effects, Effects::default());
+    let next = take(&p, now, &settings);
+    assert_eq!(next.len(), MAX_IDEMPOTENT_IN_FLIGHT);
+    let sequences: Vec<i32> = next.iter().map(sequence_of).collect();
+    assert_eq!(sequences, vec![3, 6, 9, 12, 15], "three records per batch");
+    assert_eq!(
+        next.iter().map(|o| o.round).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3, 4]
+    );
+}
+
+#[test]
+fn a_retry_goes_back_in_sequence_order_and_holds_the_partition() {
+    let now = Instant::now();
+    let (p, settings, _) = partition_with(4, 1, now);
+    let first = take(&p, now, &settings).remove(0);
+    p.state().settle(first, ack(), now, &settings);
+    let mut batches = take(&p, now, &settings);
+    assert_eq!(batches.len(), 3);
+    let third = batches.pop().unwrap();
+    let second = batches.pop().unwrap();
+    let retry = Verdict::Retry {
+        error: Error::ShuttingDown,
+        stale: true,
+    };
+    // The later batch fails first, then the earlier one: the queue is in sequence order.
+    let effects = p.state().settle(third, retry.clone(), now, &settings);
+    assert!(effects.refresh && !effects.bump);
+    assert!(
+        take(&p, now + Duration::from_secs(5), &settings).is_empty(),
+        "held: batches are still in flight"
+    );
+    p.state().settle(second, retry, now, &settings);
+    let settle_first = batches.pop().unwrap();
+    p.state().settle(settle_first, ack(), now, &settings);
+    // Backoff: nothing before it ends.
+    let mut out = Vec::new();
+    let again = p
+        .state()
+        .take_sendable(&p, now, Some(PRODUCER), &settings, &mut out);
+    assert_eq!(again, Some(now + settings.backoff(0)));
+    let resent = take(&p, now + Duration::from_secs(1), &settings);
+    let sequences: Vec<i32> = resent.iter().map(sequence_of).collect();
+    assert_eq!(sequences, vec![2, 3], "resent with their first sequences, in order");
+}
+
+#[test]
+fn out_of_order_is_a_retry_behind_an_earlier_retry_and_a_gap_otherwise() {
+    let now = Instant::now();
+    let (p, settings, _) = partition_with(3, 1, now);
+    let first = take(&p, now, &settings).remove(0);
+    p.state().settle(first, ack(), now, &settings);
+    let mut batches = take(&p, now, &settings);
+    let (second, first_of_two) = (batches.pop().unwrap(), batches.pop().unwrap());
+    let effects = p.state().settle(
+        first_of_two,
+        Verdict::Retry {
+            error: Error::ShuttingDown,
+            stale: false,
+        },
+        now,
+        &settings,
+    );
+    assert!(!effects.bump);
+    let effects = p.state().settle(
+        second,
+        Verdict::OutOfOrder(Error::ShuttingDown),
+        now,
+        &settings,
+    );
+    assert!(!effects.bump, "behind a retry: not a gap");
+
+    let (p, settings, _) = partition_with(2, 1, now);
+    let first = take(&p, now, &settings).remove(0);
+    let effects = p.state().settle(
+        first,
+        Verdict::OutOfOrder(Error::ShuttingDown),
+        now,
+        &settings,
+    );
+    assert!(effects.bump, "a real gap bumps the epoch");
+}
+
+#[test]
+fn fatal_errors_fail_the_batch_and_bump_with_idempotence() {
+    let now = Instant::now();
+    let (p, settings, _) = partition_with(1, 2, now);
+    let first = take(&p, now, &settings).remove(0);
+    let shared = first.shared.clone();
+    let effects = p
+        .state()
+        .settle(first, Verdict::Fatal(Error::ShuttingDown), now, &settings);
+    assert!(effects.bump);
+    assert!(matches!(
+        shared.poll_record(0, None),
+        std::task::Poll::Ready(super::super::completion::Resolved::Done(Err(_)))
+    ));
+    assert!(!p.state().has_pending());
+}
+
+#[test]
+fn expiry_of_a_sent_batch_asks_for_a_bump_and_unsent_ones_do_not() {
+    let now = Instant::now();
+    let (p, settings, _) = partition_with(2, 1, now);
+    let later = now + settings.delivery_timeout;
+    assert!(!p.state().expire(later, &settings), "never sent");
+    assert!(!p.state().has_pending());
+
+    let (p, settings, _) = partition_with(1, 1, now);
+    let first = take(&p, now, &settings).remove(0);
+    p.state().settle(
+        first,
+        Verdict::Retry {
+            error: Error::ShuttingDown,
+            stale: false,
+        },
+        now,
+        &settings,
+    );
+    assert!(p.state().expire(later, &settings), "sent: fate unknown");
+}
+
+#[test]
+fn restamping_uses_the_record_layers_setter_and_renumbers_from_zero() {
+    let now = Instant::now();
+    let (p, settings, _) = partition_with(3, 2, now);
+    let first = take(&p, now, &settings).remove(0);
+    p.state().settle(
+        first,
+        Verdict::UnknownProducer(Error::ShuttingDown),
+        now,
+        &settings,
+    );
+    let bumped = ProducerId { id: 99, epoch: 4 };
+    p.state().restamp(bumped);
+    let resent = take(&p, now, &settings);
+    assert_eq!(resent.len(), 1, "a new epoch: one at a time again");
+    let batch = RecordBatchRef::new(&resent[0].batch).unwrap();
+    batch.verify_crc().unwrap();
+    assert_eq!(
+        (
+            batch.producer_id(),
+            batch.producer_epoch(),
+            batch.base_sequence()
+        ),
+        (99, 4, 0)
+    );
+    p.state()
+        .settle(resent.into_iter().next().unwrap(), ack(), now, &settings);
+    // The never-sent batches continue the new numbering.
+    let rest = take(&p, now, &settings);
+    let sequences: Vec<i32> = rest.iter().map(sequence_of).collect();
+    assert_eq!(sequences, vec![2, 4]);
+    let batch = RecordBatchRef::new(&rest[0].batch).unwrap();
+    assert_eq!(batch.producer_id(), 7, "stamped with what the sink passed in");
+}
+
+#[test]
+fn a_moved_partition_waits_for_its_batches_on_the_old_sink() {
+    struct Nobody;
+    impl Wake for Nobody {
+        fn wake(&self) {}
+    }
+    let now = Instant::now();
+    let (p, settings, _) = partition_with(3, 1, now);
+    let first = take(&p, now, &settings).remove(0);
+    p.state().adopt(Arc::new(Nobody));
+    p.state().settle(first, ack(), now, &settings);
+    // Adopted with a batch on the wire: held until it answered, then free.
+    assert_eq!(take(&p, now, &settings).len(), 2);
+    let (p, settings, _) = partition_with(3, 1, now);
+    let first = take(&p, now, &settings).remove(0);
+    p.state().adopt(Arc::new(Nobody));
+    assert!(take(&p, now, &settings).is_empty(), "held while in flight");
+    p.state().settle(first, ack(), now, &settings);
+    assert_eq!(take(&p, now, &settings).len(), 2);
+}
+
+#[test]
+fn linger_seals_only_when_due_unless_flushing() {
+    let now = Instant::now();
+    let (settings, pools) = (settings(), pools());
+    let p = ProducePartition::new(Arc::from("t"), 0);
+    let mut s = p.state();
+    s.append(
+        RecordParts {
+            key: None,
+            value: Some(b"v"),
+            headers: &[],
+            timestamp: 1,
+        },
+        None,
+        &settings,
+        &pools,
+        || now,
+    )
+    .unwrap();
+    assert_eq!(
+        s.seal_if_due(now, false, &settings, &pools),
+        Some(now + settings.linger)
+    );
+    assert!(!s.has_sendable());
+    assert_eq!(s.seal_if_due(now, true, &settings, &pools), None);
+    assert!(s.has_sendable(), "a flush seals at once");
+}

@@ -1,0 +1,361 @@
+//! The producer's sink for one broker, sans-IO (franz-go's `sink` is the model): it owns
+//! the partitions that broker leads, seals their lingering batches, drains them into
+//! Produce requests (one batch per partition per request, as brokers require), and
+//! applies the broker's answers. It runs on the worker that owns the broker's socket, so
+//! a sealed batch goes from its partition to the socket write on one thread, and a
+//! drain touches only this broker's partitions.
+//!
+//! Outcomes per batch, as the Java client does:
+//! - NONE and DUPLICATE_SEQUENCE_NUMBER: acknowledged.
+//! - retriable codes and connection errors: back to the head of the partition's queue
+//!   (in sequence order) after a backoff, the partition holding new sends until its
+//!   in-flight batches have answered; stale-metadata codes also refresh metadata.
+//! - OUT_OF_ORDER_SEQUENCE_NUMBER: a retry when an earlier batch of the partition is
+//!   being retried; otherwise a real gap, fixed by bumping the epoch.
+//! - UNKNOWN_PRODUCER_ID: bump the epoch and resend.
+//! - MESSAGE_TOO_LARGE / RECORD_LIST_TOO_LARGE: a batch of several records is split into
+//!   one batch per record (the sequence range is unchanged) and resent, so only the
+//!   record that is too large fails.
+//! - anything else: the batch fails; with idempotence its sequences are a gap, so the
+//!   epoch is bumped before anything more is sent.
+//! - a batch past `delivery.timeout.ms` fails; if it was ever sent its fate is unknown,
+//!   so with idempotence the epoch is bumped as well.
+//!
+//! A partition whose leader is now another broker leaves the sink as
+//! [`SinkEvent::Moved`]; the driver hands it to that broker's sink, where it waits for
+//! its batches still on the wire here before sending more (see `partition.rs`).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::arenas::ArenaPools;
+use super::completion::BatchAck;
+use super::partition::{Outgoing, ProducePartition, ProduceSettings, ProducerId, Verdict, Wake};
+use super::request::{PartitionBatch, ProduceBatches};
+use crate::engine::connection::RawResponse;
+use crate::engine::error::IoError;
+use crate::error::Error;
+use crate::protocol::messages::ProduceResponse;
+use crate::protocol::messages::produce::PartitionProduceResponse;
+use crate::protocol::{ApiKey, KafkaCode, decode_response_body, is_stale_metadata};
+
+/// Where partitions are led, as the driver's metadata says.
+pub(crate) trait Leaders {
+    /// The broker leading `topic`/`partition`, if known and reachable.
+    fn leader_of(&self, topic: &str, partition: i32) -> Option<i32>;
+}
+
+/// What a drain needs beyond the sink itself.
+pub(crate) struct SinkContext<'a> {
+    pub settings: &'a ProduceSettings,
+    pub pools: &'a ArenaPools,
+    /// The idempotent producer's id and epoch.
+    pub producer: Option<ProducerId>,
+    /// An epoch bump is pending: send nothing.
+    pub bumping: bool,
+    /// A flush (or close) wants every open batch sealed now.
+    pub flushing: bool,
+    pub leaders: &'a dyn Leaders,
+}
+
+/// What the sink asks of its driver.
+#[derive(Debug)]
+pub(crate) enum SinkEvent {
+    /// The partition's leader is another broker: hand it to that broker's sink.
+    Moved(Arc<ProducePartition>),
+    /// The topic's metadata is stale (no leader known, or a stale-metadata answer).
+    Refresh(Arc<str>),
+    /// The idempotent producer's epoch must be bumped before anything more is sent.
+    BumpEpoch,
+}
+
+/// One broker's sink.
+pub(crate) struct Sink {
+    broker: i32,
+    addr: Arc<str>,
+    partitions: Vec<Arc<ProducePartition>>,
+    /// Requests on the wire, by token: the batches each carries.
+    in_flight: BTreeMap<u64, Vec<Outgoing>>,
+    next_token: u64,
+    outbox: VecDeque<(u64, ProduceBatches)>,
+    events: VecDeque<SinkEvent>,
+    wake_at: Option<Instant>,
+}
+
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sink")
+            .field("broker", &self.broker)
+            .field("partitions", &self.partitions.len())
+            .field("requests_in_flight", &self.in_flight.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl Sink {
+    /// The sink of broker `broker` at `addr`.
+    pub fn new(broker: i32, addr: Arc<str>) -> Self {
+        Sink {
+            broker,
+            addr,
+            partitions: Vec::new(),
+            in_flight: BTreeMap::new(),
+            next_token: 0,
+            outbox: VecDeque::new(),
+            events: VecDeque::new(),
+            wake_at: None,
+        }
+    }
+
+    /// The broker this sink sends to.
+    pub fn broker(&self) -> i32 {
+        self.broker
+    }
+
+    /// Takes a partition over; `waker` wakes this sink's driver.
+    pub fn adopt(&mut self, partition: Arc<ProducePartition>, waker: Arc<dyn Wake>) {
+        partition.state().adopt(waker);
+        if !self.partitions.iter().any(|p| Arc::ptr_eq(p, &partition)) {
+            self.partitions.push(partition);
+        }
+    }
+
+    /// Seals lingering batches, expires old ones, hands moved partitions back, and turns
+    /// what may be sent into requests (see [`Sink::poll_request`]).
+    pub fn drain(&mut self, now: Instant, cx: &SinkContext<'_>) {
+        let mut outgoing = Vec::new();
+        let mut wake_at = None;
+        let mut bump = false;
+        for p in std::mem::take(&mut self.partitions) {
+            let leader = cx.leaders.leader_of(&p.topic, p.index);
+            let mut s = p.state();
+            wake_at = earliest(
+                wake_at,
+                s.seal_if_due(now, cx.flushing, cx.settings, cx.pools),
+            );
+            bump |= s.expire(now, cx.settings);
+            match leader {
+                Some(id) if id != self.broker => {
+                    drop(s);
+                    self.events.push_back(SinkEvent::Moved(p));
+                    continue;
+                }
+                None => {
+                    if s.has_sendable() {
+                        self.events.push_back(SinkEvent::Refresh(p.topic.clone()));
+                        wake_at = earliest(wake_at, Some(now + cx.settings.retry_backoff));
+                    }
+                }
+                Some(_) if !cx.bumping => {
+                    let retry = s.take_sendable(&p, now, cx.producer, cx.settings, &mut outgoing);
+                    wake_at = earliest(wake_at, retry);
+                }
+                Some(_) => {}
+            }
+            drop(s);
+            self.partitions.push(p);
+        }
+        if bump {
+            self.events.push_back(SinkEvent::BumpEpoch);
+        }
+        self.wake_at = wake_at;
+        self.build_requests(outgoing, cx.settings);
+    }
+
+    /// Groups batches into requests: one batch per partition per request, each request
+    /// under `max_request_size`.
+    fn build_requests(&mut self, batches: Vec<Outgoing>, settings: &ProduceSettings) {
+        if batches.is_empty() {
+            return;
+        }
+        let mut by_round: BTreeMap<usize, Vec<Outgoing>> = BTreeMap::new();
+        for b in batches {
+            by_round.entry(b.round).or_default().push(b);
+        }
+        for (_, round) in by_round {
+            let mut current: Vec<Outgoing> = Vec::new();
+            let mut size = 0;
+            for b in round {
+                let len = b.batch.len() + b.partition.topic.len() + 16;
+                if !current.is_empty() && size + len > settings.max_request_size {
+                    self.queue_request(std::mem::take(&mut current), settings);
+                    size = 0;
+                }
+                size += len;
+                current.push(b);
+            }
+            if !current.is_empty() {
+                self.queue_request(current, settings);
+            }
+        }
+    }
+
+    fn queue_request(&mut self, batches: Vec<Outgoing>, settings: &ProduceSettings) {
+        let mut topics: Vec<(Arc<str>, Vec<PartitionBatch>)> = Vec::new();
+        for b in &batches {
+            let entry = PartitionBatch {
+                partition: b.partition.index,
+                batch: b.batch.clone(),
+            };
+            match topics
+                .iter_mut()
+                .find(|(t, _)| Arc::ptr_eq(t, &b.partition.topic))
+            {
+                Some((_, v)) => v.push(entry),
+                None => topics.push((b.partition.topic.clone(), vec![entry])),
+            }
+        }
+        let request = ProduceBatches {
+            transactional_id: settings.transactional_id.clone(),
+            acks: settings.acks,
+            timeout_ms: settings
+                .request_timeout
+                .as_millis()
+                .min(i32::MAX as u128) as i32,
+            topics,
+            addr: self.addr.clone(),
+        };
+        let token = self.next_token;
+        self.next_token += 1;
+        self.in_flight.insert(token, batches);
+        self.outbox.push_back((token, request));
+    }
+
+    /// The next request to send; its answer goes to [`Sink::handle_response`] with the
+    /// same token.
+    pub fn poll_request(&mut self) -> Option<(u64, ProduceBatches)> {
+        self.outbox.pop_front()
+    }
+
+    /// Applies the answer to request `token` (or the connection's failure).
+    pub fn handle_response(
+        &mut self,
+        token: u64,
+        result: Result<RawResponse, IoError>,
+        now: Instant,
+        settings: &ProduceSettings,
+    ) {
+        let Some(batches) = self.in_flight.remove(&token) else {
+            return;
+        };
+        let response = match result {
+            Err(e) => Err(Verdict::Retry {
+                error: Error::Io(e),
+                stale: true,
+            }),
+            Ok(_) if settings.acks == 0 => Ok(None),
+            Ok(raw) => decode_response_body::<ProduceResponse>(raw.body, raw.version)
+                .map(Some)
+                .map_err(|e| Verdict::Fatal(Error::Decode(e))),
+        };
+        let mut bump = false;
+        for b in batches {
+            let verdict = match &response {
+                Err(v) => v.clone(),
+                Ok(None) => Verdict::Acked(BatchAck {
+                    base_offset: -1,
+                    log_append_time: -1,
+                }),
+                Ok(Some(r)) => match find_partition(r, &b) {
+                    Some(p) => verdict_for(&b, p),
+                    None => Verdict::Fatal(Error::Batch(format!(
+                        "the broker's answer left out {}-{}",
+                        b.partition.topic, b.partition.index
+                    ))),
+                },
+            };
+            let partition = b.partition.clone();
+            let effects = partition.state().settle(b, verdict, now, settings);
+            bump |= effects.bump;
+            if effects.refresh {
+                self.events
+                    .push_back(SinkEvent::Refresh(partition.topic.clone()));
+            }
+        }
+        if bump {
+            self.events.push_back(SinkEvent::BumpEpoch);
+        }
+    }
+
+    /// The next thing the driver must do for the sink.
+    pub fn poll_event(&mut self) -> Option<SinkEvent> {
+        self.events.pop_front()
+    }
+
+    /// When to drain again without being woken: the earliest linger deadline or retry
+    /// backoff among this sink's partitions.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.wake_at
+    }
+
+    /// Whether any partition of this sink, or any request, is unsettled.
+    pub fn has_pending(&self) -> bool {
+        !self.in_flight.is_empty() || self.partitions.iter().any(|p| p.state().has_pending())
+    }
+
+    /// Fails everything unsent in this sink's partitions with `error` (the producer was
+    /// dropped: requests already on the wire still get their answers).
+    pub fn fail_unsent(&mut self, error: &Error) {
+        for p in &self.partitions {
+            p.state().fail_unsent(error);
+        }
+    }
+
+    /// Fails everything, requests on the wire included (the runtime is going away and
+    /// no answer will come).
+    pub fn fail_all(&mut self, error: &Error) {
+        for (_, batches) in std::mem::take(&mut self.in_flight) {
+            for b in batches {
+                b.partition.state().fail_all(error);
+            }
+        }
+        for p in &self.partitions {
+            p.state().fail_all(error);
+        }
+        self.outbox.clear();
+    }
+}
+
+fn find_partition<'r>(r: &'r ProduceResponse, b: &Outgoing) -> Option<&'r PartitionProduceResponse> {
+    r.responses
+        .iter()
+        .filter(|t| t.name == *b.partition.topic)
+        .flat_map(|t| t.partition_responses.iter())
+        .find(|p| p.index == b.partition.index)
+}
+
+fn verdict_for(b: &Outgoing, p: &PartitionProduceResponse) -> Verdict {
+    let code = KafkaCode(p.error_code);
+    let error = || {
+        Error::broker(
+            code,
+            ApiKey::Produce,
+            Some(&b.partition.topic),
+            Some(b.partition.index),
+        )
+    };
+    match code {
+        KafkaCode::NONE | KafkaCode::DUPLICATE_SEQUENCE_NUMBER => Verdict::Acked(BatchAck {
+            base_offset: p.base_offset,
+            log_append_time: p.log_append_time_ms,
+        }),
+        KafkaCode::OUT_OF_ORDER_SEQUENCE_NUMBER => Verdict::OutOfOrder(error()),
+        KafkaCode::UNKNOWN_PRODUCER_ID => Verdict::UnknownProducer(error()),
+        KafkaCode::MESSAGE_TOO_LARGE | KafkaCode::RECORD_LIST_TOO_LARGE => {
+            Verdict::TooLarge(error())
+        }
+        c if c.is_retriable() => Verdict::Retry {
+            error: error(),
+            stale: is_stale_metadata(c),
+        },
+        _ => Verdict::Fatal(error()),
+    }
+}

@@ -1,0 +1,422 @@
+//! The producer's drivers: one task per broker runs that broker's sink
+//! ([`crate::engine::produce::sink`]) on the worker that owns the broker's connection,
+//! feeding it time, wake-ups and the broker's answers; routing hands a partition to the
+//! sink of its leader; the epoch bump (KIP-360) obtains a new producer epoch when a sink
+//! asks for one and restamps what waits to be resent.
+//!
+//! Invariants:
+//! - A partition belongs to exactly one sink at a time (the one it was last routed to).
+//! - `active` counts drains and requests in progress across all sinks. A sink enters
+//!   (increments) before it reads whether a bump is pending; the bump sets its flag
+//!   before it waits for `active` to reach zero. So no batch is stamped with an epoch
+//!   the bump is about to replace, and the bump never runs with a request on the wire.
+//! - A sink task ends when the producer is closed (or dropped) and its partitions have
+//!   nothing left to settle, or when the runtime shuts down (everything unsettled fails).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
+
+use super::ProducerShared;
+use crate::client::ClusterMetadata;
+use crate::engine::connection::RawResponse;
+use crate::engine::error::IoError;
+use crate::engine::produce::partition::{ProducePartition, ProducerId, Wake};
+use crate::engine::produce::sink::{Leaders, Sink, SinkContext, SinkEvent};
+use crate::error::{Error, Result};
+use crate::protocol::messages::InitProducerIdRequest;
+use crate::protocol::{ApiKey, KafkaCode};
+
+/// Wakes a sink's task.
+#[derive(Debug, Default)]
+pub(crate) struct SinkWaker(Notify);
+
+impl Wake for SinkWaker {
+    fn wake(&self) {
+        self.0.notify_one();
+    }
+}
+
+/// The handle the rest of the producer holds to one sink's task.
+#[derive(Debug)]
+pub(crate) struct SinkHandle {
+    broker: i32,
+    /// Partitions routed to this sink, not adopted yet.
+    inbox: Mutex<Vec<Arc<ProducePartition>>>,
+    waker: Arc<SinkWaker>,
+    done: watch::Sender<bool>,
+}
+
+impl SinkHandle {
+    pub fn wake(&self) {
+        self.waker.wake();
+    }
+
+    fn hand_over(&self, partition: Arc<ProducePartition>) {
+        if let Ok(mut inbox) = self.inbox.lock() {
+            inbox.push(partition);
+        }
+        self.wake();
+    }
+
+    fn take_inbox(&self) -> Vec<Arc<ProducePartition>> {
+        self.inbox
+            .lock()
+            .map(|mut i| std::mem::take(&mut *i))
+            .unwrap_or_default()
+    }
+
+    /// Waits until the sink's task has ended.
+    pub async fn finished(&self) {
+        let mut rx = self.done.subscribe();
+        let _ = rx.wait_for(|done| *done).await;
+    }
+}
+
+/// Every sink of one producer, by broker id.
+#[derive(Debug, Default)]
+pub(crate) struct Sinks(Mutex<BTreeMap<i32, Arc<SinkHandle>>>);
+
+impl Sinks {
+    pub fn all(&self) -> Vec<Arc<SinkHandle>> {
+        self.0
+            .lock()
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn wake_all(&self) {
+        for s in self.all() {
+            s.wake();
+        }
+    }
+}
+
+/// Leaders from a metadata snapshot: a partition's leader if metadata lists it as a
+/// live broker (and so the client has a connection for it).
+struct MetadataLeaders<'a>(&'a ClusterMetadata);
+
+impl Leaders for MetadataLeaders<'_> {
+    fn leader_of(&self, topic: &str, partition: i32) -> Option<i32> {
+        let t = self.0.topics.get(topic)?;
+        let p = t
+            .partitions
+            .get(partition as usize)
+            .filter(|p| p.id == partition)
+            .or_else(|| t.partitions.iter().find(|p| p.id == partition))?;
+        (p.leader >= 0 && self.0.brokers.contains_key(&p.leader)).then_some(p.leader)
+    }
+}
+
+impl ProducerShared {
+    /// Hands `partition` to the sink of its leader (starting that sink if needed); with
+    /// no leader known yet, to some broker's sink, which holds it until metadata says.
+    pub(super) fn route(self: &Arc<Self>, partition: Arc<ProducePartition>) -> Result<()> {
+        let metadata = self.client.metadata();
+        let leader = MetadataLeaders(&metadata)
+            .leader_of(&partition.topic, partition.index)
+            .or_else(|| metadata.brokers.keys().next().copied())
+            .ok_or_else(|| Error::OutOfBrokers("metadata lists no broker".into()))?;
+        self.sink(leader)?.hand_over(partition);
+        Ok(())
+    }
+
+    /// The sink of broker `broker`, started on the worker that owns its connection.
+    fn sink(self: &Arc<Self>, broker: i32) -> Result<Arc<SinkHandle>> {
+        let mut sinks = self.sinks.0.lock().map_err(|_| Error::ShuttingDown)?;
+        if let Some(s) = sinks.get(&broker) {
+            return Ok(s.clone());
+        }
+        let (done, _) = watch::channel(false);
+        let handle = Arc::new(SinkHandle {
+            broker,
+            inbox: Mutex::new(Vec::new()),
+            waker: Arc::new(SinkWaker::default()),
+            done,
+        });
+        let runtime = self.client.runtime();
+        let shutdown = runtime.shutdown_signal();
+        let (shared, task_handle) = (self.clone(), handle.clone());
+        runtime.spawn_on(runtime.worker_for(broker), move |_| {
+            run_sink(shared, task_handle, shutdown)
+        })?;
+        sinks.insert(broker, handle.clone());
+        Ok(handle)
+    }
+
+    /// Enters a drain (see the module's invariants); returns whether a bump is pending.
+    fn enter(&self) -> bool {
+        self.active.fetch_add(1, Ordering::SeqCst);
+        self.bump_needed.load(Ordering::SeqCst)
+    }
+
+    /// Leaves a drain or a request.
+    fn leave(&self) {
+        if self.active.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.idle.notify_waiters();
+        }
+    }
+
+    /// A sink asked for an epoch bump: the first asker starts it.
+    fn request_bump(self: &Arc<Self>) {
+        if self.bump_needed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let shared = self.clone();
+        let runtime = self.client.runtime();
+        if let Err(e) = runtime.spawn_on(runtime.worker_for(-1), move |_| bump_epoch(shared)) {
+            tracing::warn!(error = %e, "could not start the producer epoch bump");
+        }
+    }
+
+    fn producer(&self) -> Option<ProducerId> {
+        self.identity.lock().ok().and_then(|p| *p)
+    }
+
+    fn handle_events(self: &Arc<Self>, sink: &mut Sink) {
+        let mut stale: Vec<Arc<str>> = Vec::new();
+        while let Some(event) = sink.poll_event() {
+            match event {
+                SinkEvent::Moved(p) => {
+                    tracing::debug!(topic = %p.topic, partition = p.index, from = sink.broker(), "partition moved");
+                    if let Err(e) = self.route(p.clone()) {
+                        // Nowhere to go now: stay here until metadata says more.
+                        tracing::debug!(error = %e, "rerouting a partition failed");
+                        if let Ok(this) = self.sink(sink.broker()) {
+                            this.hand_over(p);
+                        }
+                    }
+                }
+                SinkEvent::Refresh(topic) => {
+                    if !stale.contains(&topic) {
+                        stale.push(topic);
+                    }
+                }
+                SinkEvent::BumpEpoch => self.request_bump(),
+            }
+        }
+        if !stale.is_empty() {
+            let client = self.client.clone();
+            tokio::task::spawn_local(async move {
+                let names: Vec<&str> = stale.iter().map(|t| &**t).collect();
+                let _ = client.refresh_after_error(&names).await;
+            });
+        }
+    }
+}
+
+/// Sleeps until `deadline`, or forever when there is none.
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
+        None => std::future::pending().await,
+    }
+}
+
+type Answer = (u64, std::result::Result<RawResponse, IoError>);
+
+/// One broker's sink task.
+async fn run_sink(
+    shared: Arc<ProducerShared>,
+    handle: Arc<SinkHandle>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let broker = handle.broker;
+    let addr: Arc<str> = shared
+        .client
+        .broker(broker)
+        .map_or_else(|| Arc::from(format!("broker {broker}")), |b| Arc::from(b.addr()));
+    let mut sink = Sink::new(broker, addr.clone());
+    let waker: Arc<dyn Wake> = handle.waker.clone();
+    let mut answers: JoinSet<Answer> = JoinSet::new();
+    loop {
+        for p in handle.take_inbox() {
+            sink.adopt(p, waker.clone());
+        }
+        if shared.abandoned.load(Ordering::Acquire) {
+            sink.fail_unsent(&Error::ProducerDropped);
+        }
+        drain(&shared, &mut sink, &mut answers, &addr);
+        shared.handle_events(&mut sink);
+        if shared.closed.load(Ordering::Acquire) && answers.is_empty() && !sink.has_pending() {
+            break;
+        }
+        let timeout = sink.poll_timeout();
+        tokio::select! {
+            biased;
+            _ = shutdown.changed() => {
+                sink.fail_all(&Error::ShuttingDown);
+                break;
+            }
+            Some(joined) = answers.join_next(), if !answers.is_empty() => {
+                settle(&shared, &mut sink, joined);
+                while let Some(joined) = answers.try_join_next() {
+                    settle(&shared, &mut sink, joined);
+                }
+            }
+            _ = handle.waker.0.notified() => {}
+            _ = sleep_until_opt(timeout) => {}
+        }
+    }
+    // Whatever answers were still awaited when the runtime went away are dropped here;
+    // their batches were failed above.
+    for _ in 0..answers.len() {
+        shared.leave();
+    }
+    answers.abort_all();
+    handle.done.send_replace(true);
+}
+
+/// One drain of `sink`, and its requests sent to the broker's connection.
+fn drain(
+    shared: &Arc<ProducerShared>,
+    sink: &mut Sink,
+    answers: &mut JoinSet<Answer>,
+    addr: &Arc<str>,
+) {
+    let bumping = shared.enter();
+    let metadata = shared.client.metadata();
+    let cx = SinkContext {
+        settings: &shared.settings,
+        pools: &shared.pools,
+        producer: shared.producer(),
+        bumping,
+        flushing: shared.flushing.load(Ordering::Acquire) > 0
+            || shared.closing.load(Ordering::Acquire),
+        leaders: &MetadataLeaders(&metadata),
+    };
+    sink.drain(Instant::now(), &cx);
+    while let Some((token, request)) = sink.poll_request() {
+        shared.active.fetch_add(1, Ordering::SeqCst);
+        let broker = shared.client.broker(sink.broker());
+        let addr = addr.clone();
+        answers.spawn_local(async move {
+            let result = match broker {
+                Some(b) => b.send_raw(Box::new(request)).await,
+                None => Err(IoError::NotConnected {
+                    addr: addr.to_string(),
+                    retry_in: Duration::ZERO,
+                }),
+            };
+            (token, result)
+        });
+    }
+    shared.leave();
+}
+
+fn settle(
+    shared: &ProducerShared,
+    sink: &mut Sink,
+    joined: std::result::Result<Answer, tokio::task::JoinError>,
+) {
+    if let Ok((token, result)) = joined {
+        sink.handle_response(token, result, Instant::now(), &shared.settings);
+    }
+    shared.leave();
+}
+
+/// Bumps the epoch once nothing is in flight, restamps every waiting batch, and lets
+/// the sinks send again.
+async fn bump_epoch(shared: Arc<ProducerShared>) {
+    loop {
+        while shared.active.load(Ordering::SeqCst) > 0 {
+            let idle = shared.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if shared.active.load(Ordering::SeqCst) == 0 {
+                break;
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(100), idle).await;
+        }
+        match init_producer_id(&shared, shared.producer()).await {
+            Ok(new) => {
+                tracing::info!(
+                    producer_id = new.id,
+                    epoch = new.epoch,
+                    "producer epoch bumped"
+                );
+                if let Ok(mut slot) = shared.identity.lock() {
+                    *slot = Some(new);
+                }
+                for p in shared.all_partitions() {
+                    p.state().restamp(new);
+                }
+                shared.bump_needed.store(false, Ordering::SeqCst);
+                shared.sinks.wake_all();
+                return;
+            }
+            Err(e) if shared.abandoned.load(Ordering::Acquire) => {
+                tracing::debug!(error = %e, "producer dropped: epoch bump abandoned");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "producer epoch bump failed; retrying");
+                tokio::time::sleep(shared.settings.retry_backoff).await;
+            }
+        }
+    }
+}
+
+/// Obtains a producer id, or bumps the epoch of `current` (InitProducerId v3+).
+pub(super) async fn init_producer_id(
+    shared: &ProducerShared,
+    current: Option<ProducerId>,
+) -> Result<ProducerId> {
+    let client = shared.client.clone();
+    let timeout = client.config().admin.timeout;
+    let backoff = client.config().admin.retry_backoff;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let runtime = client.runtime().clone();
+    runtime.spawn_on(runtime.worker_for(-1), move |_| async move {
+        let deadline = Instant::now() + timeout;
+        let result = loop {
+            match init_producer_id_once(&client, current).await {
+                Ok(id) => break Ok(id),
+                Err(e) if e.is_retriable() && Instant::now() + backoff < deadline => {
+                    tokio::time::sleep(backoff).await;
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        let _ = tx.send(result);
+    })?;
+    rx.await.map_err(|_| Error::ShuttingDown)?
+}
+
+async fn init_producer_id_once(
+    client: &crate::client::Client,
+    current: Option<ProducerId>,
+) -> Result<ProducerId> {
+    let broker = client.any_broker()?;
+    broker.connect().await?;
+    let version = broker
+        .api_versions()
+        .and_then(|v| v.version_for(ApiKey::InitProducerId))
+        .unwrap_or(0);
+    let (id, epoch) = match current {
+        Some(c) if version >= 3 => (c.id, c.epoch),
+        _ => (-1, -1),
+    };
+    let response = broker
+        .send_version(
+            InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(id)
+                .with_producer_epoch(epoch),
+            version,
+        )
+        .await?;
+    let code = KafkaCode(response.error_code);
+    if !code.is_ok() {
+        return Err(Error::broker(code, ApiKey::InitProducerId, None, None));
+    }
+    Ok(ProducerId {
+        id: response.producer_id,
+        epoch: response.producer_epoch,
+    })
+}
