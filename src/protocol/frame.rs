@@ -178,7 +178,10 @@ mod tests {
             assert!(cutter.next_frame().is_err(), "{what}");
             assert_eq!(cutter.buffered(), &bytes[..], "{what}: bytes kept");
             let buf = cutter.lend();
-            assert!(buf.capacity() < 1024, "{what}: nothing sized from the length");
+            assert!(
+                buf.capacity() < 1024,
+                "{what}: nothing sized from the length"
+            );
         }
     }
 

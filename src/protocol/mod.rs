@@ -18,8 +18,8 @@ pub(crate) mod testing;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-pub use messages::{ApiKey, KafkaCode, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 pub use frame::FrameCutter;
+pub use messages::{ApiKey, KafkaCode, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 pub use negotiation::ApiVersionsTable;
 pub use primitives::{DecodeError, EncodeError, Uuid};
 

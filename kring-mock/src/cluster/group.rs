@@ -16,8 +16,8 @@ use bytes::Bytes;
 
 use super::Ctx;
 use super::state::{Committed, State};
-use crate::mock::error_response;
-use crate::protocol::messages::{
+use crate::error_response;
+use kring::protocol::messages::{
     DescribeGroupsRequest, DescribeGroupsResponse, HeartbeatRequest, HeartbeatResponse,
     JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest,
     ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
@@ -32,7 +32,7 @@ use crate::protocol::messages::{
         OffsetFetchResponseTopic, OffsetFetchResponseTopics,
     },
 };
-use crate::protocol::{KafkaCode, Request, Response, ResponseKind};
+use kring::protocol::{KafkaCode, Request, Response, ResponseKind};
 
 /// The largest committed metadata string accepted (Kafka's
 /// `offset.metadata.max.bytes`).
@@ -328,25 +328,25 @@ pub(crate) fn join(cx: &Ctx<'_>, r: &JoinGroupRequest) -> ResponseKind {
         group
             .members
             .iter()
-            .map(|(id, m)| JoinGroupResponseMember {
-                member_id: id.clone(),
-                group_instance_id: m.instance_id.clone(),
-                metadata: m.metadata(group.protocol.as_deref()),
-                ..Default::default()
+            .map(|(id, m)| {
+                JoinGroupResponseMember::default()
+                    .with_member_id(id.clone())
+                    .with_group_instance_id(m.instance_id.clone())
+                    .with_metadata(m.metadata(group.protocol.as_deref()))
             })
             .collect()
     } else {
         Vec::new()
     };
-    ResponseKind::JoinGroup(JoinGroupResponse {
-        generation_id: group.generation,
-        protocol_type: group.protocol_type.clone(),
-        protocol_name: Some(group.protocol.clone().unwrap_or_default()),
-        leader,
-        member_id,
-        members,
-        ..Default::default()
-    })
+    ResponseKind::JoinGroup(
+        JoinGroupResponse::default()
+            .with_generation_id(group.generation)
+            .with_protocol_type(group.protocol_type.clone())
+            .with_protocol_name(Some(group.protocol.clone().unwrap_or_default()))
+            .with_leader(leader)
+            .with_member_id(member_id)
+            .with_members(members),
+    )
 }
 
 pub(crate) fn sync(cx: &Ctx<'_>, r: &SyncGroupRequest) -> ResponseKind {
@@ -355,12 +355,12 @@ pub(crate) fn sync(cx: &Ctx<'_>, r: &SyncGroupRequest) -> ResponseKind {
         return fail(cx, r, code);
     }
     let ok = |group: &Group, member: &str| {
-        ResponseKind::SyncGroup(SyncGroupResponse {
-            protocol_type: group.protocol_type.clone(),
-            protocol_name: group.protocol.clone(),
-            assignment: group.members[member].assignment.clone(),
-            ..Default::default()
-        })
+        ResponseKind::SyncGroup(
+            SyncGroupResponse::default()
+                .with_protocol_type(group.protocol_type.clone())
+                .with_protocol_name(group.protocol.clone())
+                .with_assignment(group.members[member].assignment.clone()),
+        )
     };
     loop {
         let Some(group) = st.groups.get_mut(&r.group_id) else {
@@ -463,25 +463,19 @@ pub(crate) fn leave(cx: &Ctx<'_>, r: &LeaveGroupRequest) -> ResponseKind {
             }
             None => KafkaCode::UNKNOWN_MEMBER_ID,
         };
-        results.push(MemberResponse {
-            member_id,
-            group_instance_id: instance,
-            error_code: code.code(),
-            ..Default::default()
-        });
+        results.push(
+            MemberResponse::default()
+                .with_member_id(member_id)
+                .with_group_instance_id(instance)
+                .with_error_code(code.code()),
+        );
     }
     cx.notify();
     if cx.request.version < 3 {
         let code = results.first().map_or(0, |m| m.error_code);
-        return ResponseKind::LeaveGroup(LeaveGroupResponse {
-            error_code: code,
-            ..Default::default()
-        });
+        return ResponseKind::LeaveGroup(LeaveGroupResponse::default().with_error_code(code));
     }
-    ResponseKind::LeaveGroup(LeaveGroupResponse {
-        members: results,
-        ..Default::default()
-    })
+    ResponseKind::LeaveGroup(LeaveGroupResponse::default().with_members(results))
 }
 
 pub(crate) fn describe(cx: &Ctx<'_>, r: &DescribeGroupsRequest) -> ResponseKind {
@@ -491,45 +485,38 @@ pub(crate) fn describe(cx: &Ctx<'_>, r: &DescribeGroupsRequest) -> ResponseKind 
         .iter()
         .map(|id| {
             if let Err(code) = check_coordinator(&st, cx.broker, id) {
-                return DescribedGroup {
-                    error_code: code.code(),
-                    group_id: id.clone(),
-                    ..Default::default()
-                };
+                return DescribedGroup::default()
+                    .with_error_code(code.code())
+                    .with_group_id(id.clone());
             }
             let Some(group) = st.groups.get(id) else {
-                return DescribedGroup {
-                    group_id: id.clone(),
-                    group_state: "Dead".into(),
-                    ..Default::default()
-                };
+                return DescribedGroup::default()
+                    .with_group_id(id.clone())
+                    .with_group_state("Dead".into());
             };
-            DescribedGroup {
-                group_id: id.clone(),
-                group_state: group.state.name().into(),
-                protocol_type: group.protocol_type.clone().unwrap_or_default(),
-                protocol_data: group.protocol.clone().unwrap_or_default(),
-                members: group
-                    .members
-                    .iter()
-                    .map(|(member_id, m)| DescribedGroupMember {
-                        member_id: member_id.clone(),
-                        group_instance_id: m.instance_id.clone(),
-                        client_id: m.client_id.clone(),
-                        client_host: m.client_host.clone(),
-                        member_metadata: m.metadata(group.protocol.as_deref()),
-                        member_assignment: m.assignment.clone(),
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            }
+            DescribedGroup::default()
+                .with_group_id(id.clone())
+                .with_group_state(group.state.name().into())
+                .with_protocol_type(group.protocol_type.clone().unwrap_or_default())
+                .with_protocol_data(group.protocol.clone().unwrap_or_default())
+                .with_members(
+                    group
+                        .members
+                        .iter()
+                        .map(|(member_id, m)| {
+                            DescribedGroupMember::default()
+                                .with_member_id(member_id.clone())
+                                .with_group_instance_id(m.instance_id.clone())
+                                .with_client_id(m.client_id.clone())
+                                .with_client_host(m.client_host.clone())
+                                .with_member_metadata(m.metadata(group.protocol.as_deref()))
+                                .with_member_assignment(m.assignment.clone())
+                        })
+                        .collect(),
+                )
         })
         .collect();
-    ResponseKind::DescribeGroups(DescribeGroupsResponse {
-        groups,
-        ..Default::default()
-    })
+    ResponseKind::DescribeGroups(DescribeGroupsResponse::default().with_groups(groups))
 }
 
 pub(crate) fn list(cx: &Ctx<'_>, r: &ListGroupsRequest) -> ResponseKind {
@@ -548,18 +535,15 @@ pub(crate) fn list(cx: &Ctx<'_>, r: &ListGroupsRequest) -> ResponseKind {
                     .iter()
                     .any(|s| s.eq_ignore_ascii_case(g.state.name()))
         })
-        .map(|(id, g)| ListedGroup {
-            group_id: id.clone(),
-            protocol_type: g.protocol_type.clone().unwrap_or_default(),
-            group_state: g.state.name().into(),
-            group_type: "classic".into(),
-            ..Default::default()
+        .map(|(id, g)| {
+            ListedGroup::default()
+                .with_group_id(id.clone())
+                .with_protocol_type(g.protocol_type.clone().unwrap_or_default())
+                .with_group_state(g.state.name().into())
+                .with_group_type("classic".into())
         })
         .collect();
-    ResponseKind::ListGroups(ListGroupsResponse {
-        groups,
-        ..Default::default()
-    })
+    ResponseKind::ListGroups(ListGroupsResponse::default().with_groups(groups))
 }
 
 /// Whether a commit from this member and generation is allowed now.
@@ -610,49 +594,45 @@ pub(crate) fn offset_commit(cx: &Ctx<'_>, r: &OffsetCommitRequest) -> ResponseKi
     let topics = r
         .topics
         .iter()
-        .map(|t| OffsetCommitResponseTopic {
-            name: t.name.clone(),
-            partitions: t
-                .partitions
-                .iter()
-                .map(|p| {
-                    let known = state.topics.get(&t.name).is_some_and(|topic| {
-                        (0..topic.partitions.len() as i32).contains(&p.partition_index)
-                    });
-                    let code = if !known {
-                        KafkaCode::UNKNOWN_TOPIC_OR_PARTITION
-                    } else if p
-                        .committed_metadata
-                        .as_ref()
-                        .is_some_and(|m| m.len() > MAX_METADATA)
-                    {
-                        KafkaCode::OFFSET_METADATA_TOO_LARGE
-                    } else {
-                        group.offsets.insert(
-                            (t.name.clone(), p.partition_index),
-                            Committed {
-                                offset: p.committed_offset,
-                                leader_epoch: p.committed_leader_epoch,
-                                metadata: p.committed_metadata.clone(),
-                            },
-                        );
-                        KafkaCode::NONE
-                    };
-                    OffsetCommitResponsePartition {
-                        partition_index: p.partition_index,
-                        error_code: code.code(),
-                        ..Default::default()
-                    }
-                })
-                .collect(),
-            ..Default::default()
+        .map(|t| {
+            OffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            let known = state.topics.get(&t.name).is_some_and(|topic| {
+                                (0..topic.partitions.len() as i32).contains(&p.partition_index)
+                            });
+                            let code = if !known {
+                                KafkaCode::UNKNOWN_TOPIC_OR_PARTITION
+                            } else if p
+                                .committed_metadata
+                                .as_ref()
+                                .is_some_and(|m| m.len() > MAX_METADATA)
+                            {
+                                KafkaCode::OFFSET_METADATA_TOO_LARGE
+                            } else {
+                                group.offsets.insert(
+                                    (t.name.clone(), p.partition_index),
+                                    Committed {
+                                        offset: p.committed_offset,
+                                        leader_epoch: p.committed_leader_epoch,
+                                        metadata: p.committed_metadata.clone(),
+                                    },
+                                );
+                                KafkaCode::NONE
+                            };
+                            OffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(code.code())
+                        })
+                        .collect(),
+                )
         })
         .collect();
     cx.notify();
-    ResponseKind::OffsetCommit(OffsetCommitResponse {
-        topics,
-        ..Default::default()
-    })
+    ResponseKind::OffsetCommit(OffsetCommitResponse::default().with_topics(topics))
 }
 
 /// Committed offsets of `group` for `topics` (`None`: every committed partition):
@@ -696,44 +676,40 @@ pub(crate) fn offset_fetch(cx: &Ctx<'_>, r: &OffsetFetchRequest) -> ResponseKind
             .iter()
             .map(|g| {
                 if let Err(code) = check_coordinator(&st, cx.broker, &g.group_id) {
-                    return OffsetFetchResponseGroup {
-                        group_id: g.group_id.clone(),
-                        error_code: code.code(),
-                        ..Default::default()
-                    };
+                    return OffsetFetchResponseGroup::default()
+                        .with_group_id(g.group_id.clone())
+                        .with_error_code(code.code());
                 }
                 let asked = g.topics.as_ref().map(|ts| {
                     ts.iter()
                         .map(|t| (t.name.clone(), t.partition_indexes.clone()))
                         .collect()
                 });
-                OffsetFetchResponseGroup {
-                    group_id: g.group_id.clone(),
-                    topics: fetch_offsets(st.groups.get(&g.group_id), asked)
-                        .into_iter()
-                        .map(|(name, ps)| OffsetFetchResponseTopics {
-                            name,
-                            partitions: ps
-                                .into_iter()
-                                .map(|(p, o, e, m)| OffsetFetchResponsePartitions {
-                                    partition_index: p,
-                                    committed_offset: o,
-                                    committed_leader_epoch: e,
-                                    metadata: metadata(m),
-                                    ..Default::default()
-                                })
-                                .collect(),
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                }
+                OffsetFetchResponseGroup::default()
+                    .with_group_id(g.group_id.clone())
+                    .with_topics(
+                        fetch_offsets(st.groups.get(&g.group_id), asked)
+                            .into_iter()
+                            .map(|(name, ps)| {
+                                OffsetFetchResponseTopics::default()
+                                    .with_name(name)
+                                    .with_partitions(
+                                        ps.into_iter()
+                                            .map(|(p, o, e, m)| {
+                                                OffsetFetchResponsePartitions::default()
+                                                    .with_partition_index(p)
+                                                    .with_committed_offset(o)
+                                                    .with_committed_leader_epoch(e)
+                                                    .with_metadata(metadata(m))
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect(),
+                    )
             })
             .collect();
-        return ResponseKind::OffsetFetch(OffsetFetchResponse {
-            groups,
-            ..Default::default()
-        });
+        return ResponseKind::OffsetFetch(OffsetFetchResponse::default().with_groups(groups));
     }
     if let Err(code) = check_coordinator(&st, cx.broker, &r.group_id) {
         return fail(cx, r, code);
@@ -743,24 +719,26 @@ pub(crate) fn offset_fetch(cx: &Ctx<'_>, r: &OffsetFetchRequest) -> ResponseKind
             .map(|t| (t.name.clone(), t.partition_indexes.clone()))
             .collect()
     });
-    ResponseKind::OffsetFetch(OffsetFetchResponse {
-        topics: fetch_offsets(st.groups.get(&r.group_id), asked)
-            .into_iter()
-            .map(|(name, ps)| OffsetFetchResponseTopic {
-                name,
-                partitions: ps
-                    .into_iter()
-                    .map(|(p, o, e, m)| OffsetFetchResponsePartition {
-                        partition_index: p,
-                        committed_offset: o,
-                        committed_leader_epoch: e,
-                        metadata: metadata(m),
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
-    })
+    ResponseKind::OffsetFetch(
+        OffsetFetchResponse::default().with_topics(
+            fetch_offsets(st.groups.get(&r.group_id), asked)
+                .into_iter()
+                .map(|(name, ps)| {
+                    OffsetFetchResponseTopic::default()
+                        .with_name(name)
+                        .with_partitions(
+                            ps.into_iter()
+                                .map(|(p, o, e, m)| {
+                                    OffsetFetchResponsePartition::default()
+                                        .with_partition_index(p)
+                                        .with_committed_offset(o)
+                                        .with_committed_leader_epoch(e)
+                                        .with_metadata(metadata(m))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        ),
+    )
 }

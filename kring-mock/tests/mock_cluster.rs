@@ -3,7 +3,6 @@
 //! and brokers going down; the old leader refuses with NOT_LEADER_OR_FOLLOWER;
 //! offsets, coordinators, groups, producer ids; control hooks that answer, drop,
 //! delay; garbage; and determinism.
-#![cfg(feature = "mock")]
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -13,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kring::io::{BlockingConnection, Broker, ConnectionConfig, IoError};
-use kring::mock::{FakeCluster, Reply, record_batch};
 use kring::protocol::messages::{
     CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeGroupsRequest,
     FetchRequest, FetchResponse, FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest,
@@ -37,6 +35,7 @@ use kring::protocol::messages::{
 use kring::protocol::{ApiKey, KafkaCode, Uuid};
 use kring::record::{BatchBuilder, BatchOptions, Batches, Compression, Compressor, Decompressor};
 use kring::runtime::{Runtime, RuntimeConfig};
+use kring_mock::{FakeCluster, Reply, record_batch};
 
 fn runtime(name: &str) -> Runtime {
     Runtime::new(RuntimeConfig {

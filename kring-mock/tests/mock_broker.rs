@@ -4,7 +4,6 @@
 //! replies, expectations, decoded history, latency, dropped connections with requests
 //! in flight, every retriable error code on Produce and Fetch, NOT_COORDINATOR on
 //! OffsetCommit, and garbage on the socket.
-#![cfg(feature = "mock")]
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -12,13 +11,6 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, BytesMut};
 use kring::io::{BlockingConnection, Broker, ConnectionConfig, IoError};
-use kring::mock::{
-    MockApiVersionsResponse, MockBroker, MockError, MockFetchResponse, MockFindCoordinatorResponse,
-    MockHeartbeatResponse, MockInitProducerIdResponse, MockJoinGroupResponse,
-    MockLeaveGroupResponse, MockListOffsetsResponse, MockMetadataResponse,
-    MockOffsetCommitResponse, MockOffsetFetchResponse, MockProduceResponse, MockSequence,
-    MockSyncGroupResponse, ReceivedRequest, Reply, record_batch, topic_id,
-};
 use kring::protocol::messages::{
     ApiVersionsResponse, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListOffsetsRequest,
@@ -34,6 +26,13 @@ use kring::protocol::messages::{
 use kring::protocol::{ApiKey, KafkaCode, Message};
 use kring::record::{Batches, Decompressor};
 use kring::runtime::{Runtime, RuntimeConfig};
+use kring_mock::{
+    MockApiVersionsResponse, MockBroker, MockError, MockFetchResponse, MockFindCoordinatorResponse,
+    MockHeartbeatResponse, MockInitProducerIdResponse, MockJoinGroupResponse,
+    MockLeaveGroupResponse, MockListOffsetsResponse, MockMetadataResponse,
+    MockOffsetCommitResponse, MockOffsetFetchResponse, MockProduceResponse, MockSequence,
+    MockSyncGroupResponse, ReceivedRequest, Reply, record_batch, topic_id,
+};
 
 fn runtime(name: &str) -> Runtime {
     Runtime::new(RuntimeConfig {
@@ -827,7 +826,7 @@ fn offset_fetch_before_v8_and_topic_lists() {
     let mut buf = BytesMut::new();
     for v in 0..=7 {
         buf.clear();
-        kring::mock::error_response(
+        kring_mock::error_response(
             &kring::protocol::Request::into_kind(request.clone()),
             v,
             KafkaCode::NOT_COORDINATOR,
@@ -845,6 +844,6 @@ fn assert_send_sync<T: Send + Sync>() {}
 #[test]
 fn handles_are_send_and_sync() {
     assert_send_sync::<MockBroker>();
-    assert_send_sync::<kring::mock::FakeCluster>();
+    assert_send_sync::<kring_mock::FakeCluster>();
     assert_send_sync::<MockSequence>();
 }

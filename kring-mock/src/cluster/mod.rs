@@ -36,9 +36,9 @@ use bytes::Bytes;
 use self::state::{BrokerInfo, Config, Log, State};
 use super::server::{ConnCtx, Outcome, Server, Service, Signal, lock, resolve};
 use super::{MockError, ReceivedRequest, Reply};
-use crate::protocol::messages::{ApiVersionsResponse, api_versions::ApiVersion};
-use crate::protocol::{ApiKey, RequestKind, ResponseKind, Uuid};
-use crate::record::RecordBatchRef;
+use kring::protocol::messages::{ApiVersionsResponse, api_versions::ApiVersion};
+use kring::protocol::{ApiKey, RequestKind, ResponseKind, Uuid};
+use kring::record::RecordBatchRef;
 
 /// The APIs the fake cluster implements, and so advertises.
 const IMPLEMENTED: &[ApiKey] = &[
@@ -198,18 +198,17 @@ impl Core {
 
 /// The ApiVersions answer: the implemented APIs at every version kring speaks.
 fn advertised() -> ApiVersionsResponse {
-    ApiVersionsResponse {
-        api_keys: IMPLEMENTED
+    ApiVersionsResponse::default().with_api_keys(
+        IMPLEMENTED
             .iter()
-            .map(|api| ApiVersion {
-                api_key: api.key(),
-                min_version: api.versions().min,
-                max_version: api.versions().max,
-                ..Default::default()
+            .map(|api| {
+                ApiVersion::default()
+                    .with_api_key(api.key())
+                    .with_min_version(api.versions().min)
+                    .with_max_version(api.versions().max)
             })
             .collect(),
-        ..Default::default()
-    }
+    )
 }
 
 struct ClusterService {
@@ -454,7 +453,7 @@ impl FakeClusterBuilder {
 ///
 /// ```
 /// use kring::io::{BlockingConnection, ConnectionConfig};
-/// use kring::mock::{FakeCluster, Reply, record_batch};
+/// use kring_mock::{FakeCluster, Reply, record_batch};
 /// use kring::protocol::{ApiKey, KafkaCode};
 /// use kring::protocol::messages::{
 ///     MetadataRequest, ProduceRequest,
@@ -583,7 +582,7 @@ impl FakeCluster {
         self.changed();
         match created {
             Ok(c) => Ok(c.id),
-            Err(e) if e.code == crate::protocol::KafkaCode::TOPIC_ALREADY_EXISTS => {
+            Err(e) if e.code == kring::protocol::KafkaCode::TOPIC_ALREADY_EXISTS => {
                 Err(MockError::TopicExists(name.to_string()))
             }
             Err(e) => Err(MockError::InvalidArgument(e.message)),
@@ -789,7 +788,7 @@ impl FakeCluster {
             ))
         })?;
         let mut out = Vec::new();
-        let mut decompressor = crate::record::Decompressor::default();
+        let mut decompressor = kring::record::Decompressor::default();
         let mut scratch = Vec::new();
         for bytes in &batches {
             let batch =

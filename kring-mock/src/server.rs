@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::{Action, MockError, ReceivedRequest, Reply, error_response};
-use crate::protocol::messages::ApiVersionsResponse;
-use crate::protocol::{
+use kring::protocol::messages::ApiVersionsResponse;
+use kring::protocol::{
     ApiKey, Decode, Encode, EncodeError, FRAME_PREFIX, KafkaCode, RequestHeader, RequestKind,
     ResponseHeader, ResponseKind, frame_length,
 };

@@ -22,8 +22,8 @@ use std::time::Duration;
 use super::responses::MockApiVersionsResponse;
 use super::server::{ConnCtx, Outcome, Server, Service, lock, resolve};
 use super::{MockError, MockResponse, ReceivedRequest, Reply};
-use crate::protocol::messages::ApiVersionsResponse;
-use crate::protocol::{ApiKey, KafkaCode, Request, RequestKind, ResponseKind};
+use kring::protocol::messages::ApiVersionsResponse;
+use kring::protocol::{ApiKey, KafkaCode, Request, RequestKind, ResponseKind};
 
 /// One request a [`MockBroker`] received and what it did about it (Sarama's
 /// `RequestResponse`).
@@ -170,7 +170,7 @@ impl Service for BrokerService {
 ///
 /// ```
 /// use kring::io::{BlockingConnection, ConnectionConfig};
-/// use kring::mock::{MockBroker, MockMetadataResponse, MockProduceResponse};
+/// use kring_mock::{MockBroker, MockMetadataResponse, MockProduceResponse};
 /// use kring::protocol::{ApiKey, KafkaCode};
 /// use kring::protocol::messages::{
 ///     MetadataRequest, ProduceRequest,

@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use kring::consumer::{Consumer, Offset};
-use kring::mock::{FakeCluster, Reply};
 use kring::producer::{Producer, ProducerRecord};
 use kring::protocol::{ApiKey, KafkaCode};
 use kring::{Client, Config};
+use kring_mock::{FakeCluster, Reply};
 
 fn client(cluster: &FakeCluster) -> Client {
     let mut c = Config::new(cluster.bootstrap());

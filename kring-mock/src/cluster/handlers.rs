@@ -10,9 +10,9 @@ use bytes::BytesMut;
 
 use super::Ctx;
 use super::state::{Appended, Log, Partition, State, Topic};
-use crate::mock::error_response;
-use crate::mock::responses::list_offsets_partition;
-use crate::protocol::messages::{
+use crate::error_response;
+use crate::responses::list_offsets_partition;
+use kring::protocol::messages::{
     CreateTopicsRequest, CreateTopicsResponse, DeleteRecordsRequest, DeleteRecordsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse, FetchRequest, FetchResponse, FindCoordinatorRequest,
     FindCoordinatorResponse, InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest,
@@ -28,7 +28,7 @@ use crate::protocol::messages::{
     offset_for_leader_epoch::{EpochEndOffset, OffsetForLeaderTopicResult},
     produce::{self, PartitionProduceResponse, TopicProduceResponse},
 };
-use crate::protocol::{KafkaCode, Request, ResponseKind, Uuid};
+use kring::protocol::{KafkaCode, Request, ResponseKind, Uuid};
 
 /// The longest a Fetch waits for data, whatever it asks.
 const MAX_FETCH_WAIT: Duration = Duration::from_secs(30);
@@ -75,34 +75,32 @@ fn partition_mut<'a>(st: &'a mut State, topic: &str, partition: i32) -> Option<&
 // ------------------------------------------------------------------ Metadata
 
 fn metadata_topic(st: &State, name: &str, topic: &Topic) -> MetadataResponseTopic {
-    MetadataResponseTopic {
-        name: Some(name.to_string()),
-        topic_id: topic.id,
-        partitions: topic
-            .partitions
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                let (isr, offline): (Vec<i32>, Vec<i32>) =
-                    p.replicas.iter().partition(|&&r| st.is_up(r));
-                MetadataResponsePartition {
-                    error_code: if p.leader < 0 {
-                        KafkaCode::LEADER_NOT_AVAILABLE.code()
-                    } else {
-                        0
-                    },
-                    partition_index: i as i32,
-                    leader_id: p.leader,
-                    leader_epoch: p.leader_epoch,
-                    replica_nodes: p.replicas.clone(),
-                    isr_nodes: isr,
-                    offline_replicas: offline,
-                    ..Default::default()
-                }
-            })
-            .collect(),
-        ..Default::default()
-    }
+    MetadataResponseTopic::default()
+        .with_name(Some(name.to_string()))
+        .with_topic_id(topic.id)
+        .with_partitions(
+            topic
+                .partitions
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let (isr, offline): (Vec<i32>, Vec<i32>) =
+                        p.replicas.iter().partition(|&&r| st.is_up(r));
+                    MetadataResponsePartition::default()
+                        .with_error_code(if p.leader < 0 {
+                            KafkaCode::LEADER_NOT_AVAILABLE.code()
+                        } else {
+                            0
+                        })
+                        .with_partition_index(i as i32)
+                        .with_leader_id(p.leader)
+                        .with_leader_epoch(p.leader_epoch)
+                        .with_replica_nodes(p.replicas.clone())
+                        .with_isr_nodes(isr)
+                        .with_offline_replicas(offline)
+                })
+                .collect(),
+        )
 }
 
 pub(crate) fn metadata(cx: &Ctx<'_>, r: &MetadataRequest) -> ResponseKind {
@@ -141,16 +139,14 @@ pub(crate) fn metadata(cx: &Ctx<'_>, r: &MetadataRequest) -> ResponseKind {
                 };
                 match found {
                     Some((name, topic)) => metadata_topic(&st, name, topic),
-                    None => MetadataResponseTopic {
-                        error_code: if t.name.is_some() {
+                    None => MetadataResponseTopic::default()
+                        .with_error_code(if t.name.is_some() {
                             KafkaCode::UNKNOWN_TOPIC_OR_PARTITION.code()
                         } else {
                             KafkaCode::UNKNOWN_TOPIC_ID.code()
-                        },
-                        name: t.name.clone(),
-                        topic_id: t.topic_id,
-                        ..Default::default()
-                    },
+                        })
+                        .with_name(t.name.clone())
+                        .with_topic_id(t.topic_id),
                 }
             })
             .collect()
@@ -159,20 +155,20 @@ pub(crate) fn metadata(cx: &Ctx<'_>, r: &MetadataRequest) -> ResponseKind {
         .brokers
         .iter()
         .filter(|(_, b)| b.up)
-        .map(|(&id, b)| MetadataResponseBroker {
-            node_id: id,
-            host: b.host.clone(),
-            port: b.port,
-            ..Default::default()
+        .map(|(&id, b)| {
+            MetadataResponseBroker::default()
+                .with_node_id(id)
+                .with_host(b.host.clone())
+                .with_port(b.port)
         })
         .collect();
-    ResponseKind::Metadata(MetadataResponse {
-        brokers,
-        cluster_id: Some(st.config.cluster_id.clone()),
-        controller_id: st.live_brokers().first().copied().unwrap_or(-1),
-        topics,
-        ..Default::default()
-    })
+    ResponseKind::Metadata(
+        MetadataResponse::default()
+            .with_brokers(brokers)
+            .with_cluster_id(Some(st.config.cluster_id.clone()))
+            .with_controller_id(st.live_brokers().first().copied().unwrap_or(-1))
+            .with_topics(topics),
+    )
 }
 
 // ------------------------------------------------------------------ topics admin
@@ -190,13 +186,13 @@ pub(crate) fn create_topics(cx: &Ctx<'_>, r: &CreateTopicsRequest) -> ResponseKi
         .topics
         .iter()
         .map(|t| {
-            let failed = |code: KafkaCode, message: String| CreatableTopicResult {
-                name: t.name.clone(),
-                error_code: code.code(),
-                error_message: Some(message),
-                num_partitions: -1,
-                replication_factor: -1,
-                ..Default::default()
+            let failed = |code: KafkaCode, message: String| {
+                CreatableTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_error_code(code.code())
+                    .with_error_message(Some(message))
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1)
             };
             if duplicates.contains(t.name.as_str()) {
                 return failed(
@@ -232,23 +228,18 @@ pub(crate) fn create_topics(cx: &Ctx<'_>, r: &CreateTopicsRequest) -> ResponseKi
                 assignment,
                 r.validate_only,
             ) {
-                Ok(created) => CreatableTopicResult {
-                    name: t.name.clone(),
-                    topic_id: created.id,
-                    num_partitions: created.partitions,
-                    replication_factor: created.replication,
-                    configs: Some(Vec::new()),
-                    ..Default::default()
-                },
+                Ok(created) => CreatableTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_topic_id(created.id)
+                    .with_num_partitions(created.partitions)
+                    .with_replication_factor(created.replication)
+                    .with_configs(Some(Vec::new())),
                 Err(e) => failed(e.code, e.message),
             }
         })
         .collect();
     cx.notify();
-    ResponseKind::CreateTopics(CreateTopicsResponse {
-        topics,
-        ..Default::default()
-    })
+    ResponseKind::CreateTopics(CreateTopicsResponse::default().with_topics(topics))
 }
 
 pub(crate) fn delete_topics(cx: &Ctx<'_>, r: &DeleteTopicsRequest) -> ResponseKind {
@@ -267,33 +258,26 @@ pub(crate) fn delete_topics(cx: &Ctx<'_>, r: &DeleteTopicsRequest) -> ResponseKi
                 None => st.topic_by_id(id).map(|(n, t)| (n.clone(), t.id)),
             };
             let Some((found, found_id)) = found else {
-                return DeletableTopicResult {
-                    name,
-                    topic_id: id,
-                    error_code: if id.is_zero() {
+                return DeletableTopicResult::default()
+                    .with_name(name)
+                    .with_topic_id(id)
+                    .with_error_code(if id.is_zero() {
                         KafkaCode::UNKNOWN_TOPIC_OR_PARTITION.code()
                     } else {
                         KafkaCode::UNKNOWN_TOPIC_ID.code()
-                    },
-                    ..Default::default()
-                };
+                    });
             };
             st.topics.remove(&found);
             for g in st.groups.values_mut() {
                 g.offsets.retain(|(t, _), _| *t != found);
             }
-            DeletableTopicResult {
-                name: Some(found),
-                topic_id: found_id,
-                ..Default::default()
-            }
+            DeletableTopicResult::default()
+                .with_name(Some(found))
+                .with_topic_id(found_id)
         })
         .collect();
     cx.notify();
-    ResponseKind::DeleteTopics(DeleteTopicsResponse {
-        responses,
-        ..Default::default()
-    })
+    ResponseKind::DeleteTopics(DeleteTopicsResponse::default().with_responses(responses))
 }
 
 // ------------------------------------------------------------------ Produce
@@ -313,86 +297,90 @@ pub(crate) fn produce(cx: &Ctx<'_>, r: &ProduceRequest) -> ResponseKind {
     let responses = r
         .topic_data
         .iter()
-        .map(|t| TopicProduceResponse {
-            name: t.name.clone(),
-            partition_responses: t
-                .partition_data
-                .iter()
-                .map(|pd| {
-                    let mut out = PartitionProduceResponse {
-                        index: pd.index,
-                        base_offset: -1,
-                        ..Default::default()
-                    };
-                    match led_partition(&st, cx.broker, st.topics.get(&t.name), pd.index, -1) {
-                        Ok(_) => {}
-                        Err(code) => {
-                            out.error_code = code.code();
-                            if code == KafkaCode::NOT_LEADER_OR_FOLLOWER {
-                                // KIP-951: say who leads now.
-                                if let Some(p) = partition_mut(&mut st, &t.name, pd.index) {
-                                    out.current_leader = produce::LeaderIdAndEpoch {
-                                        leader_id: p.leader,
-                                        leader_epoch: p.leader_epoch,
-                                        ..Default::default()
-                                    };
-                                    if p.leader >= 0 {
-                                        endpoints.insert(p.leader);
+        .map(|t| {
+            TopicProduceResponse::default()
+                .with_name(t.name.clone())
+                .with_partition_responses(
+                    t.partition_data
+                        .iter()
+                        .map(|pd| {
+                            let mut out = PartitionProduceResponse::default()
+                                .with_index(pd.index)
+                                .with_base_offset(-1);
+                            match led_partition(
+                                &st,
+                                cx.broker,
+                                st.topics.get(&t.name),
+                                pd.index,
+                                -1,
+                            ) {
+                                Ok(_) => {}
+                                Err(code) => {
+                                    out.error_code = code.code();
+                                    if code == KafkaCode::NOT_LEADER_OR_FOLLOWER {
+                                        // KIP-951: say who leads now.
+                                        if let Some(p) = partition_mut(&mut st, &t.name, pd.index) {
+                                            out.current_leader =
+                                                produce::LeaderIdAndEpoch::default()
+                                                    .with_leader_id(p.leader)
+                                                    .with_leader_epoch(p.leader_epoch);
+                                            if p.leader >= 0 {
+                                                endpoints.insert(p.leader);
+                                            }
+                                        }
                                     }
+                                    return out;
                                 }
                             }
-                            return out;
-                        }
-                    }
-                    let records = pd.records.as_deref().unwrap_or_default();
-                    let checked = match Log::validate(records, max_message) {
-                        Ok(c) => c,
-                        Err(code) => {
-                            out.error_code = code.code();
-                            return out;
-                        }
-                    };
-                    let Some(p) = partition_mut(&mut st, &t.name, pd.index) else {
-                        out.error_code = KafkaCode::UNKNOWN_TOPIC_OR_PARTITION.code();
-                        return out;
-                    };
-                    let appended = match p.log.check_sequences(&checked) {
-                        Ok(Some(offset)) => Appended::Duplicate(offset),
-                        Ok(None) => Appended::At(p.log.append(&checked, p.leader_epoch)),
-                        Err(code) => {
-                            out.error_code = code.code();
+                            let records = pd.records.as_deref().unwrap_or_default();
+                            let checked = match Log::validate(records, max_message) {
+                                Ok(c) => c,
+                                Err(code) => {
+                                    out.error_code = code.code();
+                                    return out;
+                                }
+                            };
+                            let Some(p) = partition_mut(&mut st, &t.name, pd.index) else {
+                                out.error_code = KafkaCode::UNKNOWN_TOPIC_OR_PARTITION.code();
+                                return out;
+                            };
+                            let appended = match p.log.check_sequences(&checked) {
+                                Ok(Some(offset)) => Appended::Duplicate(offset),
+                                Ok(None) => Appended::At(p.log.append(&checked, p.leader_epoch)),
+                                Err(code) => {
+                                    out.error_code = code.code();
+                                    out.log_start_offset = p.log.log_start;
+                                    return out;
+                                }
+                            };
+                            out.base_offset = match appended {
+                                Appended::At(o) | Appended::Duplicate(o) => o,
+                            };
                             out.log_start_offset = p.log.log_start;
-                            return out;
-                        }
-                    };
-                    out.base_offset = match appended {
-                        Appended::At(o) | Appended::Duplicate(o) => o,
-                    };
-                    out.log_start_offset = p.log.log_start;
-                    out
-                })
-                .collect(),
-            ..Default::default()
+                            out
+                        })
+                        .collect(),
+                )
         })
         .collect();
     let node_endpoints = endpoints
         .into_iter()
         .filter_map(|id| {
-            st.brokers.get(&id).map(|b| produce::NodeEndpoint {
-                node_id: id,
-                host: b.host.clone(),
-                port: b.port,
-                ..Default::default()
+            st.brokers.get(&id).map(|b| {
+                produce::NodeEndpoint::default()
+                    .with_node_id(id)
+                    .with_host(b.host.clone())
+                    .with_port(b.port)
             })
         })
         .collect();
     drop(st);
     cx.notify();
-    ResponseKind::Produce(ProduceResponse {
-        responses,
-        node_endpoints,
-        ..Default::default()
-    })
+    ResponseKind::Produce(
+        ProduceResponse::default()
+            .with_responses(responses)
+            .with_node_endpoints(node_endpoints),
+    )
 }
 
 // ------------------------------------------------------------------ Fetch
@@ -429,11 +417,9 @@ fn fetch_once(
                 .partitions
                 .iter()
                 .map(|fp| {
-                    let mut out = PartitionData {
-                        partition_index: fp.partition,
-                        high_watermark: -1,
-                        ..Default::default()
-                    };
+                    let mut out = PartitionData::default()
+                        .with_partition_index(fp.partition)
+                        .with_high_watermark(-1);
                     if name.is_none() {
                         out.error_code = KafkaCode::UNKNOWN_TOPIC_ID.code();
                         any_error = true;
@@ -456,11 +442,9 @@ fn fetch_once(
                                         .ok()
                                         .and_then(|i| t.partitions.get(i))
                                 }) {
-                                    out.current_leader = fetch::LeaderIdAndEpoch {
-                                        leader_id: p.leader,
-                                        leader_epoch: p.leader_epoch,
-                                        ..Default::default()
-                                    };
+                                    out.current_leader = fetch::LeaderIdAndEpoch::default()
+                                        .with_leader_id(p.leader)
+                                        .with_leader_epoch(p.leader_epoch);
                                     if p.leader >= 0 {
                                         endpoints.insert(p.leader);
                                     }
@@ -495,31 +479,27 @@ fn fetch_once(
                     out
                 })
                 .collect();
-            FetchableTopicResponse {
-                topic: t.topic.clone(),
-                topic_id: t.topic_id,
-                partitions,
-                ..Default::default()
-            }
+            FetchableTopicResponse::default()
+                .with_topic(t.topic.clone())
+                .with_topic_id(t.topic_id)
+                .with_partitions(partitions)
         })
         .collect();
     let node_endpoints = endpoints
         .into_iter()
         .filter_map(|id| {
-            st.brokers.get(&id).map(|b| fetch::NodeEndpoint {
-                node_id: id,
-                host: b.host.clone(),
-                port: b.port,
-                ..Default::default()
+            st.brokers.get(&id).map(|b| {
+                fetch::NodeEndpoint::default()
+                    .with_node_id(id)
+                    .with_host(b.host.clone())
+                    .with_port(b.port)
             })
         })
         .collect();
     (
-        FetchResponse {
-            responses,
-            node_endpoints,
-            ..Default::default()
-        },
+        FetchResponse::default()
+            .with_responses(responses)
+            .with_node_endpoints(node_endpoints),
         total,
         any_error,
     )
@@ -529,10 +509,9 @@ pub(crate) fn fetch(cx: &Ctx<'_>, r: &FetchRequest) -> ResponseKind {
     if r.session_id != 0 {
         // No fetch sessions are ever created here (KIP-227: session id 0 in every
         // answer means "full fetches only"), so no id can be valid.
-        return ResponseKind::Fetch(FetchResponse {
-            error_code: KafkaCode::FETCH_SESSION_ID_NOT_FOUND.code(),
-            ..Default::default()
-        });
+        return ResponseKind::Fetch(
+            FetchResponse::default().with_error_code(KafkaCode::FETCH_SESSION_ID_NOT_FOUND.code()),
+        );
     }
     let wait = Duration::from_millis(r.max_wait_ms.max(0) as u64).min(MAX_FETCH_WAIT);
     let deadline = Instant::now() + wait;
@@ -555,42 +534,50 @@ pub(crate) fn list_offsets(cx: &Ctx<'_>, r: &ListOffsetsRequest) -> ResponseKind
     let topics = r
         .topics
         .iter()
-        .map(|t| ListOffsetsTopicResponse {
-            name: t.name.clone(),
-            partitions: t
-                .partitions
-                .iter()
-                .map(|lp| {
-                    let p = match led_partition(
-                        &st,
-                        cx.broker,
-                        st.topics.get(&t.name),
-                        lp.partition_index,
-                        lp.current_leader_epoch,
-                    ) {
-                        Ok(p) => p,
-                        Err(code) => {
-                            return list_offsets_partition(lp.partition_index, code, None, version);
-                        }
-                    };
-                    let log = &p.log;
-                    let found = match lp.timestamp {
-                        -2 | -4 => Some((log.log_start, -1, p.leader_epoch)),
-                        -1 => Some((log.high_watermark, -1, p.leader_epoch)),
-                        -3 => log.max_timestamp(),
-                        ts if ts >= 0 => log.offset_for_timestamp(ts),
-                        _ => None,
-                    };
-                    list_offsets_partition(lp.partition_index, KafkaCode::NONE, found, version)
-                })
-                .collect(),
-            ..Default::default()
+        .map(|t| {
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|lp| {
+                            let p = match led_partition(
+                                &st,
+                                cx.broker,
+                                st.topics.get(&t.name),
+                                lp.partition_index,
+                                lp.current_leader_epoch,
+                            ) {
+                                Ok(p) => p,
+                                Err(code) => {
+                                    return list_offsets_partition(
+                                        lp.partition_index,
+                                        code,
+                                        None,
+                                        version,
+                                    );
+                                }
+                            };
+                            let log = &p.log;
+                            let found = match lp.timestamp {
+                                -2 | -4 => Some((log.log_start, -1, p.leader_epoch)),
+                                -1 => Some((log.high_watermark, -1, p.leader_epoch)),
+                                -3 => log.max_timestamp(),
+                                ts if ts >= 0 => log.offset_for_timestamp(ts),
+                                _ => None,
+                            };
+                            list_offsets_partition(
+                                lp.partition_index,
+                                KafkaCode::NONE,
+                                found,
+                                version,
+                            )
+                        })
+                        .collect(),
+                )
         })
         .collect();
-    ResponseKind::ListOffsets(ListOffsetsResponse {
-        topics,
-        ..Default::default()
-    })
+    ResponseKind::ListOffsets(ListOffsetsResponse::default().with_topics(topics))
 }
 
 pub(crate) fn offset_for_leader_epoch(
@@ -601,43 +588,39 @@ pub(crate) fn offset_for_leader_epoch(
     let topics = r
         .topics
         .iter()
-        .map(|t| OffsetForLeaderTopicResult {
-            topic: t.topic.clone(),
-            partitions: t
-                .partitions
-                .iter()
-                .map(|op| {
-                    let mut out = EpochEndOffset {
-                        partition: op.partition,
-                        leader_epoch: -1,
-                        end_offset: -1,
-                        ..Default::default()
-                    };
-                    match led_partition(
-                        &st,
-                        cx.broker,
-                        st.topics.get(&t.topic),
-                        op.partition,
-                        op.current_leader_epoch,
-                    ) {
-                        Ok(p) => {
-                            let (epoch, end) =
-                                p.log.end_offset_for_epoch(op.leader_epoch, p.leader_epoch);
-                            out.leader_epoch = epoch;
-                            out.end_offset = end;
-                        }
-                        Err(code) => out.error_code = code.code(),
-                    }
-                    out
-                })
-                .collect(),
-            ..Default::default()
+        .map(|t| {
+            OffsetForLeaderTopicResult::default()
+                .with_topic(t.topic.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|op| {
+                            let mut out = EpochEndOffset::default()
+                                .with_partition(op.partition)
+                                .with_leader_epoch(-1)
+                                .with_end_offset(-1);
+                            match led_partition(
+                                &st,
+                                cx.broker,
+                                st.topics.get(&t.topic),
+                                op.partition,
+                                op.current_leader_epoch,
+                            ) {
+                                Ok(p) => {
+                                    let (epoch, end) =
+                                        p.log.end_offset_for_epoch(op.leader_epoch, p.leader_epoch);
+                                    out.leader_epoch = epoch;
+                                    out.end_offset = end;
+                                }
+                                Err(code) => out.error_code = code.code(),
+                            }
+                            out
+                        })
+                        .collect(),
+                )
         })
         .collect();
-    ResponseKind::OffsetForLeaderEpoch(OffsetForLeaderEpochResponse {
-        topics,
-        ..Default::default()
-    })
+    ResponseKind::OffsetForLeaderEpoch(OffsetForLeaderEpochResponse::default().with_topics(topics))
 }
 
 pub(crate) fn delete_records(cx: &Ctx<'_>, r: &DeleteRecordsRequest) -> ResponseKind {
@@ -645,54 +628,51 @@ pub(crate) fn delete_records(cx: &Ctx<'_>, r: &DeleteRecordsRequest) -> Response
     let topics = r
         .topics
         .iter()
-        .map(|t| DeleteRecordsTopicResult {
-            name: t.name.clone(),
-            partitions: t
-                .partitions
-                .iter()
-                .map(|dp| {
-                    let mut out = DeleteRecordsPartitionResult {
-                        partition_index: dp.partition_index,
-                        low_watermark: -1,
-                        ..Default::default()
-                    };
-                    if let Err(code) = led_partition(
-                        &st,
-                        cx.broker,
-                        st.topics.get(&t.name),
-                        dp.partition_index,
-                        -1,
-                    ) {
-                        out.error_code = code.code();
-                        return out;
-                    }
-                    let Some(p) = partition_mut(&mut st, &t.name, dp.partition_index) else {
-                        out.error_code = KafkaCode::UNKNOWN_TOPIC_OR_PARTITION.code();
-                        return out;
-                    };
-                    let offset = if dp.offset == -1 {
-                        p.log.high_watermark
-                    } else {
-                        dp.offset
-                    };
-                    if offset < 0 || offset > p.log.high_watermark {
-                        out.error_code = KafkaCode::OFFSET_OUT_OF_RANGE.code();
-                        return out;
-                    }
-                    p.log.delete_before(offset);
-                    out.low_watermark = p.log.log_start;
-                    out
-                })
-                .collect(),
-            ..Default::default()
+        .map(|t| {
+            DeleteRecordsTopicResult::default()
+                .with_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|dp| {
+                            let mut out = DeleteRecordsPartitionResult::default()
+                                .with_partition_index(dp.partition_index)
+                                .with_low_watermark(-1);
+                            if let Err(code) = led_partition(
+                                &st,
+                                cx.broker,
+                                st.topics.get(&t.name),
+                                dp.partition_index,
+                                -1,
+                            ) {
+                                out.error_code = code.code();
+                                return out;
+                            }
+                            let Some(p) = partition_mut(&mut st, &t.name, dp.partition_index)
+                            else {
+                                out.error_code = KafkaCode::UNKNOWN_TOPIC_OR_PARTITION.code();
+                                return out;
+                            };
+                            let offset = if dp.offset == -1 {
+                                p.log.high_watermark
+                            } else {
+                                dp.offset
+                            };
+                            if offset < 0 || offset > p.log.high_watermark {
+                                out.error_code = KafkaCode::OFFSET_OUT_OF_RANGE.code();
+                                return out;
+                            }
+                            p.log.delete_before(offset);
+                            out.low_watermark = p.log.log_start;
+                            out
+                        })
+                        .collect(),
+                )
         })
         .collect();
     drop(st);
     cx.notify();
-    ResponseKind::DeleteRecords(DeleteRecordsResponse {
-        topics,
-        ..Default::default()
-    })
+    ResponseKind::DeleteRecords(DeleteRecordsResponse::default().with_topics(topics))
 }
 
 // ------------------------------------------------------------------ coordinators, producer ids
@@ -715,58 +695,49 @@ pub(crate) fn find_coordinator(cx: &Ctx<'_>, r: &FindCoordinatorRequest) -> Resp
             .coordinator_keys
             .iter()
             .map(|k| match lookup(k) {
-                Ok((node_id, host, port)) => Coordinator {
-                    key: k.clone(),
-                    node_id,
-                    host,
-                    port,
-                    error_message: None,
-                    ..Default::default()
-                },
-                Err(code) => Coordinator {
-                    key: k.clone(),
-                    node_id: -1,
-                    host: String::new(),
-                    port: -1,
-                    error_code: code.code(),
-                    error_message: message(code),
-                    ..Default::default()
-                },
+                Ok((node_id, host, port)) => Coordinator::default()
+                    .with_key(k.clone())
+                    .with_node_id(node_id)
+                    .with_host(host)
+                    .with_port(port)
+                    .with_error_message(None),
+                Err(code) => Coordinator::default()
+                    .with_key(k.clone())
+                    .with_node_id(-1)
+                    .with_host(String::new())
+                    .with_port(-1)
+                    .with_error_code(code.code())
+                    .with_error_message(message(code)),
             })
             .collect();
-        return ResponseKind::FindCoordinator(FindCoordinatorResponse {
-            coordinators,
-            ..Default::default()
-        });
+        return ResponseKind::FindCoordinator(
+            FindCoordinatorResponse::default().with_coordinators(coordinators),
+        );
     }
     ResponseKind::FindCoordinator(match lookup(&r.key) {
-        Ok((node_id, host, port)) => FindCoordinatorResponse {
-            node_id,
-            host,
-            port,
-            error_message: None,
-            ..Default::default()
-        },
-        Err(code) => FindCoordinatorResponse {
-            error_code: code.code(),
-            error_message: message(code),
-            node_id: -1,
-            host: String::new(),
-            port: -1,
-            ..Default::default()
-        },
+        Ok((node_id, host, port)) => FindCoordinatorResponse::default()
+            .with_node_id(node_id)
+            .with_host(host)
+            .with_port(port)
+            .with_error_message(None),
+        Err(code) => FindCoordinatorResponse::default()
+            .with_error_code(code.code())
+            .with_error_message(message(code))
+            .with_node_id(-1)
+            .with_host(String::new())
+            .with_port(-1),
     })
 }
 
 pub(crate) fn init_producer_id(cx: &Ctx<'_>, r: &InitProducerIdRequest) -> ResponseKind {
     let mut st = cx.lock();
     let fail = |code: KafkaCode| {
-        ResponseKind::InitProducerId(InitProducerIdResponse {
-            error_code: code.code(),
-            producer_id: -1,
-            producer_epoch: -1,
-            ..Default::default()
-        })
+        ResponseKind::InitProducerId(
+            InitProducerIdResponse::default()
+                .with_error_code(code.code())
+                .with_producer_id(-1)
+                .with_producer_epoch(-1),
+        )
     };
     let (producer_id, producer_epoch) = match &r.transactional_id {
         // As Kafka's TransactionCoordinator: an empty id is not "no id".
@@ -790,9 +761,9 @@ pub(crate) fn init_producer_id(cx: &Ctx<'_>, r: &InitProducerIdRequest) -> Respo
         st.transactional_ids
             .insert(txn.clone(), (producer_id, producer_epoch));
     }
-    ResponseKind::InitProducerId(InitProducerIdResponse {
-        producer_id,
-        producer_epoch,
-        ..Default::default()
-    })
+    ResponseKind::InitProducerId(
+        InitProducerIdResponse::default()
+            .with_producer_id(producer_id)
+            .with_producer_epoch(producer_epoch),
+    )
 }
