@@ -36,7 +36,7 @@ use bytes::Bytes;
 use self::state::{BrokerInfo, Config, Log, State};
 use super::server::{ConnCtx, Outcome, Server, Service, Signal, lock, resolve};
 use super::{MockError, ReceivedRequest, Reply};
-use kring::protocol::messages::{ApiVersionsResponse, api_versions::ApiVersion};
+use kring::protocol::messages::ApiVersionsResponse;
 use kring::protocol::{ApiKey, RequestKind, ResponseKind, Uuid};
 use kring::record::RecordBatchRef;
 
@@ -133,27 +133,29 @@ impl Ctx<'_> {
 
 impl Core {
     fn dispatch(&self, cx: &Ctx<'_>) -> Option<ResponseKind> {
-        use self::{group as g, handlers as h};
+        use self::handlers as h;
         Some(match &cx.request.request {
-            RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(advertised()),
-            RequestKind::Metadata(r) => h::metadata(cx, r),
-            RequestKind::CreateTopics(r) => h::create_topics(cx, r),
-            RequestKind::DeleteTopics(r) => h::delete_topics(cx, r),
-            RequestKind::Produce(r) => h::produce(cx, r),
-            RequestKind::Fetch(r) => h::fetch(cx, r),
-            RequestKind::ListOffsets(r) => h::list_offsets(cx, r),
-            RequestKind::OffsetForLeaderEpoch(r) => h::offset_for_leader_epoch(cx, r),
-            RequestKind::DeleteRecords(r) => h::delete_records(cx, r),
-            RequestKind::FindCoordinator(r) => h::find_coordinator(cx, r),
-            RequestKind::InitProducerId(r) => h::init_producer_id(cx, r),
-            RequestKind::JoinGroup(r) => g::join(cx, r),
-            RequestKind::SyncGroup(r) => g::sync(cx, r),
-            RequestKind::Heartbeat(r) => g::heartbeat(cx, r),
-            RequestKind::LeaveGroup(r) => g::leave(cx, r),
-            RequestKind::DescribeGroups(r) => g::describe(cx, r),
-            RequestKind::ListGroups(r) => g::list(cx, r),
-            RequestKind::OffsetCommit(r) => g::offset_commit(cx, r),
-            RequestKind::OffsetFetch(r) => g::offset_fetch(cx, r),
+            RequestKind::ApiVersions(_) => h::api_versions::api_versions(),
+            RequestKind::Metadata(r) => h::metadata::metadata(cx, r),
+            RequestKind::CreateTopics(r) => h::create_topics::create_topics(cx, r),
+            RequestKind::DeleteTopics(r) => h::delete_topics::delete_topics(cx, r),
+            RequestKind::Produce(r) => h::produce::produce(cx, r),
+            RequestKind::Fetch(r) => h::fetch::fetch(cx, r),
+            RequestKind::ListOffsets(r) => h::list_offsets::list_offsets(cx, r),
+            RequestKind::OffsetForLeaderEpoch(r) => {
+                h::offset_for_leader_epoch::offset_for_leader_epoch(cx, r)
+            }
+            RequestKind::DeleteRecords(r) => h::delete_records::delete_records(cx, r),
+            RequestKind::FindCoordinator(r) => h::find_coordinator::find_coordinator(cx, r),
+            RequestKind::InitProducerId(r) => h::init_producer_id::init_producer_id(cx, r),
+            RequestKind::JoinGroup(r) => h::join_group::join(cx, r),
+            RequestKind::SyncGroup(r) => h::sync_group::sync(cx, r),
+            RequestKind::Heartbeat(r) => h::heartbeat::heartbeat(cx, r),
+            RequestKind::LeaveGroup(r) => h::leave_group::leave(cx, r),
+            RequestKind::DescribeGroups(r) => h::describe_groups::describe(cx, r),
+            RequestKind::ListGroups(r) => h::list_groups::list(cx, r),
+            RequestKind::OffsetCommit(r) => h::offset_commit::offset_commit(cx, r),
+            RequestKind::OffsetFetch(r) => h::offset_fetch::offset_fetch(cx, r),
             _ => return None,
         })
     }
@@ -194,21 +196,6 @@ impl Core {
     fn note(&self, f: impl FnOnce(&mut Notes)) {
         f(&mut lock(&self.notes));
     }
-}
-
-/// The ApiVersions answer: the implemented APIs at every version kring speaks.
-fn advertised() -> ApiVersionsResponse {
-    ApiVersionsResponse::default().with_api_keys(
-        IMPLEMENTED
-            .iter()
-            .map(|api| {
-                ApiVersion::default()
-                    .with_api_key(api.key())
-                    .with_min_version(api.versions().min)
-                    .with_max_version(api.versions().max)
-            })
-            .collect(),
-    )
 }
 
 struct ClusterService {
@@ -259,7 +246,7 @@ impl Service for ClusterService {
     }
 
     fn api_versions(&self) -> ApiVersionsResponse {
-        advertised()
+        handlers::api_versions::advertised()
     }
 
     fn malformed(&self, broker_id: i32, what: String) {
