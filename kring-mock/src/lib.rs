@@ -43,6 +43,7 @@
 mod broker;
 mod cluster;
 mod consumer;
+mod generated;
 mod producer;
 mod responses;
 mod server;
@@ -54,13 +55,14 @@ use bytes::Bytes;
 pub use broker::{MockBroker, RequestResponse};
 pub use cluster::{ControlId, FakeCluster, FakeClusterBuilder};
 pub use consumer::{MockConsumer, MockPartitionConsumer, MockPartitionHandle};
+pub use generated::error_response::error_response;
 pub use producer::{ExpectSend, MockProducer, MockSyncProducer, SentRecord};
 pub use responses::{
     MockApiVersionsResponse, MockFetchResponse, MockFindCoordinatorResponse, MockHeartbeatResponse,
     MockInitProducerIdResponse, MockJoinGroupResponse, MockLeaveGroupResponse,
     MockListOffsetsResponse, MockMetadataResponse, MockOffsetCommitResponse,
     MockOffsetFetchResponse, MockProduceResponse, MockResponse, MockSequence,
-    MockSyncGroupResponse, error_response, record_batch, topic_id,
+    MockSyncGroupResponse, record_batch, topic_id,
 };
 
 use kring::protocol::{

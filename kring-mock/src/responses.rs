@@ -1,8 +1,9 @@
 //! What a [`super::MockBroker`] answers with: the [`MockResponse`] trait, the
 //! `Mock*Response` builders (each builds its response from the request it answers, so
-//! the topics and partitions asked for are the ones answered), [`MockSequence`],
-//! [`error_response`] (the error answer to any common request, as Java's
-//! `AbstractRequest.getErrorResponse`), and small helpers for tests.
+//! the topics and partitions asked for are the ones answered), [`MockSequence`], and
+//! small helpers for tests. The error answer to any request,
+//! [`error_response`](crate::error_response) (as Java's
+//! `AbstractRequest.getErrorResponse`), is generated: `src/generated/`.
 //!
 //! Invariant: every builder fills every field at every version a client may send, with
 //! the schema's defaults where the builder was told nothing, so its answer encodes at
@@ -16,17 +17,11 @@ use bytes::Bytes;
 use super::server::lock;
 use super::{KeyValue, MockBroker, MockError, ReceivedRequest, Reply};
 use kring::protocol::messages::{
-    AddOffsetsToTxnResponse, ApiVersionsResponse, CreateTopicsResponse, DeleteRecordsResponse,
-    DeleteTopicsResponse, DescribeGroupsResponse, EndTxnResponse, FetchResponse,
-    FindCoordinatorResponse, HeartbeatResponse, InitProducerIdResponse, JoinGroupResponse,
-    LeaveGroupResponse, ListGroupsResponse, ListOffsetsResponse, MetadataResponse,
-    OffsetCommitResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse,
+    ApiVersionsResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse,
+    InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListOffsetsResponse,
+    MetadataResponse, OffsetCommitResponse, OffsetFetchResponse, ProduceResponse,
     SyncGroupResponse,
     api_versions::ApiVersion,
-    create_topics::CreatableTopicResult,
-    delete_records::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult},
-    delete_topics::DeletableTopicResult,
-    describe_groups::DescribedGroup,
     fetch::{FetchableTopicResponse, PartitionData},
     find_coordinator::Coordinator,
     join_group::JoinGroupResponseMember,
@@ -38,10 +33,9 @@ use kring::protocol::messages::{
         OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
         OffsetFetchResponseTopic, OffsetFetchResponseTopics,
     },
-    offset_for_leader_epoch::{EpochEndOffset, OffsetForLeaderTopicResult},
     produce::{PartitionProduceResponse, TopicProduceResponse},
 };
-use kring::protocol::{ApiKey, KafkaCode, RequestKind, ResponseKind, Uuid};
+use kring::protocol::{ApiKey, KafkaCode, RequestKind, Uuid};
 use kring::record::{BatchBuilder, BatchOptions, RecordBatchRef};
 
 /// Answers requests for a [`MockBroker`]: given a request, the [`Reply`] to it.
@@ -207,327 +201,6 @@ pub fn record_batch(
     }
     let sealed = builder.seal().map_err(invalid)?;
     Ok(Bytes::copy_from_slice(sealed.as_bytes()))
-}
-
-/// The response kring would get from a broker that fails `request` with `code`: the
-/// code in every error field, every topic and partition of the request mirrored, the
-/// other fields at their "unknown" values (-1 offsets, no records). `None` for APIs
-/// this function does not cover (most admin and broker-internal APIs).
-///
-/// Covered: Produce, Fetch (partition-level codes; the top-level code only when no
-/// partition was asked for), ListOffsets, Metadata (topic-level codes for the topics
-/// asked for by name or id), OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup,
-/// Heartbeat, LeaveGroup, SyncGroup, DescribeGroups, ListGroups, ApiVersions,
-/// CreateTopics, DeleteTopics, DeleteRecords, InitProducerId, OffsetForLeaderEpoch,
-/// AddOffsetsToTxn, EndTxn.
-///
-/// `version` is the request's: a few APIs carry their errors in different places
-/// across versions (FindCoordinator v4+ per key, OffsetFetch v8+ per group), and the
-/// response must fit the version it is encoded at.
-pub fn error_response(
-    request: &RequestKind,
-    version: i16,
-    code: KafkaCode,
-) -> Option<ResponseKind> {
-    let e = code.code();
-    Some(match request {
-        RequestKind::Produce(r) => ResponseKind::Produce(
-            ProduceResponse::default().with_responses(
-                r.topic_data
-                    .iter()
-                    .map(|t| {
-                        TopicProduceResponse::default()
-                            .with_name(t.name.clone())
-                            .with_partition_responses(
-                                t.partition_data
-                                    .iter()
-                                    .map(|p| {
-                                        PartitionProduceResponse::default()
-                                            .with_index(p.index)
-                                            .with_error_code(e)
-                                            .with_base_offset(-1)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            ),
-        ),
-        RequestKind::Fetch(r) => {
-            let any = r.topics.iter().any(|t| !t.partitions.is_empty());
-            ResponseKind::Fetch(
-                FetchResponse::default()
-                    .with_error_code(if any { 0 } else { e })
-                    .with_responses(
-                        r.topics
-                            .iter()
-                            .map(|t| {
-                                FetchableTopicResponse::default()
-                                    .with_topic(t.topic.clone())
-                                    .with_topic_id(t.topic_id)
-                                    .with_partitions(
-                                        t.partitions
-                                            .iter()
-                                            .map(|p| {
-                                                PartitionData::default()
-                                                    .with_partition_index(p.partition)
-                                                    .with_error_code(e)
-                                                    .with_high_watermark(-1)
-                                            })
-                                            .collect(),
-                                    )
-                            })
-                            .collect(),
-                    ),
-            )
-        }
-        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(
-            ListOffsetsResponse::default().with_topics(
-                r.topics
-                    .iter()
-                    .map(|t| {
-                        ListOffsetsTopicResponse::default()
-                            .with_name(t.name.clone())
-                            .with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        ListOffsetsPartitionResponse::default()
-                                            .with_partition_index(p.partition_index)
-                                            .with_error_code(e)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            ),
-        ),
-        RequestKind::Metadata(r) => ResponseKind::Metadata(
-            MetadataResponse::default()
-                .with_topics(
-                    r.topics
-                        .iter()
-                        .flatten()
-                        .map(|t| {
-                            MetadataResponseTopic::default()
-                                .with_error_code(e)
-                                .with_name(t.name.clone().or_else(|| Some(String::new())))
-                                .with_topic_id(t.topic_id)
-                        })
-                        .collect(),
-                )
-                .with_controller_id(-1),
-        ),
-        RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(
-            OffsetCommitResponse::default().with_topics(
-                r.topics
-                    .iter()
-                    .map(|t| {
-                        OffsetCommitResponseTopic::default()
-                            .with_name(t.name.clone())
-                            .with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        OffsetCommitResponsePartition::default()
-                                            .with_partition_index(p.partition_index)
-                                            .with_error_code(e)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            ),
-        ),
-        RequestKind::OffsetFetch(r) if version >= 8 => ResponseKind::OffsetFetch(
-            OffsetFetchResponse::default().with_groups(
-                r.groups
-                    .iter()
-                    .map(|g| {
-                        OffsetFetchResponseGroup::default()
-                            .with_group_id(g.group_id.clone())
-                            .with_error_code(e)
-                    })
-                    .collect(),
-            ),
-        ),
-        RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(
-            OffsetFetchResponse::default()
-                .with_error_code(e)
-                .with_topics(
-                    r.topics
-                        .iter()
-                        .flatten()
-                        .map(|t| {
-                            OffsetFetchResponseTopic::default()
-                                .with_name(t.name.clone())
-                                .with_partitions(
-                                    t.partition_indexes
-                                        .iter()
-                                        .map(|&p| {
-                                            OffsetFetchResponsePartition::default()
-                                                .with_partition_index(p)
-                                                .with_committed_offset(-1)
-                                                .with_error_code(e)
-                                        })
-                                        .collect(),
-                                )
-                        })
-                        .collect(),
-                ),
-        ),
-        RequestKind::FindCoordinator(r) if version >= 4 => ResponseKind::FindCoordinator(
-            FindCoordinatorResponse::default().with_coordinators(
-                r.coordinator_keys
-                    .iter()
-                    .map(|k| {
-                        Coordinator::default()
-                            .with_key(k.clone())
-                            .with_node_id(-1)
-                            .with_host(String::new())
-                            .with_port(-1)
-                            .with_error_code(e)
-                            .with_error_message(Some(code.name().to_string()))
-                    })
-                    .collect(),
-            ),
-        ),
-        RequestKind::FindCoordinator(_) => ResponseKind::FindCoordinator(
-            FindCoordinatorResponse::default()
-                .with_error_code(e)
-                .with_error_message(Some(code.name().to_string()))
-                .with_node_id(-1)
-                .with_host(String::new())
-                .with_port(-1),
-        ),
-        RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(
-            JoinGroupResponse::default()
-                .with_error_code(e)
-                .with_generation_id(-1)
-                .with_member_id(r.member_id.clone()),
-        ),
-        RequestKind::Heartbeat(_) => {
-            ResponseKind::Heartbeat(HeartbeatResponse::default().with_error_code(e))
-        }
-        RequestKind::LeaveGroup(_) => {
-            ResponseKind::LeaveGroup(LeaveGroupResponse::default().with_error_code(e))
-        }
-        RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(
-            SyncGroupResponse::default()
-                .with_error_code(e)
-                .with_protocol_type(r.protocol_type.clone())
-                .with_protocol_name(r.protocol_name.clone()),
-        ),
-        RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(
-            DescribeGroupsResponse::default().with_groups(
-                r.groups
-                    .iter()
-                    .map(|g| {
-                        DescribedGroup::default()
-                            .with_error_code(e)
-                            .with_group_id(g.clone())
-                    })
-                    .collect(),
-            ),
-        ),
-        RequestKind::ListGroups(_) => {
-            ResponseKind::ListGroups(ListGroupsResponse::default().with_error_code(e))
-        }
-        RequestKind::ApiVersions(_) => {
-            ResponseKind::ApiVersions(ApiVersionsResponse::default().with_error_code(e))
-        }
-        RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(
-            CreateTopicsResponse::default().with_topics(
-                r.topics
-                    .iter()
-                    .map(|t| {
-                        CreatableTopicResult::default()
-                            .with_name(t.name.clone())
-                            .with_error_code(e)
-                            .with_error_message(Some(code.name().to_string()))
-                            .with_num_partitions(-1)
-                            .with_replication_factor(-1)
-                    })
-                    .collect(),
-            ),
-        ),
-        RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(
-            DeleteTopicsResponse::default().with_responses(
-                r.topic_names
-                    .iter()
-                    .map(|n| {
-                        DeletableTopicResult::default()
-                            .with_name(Some(n.clone()))
-                            .with_error_code(e)
-                    })
-                    .chain(r.topics.iter().map(|t| {
-                        DeletableTopicResult::default()
-                            .with_name(t.name.clone())
-                            .with_topic_id(t.topic_id)
-                            .with_error_code(e)
-                    }))
-                    .collect(),
-            ),
-        ),
-        RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(
-            DeleteRecordsResponse::default().with_topics(
-                r.topics
-                    .iter()
-                    .map(|t| {
-                        DeleteRecordsTopicResult::default()
-                            .with_name(t.name.clone())
-                            .with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        DeleteRecordsPartitionResult::default()
-                                            .with_partition_index(p.partition_index)
-                                            .with_low_watermark(-1)
-                                            .with_error_code(e)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            ),
-        ),
-        RequestKind::InitProducerId(_) => ResponseKind::InitProducerId(
-            InitProducerIdResponse::default()
-                .with_error_code(e)
-                .with_producer_id(-1)
-                .with_producer_epoch(-1),
-        ),
-        RequestKind::OffsetForLeaderEpoch(r) => ResponseKind::OffsetForLeaderEpoch(
-            OffsetForLeaderEpochResponse::default().with_topics(
-                r.topics
-                    .iter()
-                    .map(|t| {
-                        OffsetForLeaderTopicResult::default()
-                            .with_topic(t.topic.clone())
-                            .with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        EpochEndOffset::default()
-                                            .with_error_code(e)
-                                            .with_partition(p.partition)
-                                            .with_leader_epoch(-1)
-                                            .with_end_offset(-1)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            ),
-        ),
-        RequestKind::AddOffsetsToTxn(_) => {
-            ResponseKind::AddOffsetsToTxn(AddOffsetsToTxnResponse::default().with_error_code(e))
-        }
-        RequestKind::EndTxn(_) => {
-            ResponseKind::EndTxn(EndTxnResponse::default().with_error_code(e))
-        }
-        _ => return None,
-    })
 }
 
 /// Every API kring knows, with every version it can encode and decode: what a
@@ -1861,7 +1534,7 @@ impl MockResponse for MockLeaveGroupResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Action;
+    use crate::{Action, error_response};
     use bytes::BytesMut;
     use kring::protocol::messages::{
         AddOffsetsToTxnRequest, ApiVersionsRequest, CreateTopicsRequest, DeleteRecordsRequest,
@@ -1874,7 +1547,7 @@ mod tests {
         metadata::MetadataRequestTopic,
         produce::{PartitionProduceData, TopicProduceData},
     };
-    use kring::protocol::{Message, Request};
+    use kring::protocol::{Message, Request, ResponseKind};
 
     fn received<R: Request>(request: R, version: i16) -> ReceivedRequest {
         // The raw body is only for `decode`; requests that cannot be written at this
