@@ -439,47 +439,39 @@ impl FakeClusterBuilder {
 /// logs, offsets and groups. See the [module docs](self) for what it implements.
 ///
 /// ```
-/// use kring::io::{BlockingConnection, ConnectionConfig};
-/// use kring_mock::{FakeCluster, Reply, record_batch};
+/// use std::time::Duration;
+/// use kring::consumer::{Consumer, Offset};
+/// use kring::producer::{Producer, ProducerRecord};
 /// use kring::protocol::{ApiKey, KafkaCode};
-/// use kring::protocol::messages::{
-///     MetadataRequest, ProduceRequest,
-///     produce::{PartitionProduceData, TopicProduceData},
-/// };
+/// use kring::{Client, Config};
+/// use kring_mock::{FakeCluster, Reply};
 ///
 /// let cluster = FakeCluster::builder().brokers(3).topic("events", 2).build()?;
-/// let options = ConnectionConfig::default;
-///
-/// // Discover the leader of events-0 from any broker, as a client does.
-/// let mut seed = BlockingConnection::connect(&cluster.bootstrap()[0], options())?;
-/// let metadata = seed.send(&MetadataRequest::default().with_topics(None))?;
-/// let leader = metadata.topics[0].partitions[0].leader_id;
-/// assert_eq!(Some(leader), cluster.leader("events", 0));
-///
 /// // Script a fault: the first Produce anywhere fails with NOT_ENOUGH_REPLICAS.
 /// cluster.control_once(Some(ApiKey::Produce), |_| {
 ///     Reply::error(KafkaCode::NOT_ENOUGH_REPLICAS)
 /// });
 ///
-/// let batch = record_batch(0, 1_000, &[(None, Some(b"hello".as_slice()))])?;
-/// let produce = ProduceRequest::default()
-///     .with_acks(-1)
-///     .with_timeout_ms(1000)
-///     .with_topic_data(vec![
-///         TopicProduceData::default()
-///             .with_name("events".into())
-///             .with_partition_data(vec![
-///                 PartitionProduceData::default().with_index(0).with_records(Some(batch)),
-///             ]),
-///     ]);
-/// let leader_addr = cluster.broker_address(leader).unwrap();
-/// let mut conn = BlockingConnection::connect(&leader_addr, options())?;
-/// let first = conn.send(&produce)?;
-/// let code = KafkaCode(first.responses[0].partition_responses[0].error_code);
-/// assert_eq!(code, KafkaCode::NOT_ENOUGH_REPLICAS);
-/// let retry = conn.send(&produce)?;
-/// assert_eq!(retry.responses[0].partition_responses[0].base_offset, 0);
+/// // kring's own client, producer and consumer, bootstrapped from the fake cluster.
+/// let mut config = Config::new(cluster.bootstrap());
+/// config.producer.retry_backoff = Duration::from_millis(10);
+/// let client = Client::connect_blocking(config)?;
+/// let producer = Producer::new_blocking(client.clone())?;
+/// let record = ProducerRecord::new("events").with_partition(0).with_value("hello");
+/// // The producer retried: the record is in the log once, at offset 0.
+/// assert_eq!(producer.send_blocking(record)?.wait()?.offset, 0);
+/// producer.close_blocking()?;
 /// assert_eq!(cluster.high_watermark("events", 0)?, 1);
+///
+/// let consumer = Consumer::new(client)?;
+/// let mut partition = consumer.consume_partition_blocking("events", 0, Offset::Oldest)?;
+/// let messages = loop {
+///     let batch = partition.next_messages_blocking().expect("open")?;
+///     if !batch.is_empty() {
+///         break batch;
+///     }
+/// };
+/// assert_eq!(messages[0].value.as_deref(), Some(&b"hello"[..]));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct FakeCluster {
