@@ -50,11 +50,15 @@ const TOP_LEVEL_ERROR: &[(&str, TopLevel)] = &[
     ("MetadataResponse", TopLevel::Never),
 ];
 
+/// A request array a response array mirrors: its name, and for an array of plain
+/// values the response entry field that receives each value.
+type MirrorSource = (&'static str, Option<&'static str>);
+
 /// Response arrays whose request array has another name (or several), which the
 /// schemas alone do not tell: (response struct, response field) → request fields. A
 /// request array of plain values (strings, ints) names the response entry's field
 /// that receives each value.
-const MIRRORS: &[(&str, &str, &[(&str, Option<&str>)])] = &[
+const MIRRORS: &[(&str, &str, &[MirrorSource])] = &[
     ("ProduceResponse", "Responses", &[("TopicData", None)]),
     (
         "TopicProduceResponse",
