@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, BytesMut};
 use kring::client::block_on;
 use kring::protocol::Request;
-use kring::{Client, Config};
 use kring::protocol::messages::{
     ApiVersionsResponse, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListOffsetsRequest,
@@ -29,7 +28,7 @@ use kring::protocol::messages::{
 };
 use kring::protocol::{ApiKey, KafkaCode, Message};
 use kring::record::{Batches, Decompressor};
-use support::{RawConnection, RawError};
+use kring::{Client, Config};
 use kring_mock::{
     MockApiVersionsResponse, MockBroker, MockError, MockFetchResponse, MockFindCoordinatorResponse,
     MockHeartbeatResponse, MockInitProducerIdResponse, MockJoinGroupResponse,
@@ -37,6 +36,7 @@ use kring_mock::{
     MockOffsetCommitResponse, MockOffsetFetchResponse, MockProduceResponse, MockSequence,
     MockSyncGroupResponse, ReceivedRequest, Reply, record_batch, topic_id,
 };
+use support::{RawConnection, RawError};
 
 /// A kring client bootstrapped from `broker`, with short timeouts and backoffs.
 fn client(broker: &MockBroker) -> Client {
@@ -209,8 +209,7 @@ fn builders_answer_each_api_through_kring_client() {
 
     let c = client(&broker);
 
-    let m = send(&c, MetadataRequest::default().with_topics(None))
-        .unwrap();
+    let m = send(&c, MetadataRequest::default().with_topics(None)).unwrap();
     assert_eq!(m.topics[0].partitions.len(), 2);
     assert_eq!(m.topics[0].partitions[1].leader_epoch, 4);
     assert_eq!(m.topics[0].topic_id, topic_id("t"));
@@ -227,25 +226,34 @@ fn builders_answer_each_api_through_kring_client() {
         vec![(5, b"a".to_vec()), (6, b"b".to_vec())]
     );
 
-    let lo = send(&c, ListOffsetsRequest::default().with_topics(vec![
-            ListOffsetsTopic::default().with_name("t".into()).with_partitions(vec![
-                ListOffsetsPartition::default().with_timestamp(-1),
-            ]),
-        ]))
-        .unwrap();
+    let lo = send(
+        &c,
+        ListOffsetsRequest::default().with_topics(vec![
+            ListOffsetsTopic::default()
+                .with_name("t".into())
+                .with_partitions(vec![ListOffsetsPartition::default().with_timestamp(-1)]),
+        ]),
+    )
+    .unwrap();
     assert_eq!(lo.topics[0].partitions[0].offset, 9);
 
-    let fc = send(&c, FindCoordinatorRequest::default().with_coordinator_keys(vec!["g".into()]))
-        .unwrap();
+    let fc = send(
+        &c,
+        FindCoordinatorRequest::default().with_coordinator_keys(vec!["g".into()]),
+    )
+    .unwrap();
     assert_eq!(fc.coordinators[0].node_id, 1);
     assert_eq!(fc.coordinators[0].port, i32::from(broker.port()));
 
-    let of = send(&c, OffsetFetchRequest::default().with_groups(vec![
-                kring::protocol::messages::offset_fetch::OffsetFetchRequestGroup::default()
-                    .with_group_id("g".into())
-                    .with_topics(None),
-            ]))
-        .unwrap();
+    let of = send(
+        &c,
+        OffsetFetchRequest::default().with_groups(vec![
+            kring::protocol::messages::offset_fetch::OffsetFetchRequestGroup::default()
+                .with_group_id("g".into())
+                .with_topics(None),
+        ]),
+    )
+    .unwrap();
     let committed = &of.groups[0].topics[0].partitions[0];
     assert_eq!(committed.committed_offset, 3);
     assert_eq!(committed.metadata.as_deref(), Some("meta"));
@@ -253,24 +261,24 @@ fn builders_answer_each_api_through_kring_client() {
     let ip = send(&c, InitProducerIdRequest::default()).unwrap();
     assert_eq!((ip.producer_id, ip.producer_epoch), (77, 2));
 
-    let join = send(&c, 
-            JoinGroupRequest::default()
-                .with_group_id("g".into())
-                .with_protocol_type("consumer".into())
-                .with_protocols(vec![
-                    JoinGroupRequestProtocol::default()
-                        .with_name("range".into())
-                        .with_metadata(bytes::Bytes::from_static(b"sub")),
-                ]),
-        )
-        .unwrap();
+    let join = send(
+        &c,
+        JoinGroupRequest::default()
+            .with_group_id("g".into())
+            .with_protocol_type("consumer".into())
+            .with_protocols(vec![
+                JoinGroupRequestProtocol::default()
+                    .with_name("range".into())
+                    .with_metadata(bytes::Bytes::from_static(b"sub")),
+            ]),
+    )
+    .unwrap();
     assert_eq!(join.generation_id, 3);
     assert_eq!(join.protocol_name.as_deref(), Some("range"));
     assert_eq!(join.leader, join.member_id);
     assert_eq!(&join.members[0].metadata[..], b"sub");
 
-    let sync = send(&c, SyncGroupRequest::default().with_group_id("g".into()))
-        .unwrap();
+    let sync = send(&c, SyncGroupRequest::default().with_group_id("g".into())).unwrap();
     assert_eq!(&sync.assignment[..], b"assigned");
     let hb = send(&c, HeartbeatRequest::default()).unwrap();
     assert_eq!(hb.error_code, 0);
@@ -515,7 +523,11 @@ fn connection_dropped_with_requests_in_flight_fails_them_retriably() {
         .collect();
     assert!(results[0].is_ok(), "{:?}", results[0]);
     let failed: Vec<&RawError> = results.iter().filter_map(|r| r.as_ref().err()).collect();
-    assert_eq!(failed.len(), 4, "the dropped connection answered nothing more");
+    assert_eq!(
+        failed.len(),
+        4,
+        "the dropped connection answered nothing more"
+    );
     for e in &failed {
         assert!(e.is_retriable(), "{e}");
     }

@@ -74,10 +74,7 @@ impl RawConnection {
             match negotiation::api_versions_fallback(&response) {
                 Some(v) if v < version => version = v,
                 _ => {
-                    return Err(conn.bad(format!(
-                        "handshake: {}",
-                        KafkaCode(response.error_code)
-                    )));
+                    return Err(conn.bad(format!("handshake: {}", KafkaCode(response.error_code))));
                 }
             }
         }
@@ -199,4 +196,3 @@ impl RawConnection {
         }
     }
 }
-
