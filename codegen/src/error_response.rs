@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::emit::{BANNER, MessageEmitter, api_variant, cond, ident, snake};
-use crate::schema::{Field, Kind, Message, Type};
+use crate::schema::{Field, Message, Type};
 
 /// What the top-level `ErrorCode` of a response gets, where it is not simply the code.
 #[derive(Clone, Copy)]
@@ -628,16 +628,7 @@ fn convert(expr: &str, ty: &Type, from_opt: bool, to_opt: bool, by_ref: bool) ->
 
 /// The whole `error_response.rs` for kring-mock.
 pub fn emit(messages: &[Message]) -> String {
-    let mut apis: BTreeMap<i16, (&Message, &Message)> = BTreeMap::new();
-    let requests: BTreeMap<i16, &Message> = messages
-        .iter()
-        .filter(|m| m.kind == Kind::Request)
-        .map(|m| (m.api_key.unwrap(), m))
-        .collect();
-    for m in messages.iter().filter(|m| m.kind == Kind::Response) {
-        let key = m.api_key.unwrap();
-        apis.insert(key, (requests[&key], m));
-    }
+    let apis = crate::api_pairs(messages);
 
     let mut out = String::new();
     out.push_str(BANNER);

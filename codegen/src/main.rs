@@ -11,7 +11,7 @@ mod emit;
 mod error_response;
 mod schema;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -147,6 +147,25 @@ pub fn rust_struct_names(msgs: &[&Message]) -> BTreeMap<String, BTreeMap<String,
         .collect()
 }
 
+/// Every API's request and response schema, by API key.
+pub fn api_pairs(messages: &[Message]) -> BTreeMap<i16, (&Message, &Message)> {
+    let requests: BTreeMap<i16, &Message> = messages
+        .iter()
+        .filter(|m| m.kind == Kind::Request)
+        .map(|m| (m.api_key.unwrap(), m))
+        .collect();
+    let apis: BTreeMap<i16, (&Message, &Message)> = messages
+        .iter()
+        .filter(|m| m.kind == Kind::Response)
+        .map(|m| {
+            let key = m.api_key.unwrap();
+            (key, (requests[&key], m))
+        })
+        .collect();
+    assert_eq!(requests.len(), apis.len(), "every request has a response");
+    apis
+}
+
 fn emit_module(module: &str, msgs: &[&Message]) -> Result<String, String> {
     let all_names = rust_struct_names(msgs);
     let mut out = String::new();
@@ -206,18 +225,7 @@ fn emit_mod_rs(modules: &BTreeMap<String, Vec<&Message>>, messages: &[Message]) 
         writeln!(out, "pub use {module}::{{{}}};", names.join(", ")).unwrap();
     }
 
-    let mut apis: BTreeMap<i16, (&Message, &Message)> = BTreeMap::new();
-    let requests: BTreeMap<i16, &Message> = messages
-        .iter()
-        .filter(|m| m.kind == Kind::Request)
-        .map(|m| (m.api_key.unwrap(), m))
-        .collect();
-    for m in messages.iter().filter(|m| m.kind == Kind::Response) {
-        let key = m.api_key.unwrap();
-        apis.insert(key, (requests[&key], m));
-    }
-    let keys: BTreeSet<i16> = requests.keys().copied().collect();
-    assert_eq!(keys.len(), apis.len(), "every request has a response");
+    let apis = api_pairs(messages);
 
     // ApiKey.
     out.push_str(

@@ -512,15 +512,8 @@ fn connection_dropped_with_requests_in_flight_fails_them_retriably() {
     // Slow answers keep the pipeline full; the second request closes the connection.
     broker.set_latency(Duration::from_millis(100));
     broker.close_after(1);
-    let version = conn.version_for::<MetadataRequest>().unwrap();
     let request = MetadataRequest::default().with_topics(None);
-    let ids: Vec<i32> = (0..5)
-        .map(|_| conn.write(&request, version).unwrap())
-        .collect();
-    let results: Vec<Result<_, RawError>> = ids
-        .iter()
-        .map(|&id| conn.read::<MetadataRequest>(id, version))
-        .collect();
+    let results = conn.pipeline(&request, 5).unwrap();
     assert!(results[0].is_ok(), "{:?}", results[0]);
     let failed: Vec<&RawError> = results.iter().filter_map(|r| r.as_ref().err()).collect();
     assert_eq!(

@@ -1200,15 +1200,8 @@ fn a_connection_dropped_with_requests_in_flight_fails_them_retriably() {
     });
     // Four requests pipelined on one connection: the first is answered (late), the
     // second closes the connection, the rest are never answered.
-    let version = conn.version_for::<MetadataRequest>().unwrap();
     let request = MetadataRequest::default().with_topics(None);
-    let ids: Vec<i32> = (0..4)
-        .map(|_| conn.write(&request, version).unwrap())
-        .collect();
-    let results: Vec<Result<_, RawError>> = ids
-        .iter()
-        .map(|&id| conn.read::<MetadataRequest>(id, version))
-        .collect();
+    let results = conn.pipeline(&request, 4).unwrap();
     assert!(results[0].is_ok(), "{:?}", results[0]);
     let errors: Vec<&RawError> = results.iter().filter_map(|r| r.as_ref().err()).collect();
     assert_eq!(errors.len(), 3);

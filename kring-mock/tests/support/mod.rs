@@ -143,6 +143,23 @@ impl RawConnection {
         Ok(id)
     }
 
+    /// Writes `request` `n` times without waiting (pipelined), then reads the answers
+    /// in order: what a client with `n` requests in flight sees.
+    pub fn pipeline<R: Request>(
+        &mut self,
+        request: &R,
+        n: usize,
+    ) -> Result<Vec<Result<R::Response, RawError>>, RawError> {
+        let version = self.version_for::<R>()?;
+        let ids = (0..n)
+            .map(|_| self.write(request, version))
+            .collect::<Result<Vec<i32>, RawError>>()?;
+        Ok(ids
+            .into_iter()
+            .map(|id| self.read::<R>(id, version))
+            .collect())
+    }
+
     /// Reads the answer to the request written with correlation id `id`.
     pub fn read<R: Request>(&mut self, id: i32, version: i16) -> Result<R::Response, RawError> {
         let body = self.read_frame(id, R::API_KEY, version)?;
