@@ -19,11 +19,12 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kring::protocol::messages::ApiVersionsResponse;
+use kring::protocol::{ApiKey, KafkaCode, Request, RequestKind, ResponseKind};
+
 use super::responses::MockApiVersionsResponse;
 use super::server::{ConnCtx, Outcome, Server, Service, lock, resolve};
 use super::{MockError, MockResponse, ReceivedRequest, Reply};
-use kring::protocol::messages::ApiVersionsResponse;
-use kring::protocol::{ApiKey, KafkaCode, Request, RequestKind, ResponseKind};
 
 /// One request a [`MockBroker`] received and what it did about it (Sarama's
 /// `RequestResponse`).

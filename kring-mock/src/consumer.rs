@@ -28,14 +28,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
-
-use super::MockError;
 use kring::consumer::{
     ConsumePartitionFuture, ConsumerError, Message, MessageSource, NextMessages,
     NextMessagesFuture, Offset, PartitionSource,
 };
 use kring::error::{Error, Result};
 use kring::protocol::{ApiKey, KafkaCode};
+
+use super::MockError;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())

@@ -21,14 +21,14 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
-
-use super::MockError;
 use kring::error::{Error, Result};
 use kring::producer::partitioner::murmur2_partition;
 use kring::producer::{
     DeliveryFuture, FlushFuture, ProducerRecord, RecordMetadata, RecordProducer, SendFuture,
     SyncRecordProducer,
 };
+
+use super::MockError;
 
 /// A record as a mock producer received it, with owned data.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,9 +13,6 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use bytes::Bytes;
-
-use super::server::lock;
-use super::{KeyValue, MockBroker, MockError, ReceivedRequest, Reply};
 use kring::protocol::messages::{
     ApiVersionsResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse,
     InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListOffsetsResponse,
@@ -37,6 +34,9 @@ use kring::protocol::messages::{
 };
 use kring::protocol::{ApiKey, KafkaCode, RequestKind, Uuid};
 use kring::record::{BatchBuilder, BatchOptions, RecordBatchRef};
+
+use super::server::lock;
+use super::{KeyValue, MockBroker, MockError, ReceivedRequest, Reply};
 
 /// Answers requests for a [`MockBroker`]: given a request, the [`Reply`] to it.
 ///

@@ -18,13 +18,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
-
-use super::{Action, MockError, ReceivedRequest, Reply, error_response};
 use kring::protocol::messages::ApiVersionsResponse;
 use kring::protocol::{
     ApiKey, Decode, Encode, EncodeError, FRAME_PREFIX, FrameCutter, KafkaCode, RequestHeader,
     RequestKind, ResponseHeader, ResponseKind,
 };
+
+use super::{Action, MockError, ReceivedRequest, Reply, error_response};
 
 /// The largest request frame accepted (Kafka's `socket.request.max.bytes`, 100 MiB).
 const MAX_REQUEST_SIZE: usize = 100 * 1024 * 1024;

@@ -15,11 +15,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use kring::protocol::{KafkaCode, Request, Response, ResponseKind};
 
 use super::Ctx;
 use super::state::{Committed, State};
 use crate::error_response;
-use kring::protocol::{KafkaCode, Request, Response, ResponseKind};
 
 /// A classic group's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

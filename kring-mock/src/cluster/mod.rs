@@ -32,13 +32,13 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Instant;
 
 use bytes::Bytes;
+use kring::protocol::messages::ApiVersionsResponse;
+use kring::protocol::{ApiKey, RequestKind, ResponseKind, Uuid};
+use kring::record::RecordBatchRef;
 
 use self::state::{BrokerInfo, Config, Log, State};
 use super::server::{ConnCtx, Outcome, Server, Service, Signal, lock, resolve};
 use super::{MockError, ReceivedRequest, Reply};
-use kring::protocol::messages::ApiVersionsResponse;
-use kring::protocol::{ApiKey, RequestKind, ResponseKind, Uuid};
-use kring::record::RecordBatchRef;
 
 /// The APIs the fake cluster implements, and so advertises.
 const IMPLEMENTED: &[ApiKey] = &[

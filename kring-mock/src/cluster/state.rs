@@ -13,11 +13,11 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use bytes::{Bytes, BytesMut};
+use kring::protocol::{KafkaCode, Uuid};
+use kring::record::{Decompressor, RecordBatchRef};
 
 use super::group::Group;
 use crate::responses::id_from;
-use kring::protocol::{KafkaCode, Uuid};
-use kring::record::{Decompressor, RecordBatchRef};
 
 /// Settings of the fake cluster.
 #[derive(Debug, Clone)]

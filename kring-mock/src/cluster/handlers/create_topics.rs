@@ -1,10 +1,11 @@
 //! CreateTopics (API 19).
 
-use crate::cluster::Ctx;
 use kring::protocol::messages::{
     CreateTopicsRequest, CreateTopicsResponse, create_topics::CreatableTopicResult,
 };
 use kring::protocol::{KafkaCode, ResponseKind};
+
+use crate::cluster::Ctx;
 
 pub(crate) fn create_topics(cx: &Ctx<'_>, r: &CreateTopicsRequest) -> ResponseKind {
     let mut st = cx.lock();

@@ -1,12 +1,13 @@
 //! DeleteRecords (API 21): moves a partition's log start offset.
 
-use super::{led_partition, partition_mut};
-use crate::cluster::Ctx;
 use kring::protocol::messages::{
     DeleteRecordsRequest, DeleteRecordsResponse,
     delete_records::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult},
 };
 use kring::protocol::{KafkaCode, ResponseKind};
+
+use super::{led_partition, partition_mut};
+use crate::cluster::Ctx;
 
 pub(crate) fn delete_records(cx: &Ctx<'_>, r: &DeleteRecordsRequest) -> ResponseKind {
     let mut st = cx.lock();

@@ -1,10 +1,11 @@
 //! DeleteTopics (API 20).
 
-use crate::cluster::Ctx;
 use kring::protocol::messages::{
     DeleteTopicsRequest, DeleteTopicsResponse, delete_topics::DeletableTopicResult,
 };
 use kring::protocol::{KafkaCode, ResponseKind, Uuid};
+
+use crate::cluster::Ctx;
 
 pub(crate) fn delete_topics(cx: &Ctx<'_>, r: &DeleteTopicsRequest) -> ResponseKind {
     let mut st = cx.lock();

@@ -1,12 +1,13 @@
 //! DescribeGroups (API 15).
 
-use crate::cluster::Ctx;
-use crate::cluster::group::check_coordinator;
 use kring::protocol::ResponseKind;
 use kring::protocol::messages::{
     DescribeGroupsRequest, DescribeGroupsResponse,
     describe_groups::{DescribedGroup, DescribedGroupMember},
 };
+
+use crate::cluster::Ctx;
+use crate::cluster::group::check_coordinator;
 
 pub(crate) fn describe(cx: &Ctx<'_>, r: &DescribeGroupsRequest) -> ResponseKind {
     let st = cx.lock();

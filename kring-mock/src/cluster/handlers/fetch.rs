@@ -3,15 +3,15 @@
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-
-use super::led_partition;
-use crate::cluster::Ctx;
-use crate::cluster::state::State;
 use kring::protocol::messages::{
     FetchRequest, FetchResponse,
     fetch::{self, FetchableTopicResponse, PartitionData},
 };
 use kring::protocol::{KafkaCode, ResponseKind};
+
+use super::led_partition;
+use crate::cluster::Ctx;
+use crate::cluster::state::State;
 
 /// The longest a Fetch waits for data, whatever it asks.
 const MAX_FETCH_WAIT: Duration = Duration::from_secs(30);

@@ -1,10 +1,11 @@
 //! FindCoordinator (API 10): group and transaction coordinators.
 
-use crate::cluster::Ctx;
 use kring::protocol::messages::{
     FindCoordinatorRequest, FindCoordinatorResponse, find_coordinator::Coordinator,
 };
 use kring::protocol::{KafkaCode, ResponseKind};
+
+use crate::cluster::Ctx;
 
 pub(crate) fn find_coordinator(cx: &Ctx<'_>, r: &FindCoordinatorRequest) -> ResponseKind {
     let st = cx.lock();

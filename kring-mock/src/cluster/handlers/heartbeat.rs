@@ -1,9 +1,10 @@
 //! Heartbeat (API 12): tells a member whether a rebalance is under way.
 
-use crate::cluster::Ctx;
-use crate::cluster::group::{GroupState, check_coordinator, fail};
 use kring::protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 use kring::protocol::{KafkaCode, ResponseKind};
+
+use crate::cluster::Ctx;
+use crate::cluster::group::{GroupState, check_coordinator, fail};
 
 pub(crate) fn heartbeat(cx: &Ctx<'_>, r: &HeartbeatRequest) -> ResponseKind {
     let st = cx.lock();

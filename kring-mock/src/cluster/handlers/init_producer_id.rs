@@ -1,9 +1,10 @@
 //! InitProducerId (API 22): producer ids and epochs for idempotent and
 //! transactional producers.
 
-use crate::cluster::Ctx;
 use kring::protocol::messages::{InitProducerIdRequest, InitProducerIdResponse};
 use kring::protocol::{KafkaCode, ResponseKind};
+
+use crate::cluster::Ctx;
 
 pub(crate) fn init_producer_id(cx: &Ctx<'_>, r: &InitProducerIdRequest) -> ResponseKind {
     let mut st = cx.lock();

@@ -5,13 +5,13 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-
-use crate::cluster::Ctx;
-use crate::cluster::group::{GroupState, Member, check_coordinator, fail};
 use kring::protocol::messages::{
     JoinGroupRequest, JoinGroupResponse, join_group::JoinGroupResponseMember,
 };
 use kring::protocol::{KafkaCode, ResponseKind};
+
+use crate::cluster::Ctx;
+use crate::cluster::group::{GroupState, Member, check_coordinator, fail};
 
 pub(crate) fn join(cx: &Ctx<'_>, r: &JoinGroupRequest) -> ResponseKind {
     let mut st = cx.lock();

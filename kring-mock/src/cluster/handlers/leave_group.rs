@@ -1,11 +1,12 @@
 //! LeaveGroup (API 13): members leave, which starts a rebalance.
 
-use crate::cluster::Ctx;
-use crate::cluster::group::{check_coordinator, fail};
 use kring::protocol::messages::{
     LeaveGroupRequest, LeaveGroupResponse, leave_group::MemberResponse,
 };
 use kring::protocol::{KafkaCode, ResponseKind};
+
+use crate::cluster::Ctx;
+use crate::cluster::group::{check_coordinator, fail};
 
 pub(crate) fn leave(cx: &Ctx<'_>, r: &LeaveGroupRequest) -> ResponseKind {
     let mut st = cx.lock();

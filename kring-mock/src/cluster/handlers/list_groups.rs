@@ -1,8 +1,9 @@
 //! ListGroups (API 16).
 
-use crate::cluster::Ctx;
 use kring::protocol::ResponseKind;
 use kring::protocol::messages::{ListGroupsRequest, ListGroupsResponse, list_groups::ListedGroup};
+
+use crate::cluster::Ctx;
 
 pub(crate) fn list(cx: &Ctx<'_>, r: &ListGroupsRequest) -> ResponseKind {
     let st = cx.lock();

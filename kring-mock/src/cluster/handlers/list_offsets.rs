@@ -1,12 +1,13 @@
 //! ListOffsets (API 2): earliest, latest and by-timestamp offsets.
 
-use super::led_partition;
-use crate::cluster::Ctx;
-use crate::responses::list_offsets_partition;
 use kring::protocol::messages::{
     ListOffsetsRequest, ListOffsetsResponse, list_offsets::ListOffsetsTopicResponse,
 };
 use kring::protocol::{KafkaCode, ResponseKind};
+
+use super::led_partition;
+use crate::cluster::Ctx;
+use crate::responses::list_offsets_partition;
 
 pub(crate) fn list_offsets(cx: &Ctx<'_>, r: &ListOffsetsRequest) -> ResponseKind {
     let st = cx.lock();

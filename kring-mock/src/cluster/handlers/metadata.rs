@@ -1,13 +1,14 @@
 //! Metadata (API 3): brokers, topics and partition leaders; creates topics a
 //! request names when auto-creation is on.
 
-use crate::cluster::Ctx;
-use crate::cluster::state::{State, Topic};
 use kring::protocol::messages::{
     MetadataRequest, MetadataResponse,
     metadata::{MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic},
 };
 use kring::protocol::{KafkaCode, ResponseKind};
+
+use crate::cluster::Ctx;
+use crate::cluster::state::{State, Topic};
 
 fn metadata_topic(st: &State, name: &str, topic: &Topic) -> MetadataResponseTopic {
     MetadataResponseTopic::default()

@@ -1,13 +1,14 @@
 //! OffsetCommit (API 8): simple (no member) and group commits.
 
-use crate::cluster::Ctx;
-use crate::cluster::group::{Group, GroupState, check_coordinator, fail};
-use crate::cluster::state::Committed;
 use kring::protocol::messages::{
     OffsetCommitRequest, OffsetCommitResponse,
     offset_commit::{OffsetCommitResponsePartition, OffsetCommitResponseTopic},
 };
 use kring::protocol::{KafkaCode, ResponseKind};
+
+use crate::cluster::Ctx;
+use crate::cluster::group::{Group, GroupState, check_coordinator, fail};
+use crate::cluster::state::Committed;
 
 /// The largest committed metadata string accepted (Kafka's
 /// `offset.metadata.max.bytes`).

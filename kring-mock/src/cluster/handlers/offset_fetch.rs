@@ -2,8 +2,6 @@
 
 use std::collections::BTreeMap;
 
-use crate::cluster::Ctx;
-use crate::cluster::group::{Group, check_coordinator, fail};
 use kring::protocol::ResponseKind;
 use kring::protocol::messages::{
     OffsetFetchRequest, OffsetFetchResponse,
@@ -12,6 +10,9 @@ use kring::protocol::messages::{
         OffsetFetchResponseTopic, OffsetFetchResponseTopics,
     },
 };
+
+use crate::cluster::Ctx;
+use crate::cluster::group::{Group, check_coordinator, fail};
 
 /// Committed offsets of `group` for `topics` (`None`: every committed partition):
 /// (topic, [(partition, offset, epoch, metadata)]).

@@ -1,12 +1,13 @@
 //! OffsetForLeaderEpoch (API 23, KIP-320): where a leader epoch ended.
 
-use super::led_partition;
-use crate::cluster::Ctx;
 use kring::protocol::ResponseKind;
 use kring::protocol::messages::{
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
     offset_for_leader_epoch::{EpochEndOffset, OffsetForLeaderTopicResult},
 };
+
+use super::led_partition;
+use crate::cluster::Ctx;
 
 pub(crate) fn offset_for_leader_epoch(
     cx: &Ctx<'_>,

@@ -1,15 +1,16 @@
 //! Produce (API 0): appends batches to the partition logs (idempotent producers
 //! checked by sequence), after the leader and epoch checks.
 
-use super::{led_partition, partition_mut};
-use crate::cluster::Ctx;
-use crate::cluster::state::{Appended, Log};
-use crate::error_response;
 use kring::protocol::messages::{
     ProduceRequest, ProduceResponse,
     produce::{self, PartitionProduceResponse, TopicProduceResponse},
 };
 use kring::protocol::{KafkaCode, Request, ResponseKind};
+
+use super::{led_partition, partition_mut};
+use crate::cluster::Ctx;
+use crate::cluster::state::{Appended, Log};
+use crate::error_response;
 
 pub(crate) fn produce(cx: &Ctx<'_>, r: &ProduceRequest) -> ResponseKind {
     if !matches!(r.acks, -1..=1) {

@@ -2,10 +2,11 @@
 
 use std::time::Instant;
 
-use crate::cluster::Ctx;
-use crate::cluster::group::{Group, GroupState, check_coordinator, fail};
 use kring::protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use kring::protocol::{KafkaCode, ResponseKind};
+
+use crate::cluster::Ctx;
+use crate::cluster::group::{Group, GroupState, check_coordinator, fail};
 
 pub(crate) fn sync(cx: &Ctx<'_>, r: &SyncGroupRequest) -> ResponseKind {
     let mut st = cx.lock();
