@@ -1,4 +1,4 @@
-//! kring's consumer against FakeCluster (feature `mock`), for faults a real broker will
+//! kring's consumer against FakeCluster (crate kring-mock), for faults a real broker will
 //! not show on demand: a fetch answered with NOT_LEADER_OR_FOLLOWER and a leader that
 //! moves mid-consume. Every record must still be read
 //! exactly once, in order.
