@@ -21,8 +21,10 @@
 //! - [`producer`]: async and sync producers: in-place batching, Java-compatible
 //!   partitioning, compression, idempotence, ordered retries.
 //! - [`admin`]: create, delete, list and describe topics; read topic configs.
-//! - `mock` (cargo feature `mock`): `MockBroker` and `FakeCluster`, brokers on loopback
-//!   sockets that speak the real protocol, for tests of code that uses kring.
+//!
+//! Test doubles live in their own crate, `kring-mock` (a dev-dependency for users'
+//! tests): `MockBroker` and `FakeCluster`, brokers on loopback sockets that speak the
+//! real protocol, and socket-free mock producers and consumers.
 
 #![deny(unsafe_code)]
 
@@ -34,8 +36,6 @@ pub mod consumer;
 pub mod engine;
 pub mod error;
 pub mod io;
-#[cfg(feature = "mock")]
-pub mod mock;
 pub mod producer;
 pub mod protocol;
 pub mod record;

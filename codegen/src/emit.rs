@@ -44,7 +44,7 @@ pub fn snake(name: &str) -> String {
     out
 }
 
-fn ident(name: &str) -> String {
+pub fn ident(name: &str) -> String {
     let s = snake(name);
     if KEYWORDS.contains(&s.as_str()) {
         format!("r#{s}")
@@ -75,7 +75,7 @@ fn versions_text(v: &Versions) -> String {
 
 /// The condition (over the local `version`) for `v`, given that `version` is always
 /// within `valid`; `None` when always true.
-fn cond(v: &Versions, valid: &Versions) -> Option<String> {
+pub fn cond(v: &Versions, valid: &Versions) -> Option<String> {
     let eff = v.intersect(valid);
     if eff.is_empty() {
         return Some("false".into());
@@ -114,7 +114,17 @@ impl MessageEmitter<'_> {
         self.msg.valid
     }
 
-    fn struct_name(&self, schema_name: &str) -> String {
+    /// Whether the Rust type of `f` is an `Option` (nullable in some valid version).
+    pub fn is_optional(&self, f: &Field) -> bool {
+        !matches!(self.nullability(f), Nullability::Never)
+    }
+
+    /// Whether `f` exists in some valid version (else the Rust struct has no such field).
+    pub fn is_present(&self, f: &Field) -> bool {
+        !f.versions.intersect(&self.valid()).is_empty()
+    }
+
+    pub fn struct_name(&self, schema_name: &str) -> String {
         self.names
             .get(schema_name)
             .cloned()

@@ -1,15 +1,17 @@
 //! kring-codegen: writes `src/protocol/messages/` from Apache Kafka's JSON message
-//! schemas and `errors.tsv` (both in `shared/kafka-protocol/`).
+//! schemas and `errors.tsv` (both in `shared/kafka-protocol/`), and kring-mock's
+//! `kring-mock/src/generated/error_response.rs` from the same schemas.
 //!
-//! Usage: `cargo run -p kring-codegen [-- SCHEMA_DIR [OUT_DIR]]`. By default the schemas
-//! are read from `../shared/kafka-protocol` beside the repository and written into
-//! `src/protocol/messages`. The output is rustfmt-ed, so regenerating is byte-stable and
+//! Usage: `cargo run -p kring-codegen [-- SCHEMA_DIR [OUT_DIR [MOCK_OUT_DIR]]]`. By
+//! default the schemas are read from `../shared/kafka-protocol` beside the repository
+//! and written into `src/protocol/messages` and `kring-mock/src/generated`. The output is rustfmt-ed, so regenerating is byte-stable and
 //! CI can fail on any drift between the schemas, this generator and the committed code.
 
 mod emit;
+mod error_response;
 mod schema;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -39,6 +41,10 @@ fn run() -> Result<(), String> {
         .next()
         .map(PathBuf::from)
         .unwrap_or_else(|| repo.join("src/protocol/messages"));
+    let mock_out_dir = args
+        .next()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo.join("kring-mock/src/generated"));
 
     let mut messages = Vec::new();
     let mut entries: Vec<_> = fs::read_dir(schema_dir.join("messages"))
@@ -89,6 +95,10 @@ fn run() -> Result<(), String> {
     fs::write(&codes, emit_kafka_codes(&schema_dir.join("errors.tsv"))?)
         .map_err(|e| e.to_string())?;
     written.push(codes);
+    fs::create_dir_all(&mock_out_dir).map_err(|e| e.to_string())?;
+    let errors = mock_out_dir.join("error_response.rs");
+    fs::write(&errors, error_response::emit(&messages)).map_err(|e| e.to_string())?;
+    written.push(errors);
 
     let status = Command::new("rustfmt")
         .arg("--edition")
@@ -100,22 +110,64 @@ fn run() -> Result<(), String> {
         return Err("rustfmt failed on the generated code".into());
     }
     eprintln!(
-        "kring-codegen: wrote {} files to {}",
+        "kring-codegen: wrote {} files to {} and {}",
         written.len(),
-        out_dir.display()
+        out_dir.display(),
+        mock_out_dir.display()
     );
     Ok(())
 }
 
-fn emit_module(module: &str, msgs: &[&Message]) -> Result<String, String> {
-    // Rust names for schema structs: a struct name used by both the request and the
-    // response of one API is prefixed with its message name, so both can live in one module.
+/// Rust names for the schema structs of one module's messages, per message: a struct
+/// name used by both the request and the response of one API is prefixed with its
+/// message name, so both can live in one module.
+pub fn rust_struct_names(msgs: &[&Message]) -> BTreeMap<String, BTreeMap<String, String>> {
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     for m in msgs {
         for name in m.structs.keys() {
             *seen.entry(name.clone()).or_default() += 1;
         }
     }
+    msgs.iter()
+        .map(|m| {
+            let names = m
+                .structs
+                .keys()
+                .map(|name| {
+                    let rust = if seen[name] > 1 {
+                        format!("{}{}", m.name, name)
+                    } else {
+                        name.clone()
+                    };
+                    (name.clone(), rust)
+                })
+                .collect();
+            (m.name.clone(), names)
+        })
+        .collect()
+}
+
+/// Every API's request and response schema, by API key.
+pub fn api_pairs(messages: &[Message]) -> BTreeMap<i16, (&Message, &Message)> {
+    let requests: BTreeMap<i16, &Message> = messages
+        .iter()
+        .filter(|m| m.kind == Kind::Request)
+        .map(|m| (m.api_key.unwrap(), m))
+        .collect();
+    let apis: BTreeMap<i16, (&Message, &Message)> = messages
+        .iter()
+        .filter(|m| m.kind == Kind::Response)
+        .map(|m| {
+            let key = m.api_key.unwrap();
+            (key, (requests[&key], m))
+        })
+        .collect();
+    assert_eq!(requests.len(), apis.len(), "every request has a response");
+    apis
+}
+
+fn emit_module(module: &str, msgs: &[&Message]) -> Result<String, String> {
+    let all_names = rust_struct_names(msgs);
     let mut out = String::new();
     out.push_str(BANNER);
     let titles: Vec<&str> = msgs.iter().map(|m| m.name.as_str()).collect();
@@ -129,19 +181,8 @@ fn emit_module(module: &str, msgs: &[&Message]) -> Result<String, String> {
          use crate::protocol::ArbitraryVersion;\n\n",
     );
     for m in msgs {
-        let mut names = BTreeMap::new();
-        for name in m.structs.keys() {
-            let rust = if seen[name] > 1 {
-                format!("{}{}", m.name, name)
-            } else {
-                name.clone()
-            };
-            names.insert(name.clone(), rust);
-        }
-        let e = MessageEmitter {
-            msg: m,
-            names: &names,
-        };
+        let names = &all_names[&m.name];
+        let e = MessageEmitter { msg: m, names };
         e.emit_message(&mut out);
         for def in e.struct_defs() {
             e.emit_struct(&mut out, &names[&def.name], &def.about, &def.fields, false);
@@ -184,18 +225,7 @@ fn emit_mod_rs(modules: &BTreeMap<String, Vec<&Message>>, messages: &[Message]) 
         writeln!(out, "pub use {module}::{{{}}};", names.join(", ")).unwrap();
     }
 
-    let mut apis: BTreeMap<i16, (&Message, &Message)> = BTreeMap::new();
-    let requests: BTreeMap<i16, &Message> = messages
-        .iter()
-        .filter(|m| m.kind == Kind::Request)
-        .map(|m| (m.api_key.unwrap(), m))
-        .collect();
-    for m in messages.iter().filter(|m| m.kind == Kind::Response) {
-        let key = m.api_key.unwrap();
-        apis.insert(key, (requests[&key], m));
-    }
-    let keys: BTreeSet<i16> = requests.keys().copied().collect();
-    assert_eq!(keys.len(), apis.len(), "every request has a response");
+    let apis = api_pairs(messages);
 
     // ApiKey.
     out.push_str(

@@ -115,6 +115,8 @@ pub struct Field {
     pub about: String,
     /// A per-field override of the message's flexible versions (RequestHeader.ClientId).
     pub flexible_override: Option<Versions>,
+    /// What the field names (`topicName`, `groupId`, `brokerId`, ...), if the schema says.
+    pub entity_type: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -254,6 +256,7 @@ fn parse_fields(
             ignorable: item.get("ignorable").and_then(Value::as_bool) == Some(true),
             about: str_field(item, "about").unwrap_or_default().to_string(),
             flexible_override,
+            entity_type: str_field(item, "entityType").map(str::to_string),
         });
     }
     Ok(fields)

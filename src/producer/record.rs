@@ -183,11 +183,21 @@ impl DeliveryFuture {
         }
     }
 
-    /// A future that is resolved already, with `result` (for test doubles such as
-    /// `kring::mock::MockProducer`). `partition` is what [`DeliveryFuture::partition`]
-    /// reports; on success the metadata's own partition, offset and timestamp are kept.
-    #[cfg(feature = "mock")]
-    pub(crate) fn ready(partition: i32, result: Result<RecordMetadata, Error>) -> Self {
+    /// A future that is resolved already, with `result`: for test doubles that stand
+    /// in for a producer without a broker (such as `kring_mock::MockProducer`, in the
+    /// `kring-mock` crate). `partition` is what [`DeliveryFuture::partition`] reports
+    /// when `result` is an error; on success the metadata's own partition, offset and
+    /// timestamp are kept.
+    ///
+    /// ```
+    /// use kring::producer::{DeliveryFuture, RecordMetadata};
+    ///
+    /// let meta = RecordMetadata { partition: 2, offset: 41, timestamp: 1_700_000_000_000 };
+    /// let delivered = DeliveryFuture::ready(2, Ok(meta));
+    /// assert_eq!(delivered.partition(), 2);
+    /// assert_eq!(delivered.wait().unwrap(), meta);
+    /// ```
+    pub fn ready(partition: i32, result: Result<RecordMetadata, Error>) -> Self {
         let shared = BatchShared::new();
         let (partition, timestamp) = match &result {
             Ok(meta) => (meta.partition, meta.timestamp),

@@ -28,14 +28,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
-
-use super::MockError;
-use crate::consumer::{
+use kring::consumer::{
     ConsumePartitionFuture, ConsumerError, Message, MessageSource, NextMessages,
     NextMessagesFuture, Offset, PartitionSource,
 };
-use crate::error::{Error, Result};
-use crate::protocol::{ApiKey, KafkaCode};
+use kring::error::{Error, Result};
+use kring::protocol::{ApiKey, KafkaCode};
+
+use super::MockError;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -164,7 +164,7 @@ impl Drop for State {
 ///
 /// ```
 /// use kring::consumer::{MessageSource, Offset};
-/// use kring::mock::MockConsumer;
+/// use kring_mock::MockConsumer;
 /// use kring::Error;
 ///
 /// // The user's code: counts messages until the stream ends or fails.
@@ -484,7 +484,7 @@ impl PartitionSource for MockPartitionConsumer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::block_on;
+    use kring::client::block_on;
     use std::time::Duration;
 
     #[test]

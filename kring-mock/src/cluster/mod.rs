@@ -32,13 +32,13 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Instant;
 
 use bytes::Bytes;
+use kring::protocol::messages::ApiVersionsResponse;
+use kring::protocol::{ApiKey, RequestKind, ResponseKind, Uuid};
+use kring::record::RecordBatchRef;
 
 use self::state::{BrokerInfo, Config, Log, State};
 use super::server::{ConnCtx, Outcome, Server, Service, Signal, lock, resolve};
 use super::{MockError, ReceivedRequest, Reply};
-use crate::protocol::messages::{ApiVersionsResponse, api_versions::ApiVersion};
-use crate::protocol::{ApiKey, RequestKind, ResponseKind, Uuid};
-use crate::record::RecordBatchRef;
 
 /// The APIs the fake cluster implements, and so advertises.
 const IMPLEMENTED: &[ApiKey] = &[
@@ -133,27 +133,29 @@ impl Ctx<'_> {
 
 impl Core {
     fn dispatch(&self, cx: &Ctx<'_>) -> Option<ResponseKind> {
-        use self::{group as g, handlers as h};
+        use self::handlers as h;
         Some(match &cx.request.request {
-            RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(advertised()),
-            RequestKind::Metadata(r) => h::metadata(cx, r),
-            RequestKind::CreateTopics(r) => h::create_topics(cx, r),
-            RequestKind::DeleteTopics(r) => h::delete_topics(cx, r),
-            RequestKind::Produce(r) => h::produce(cx, r),
-            RequestKind::Fetch(r) => h::fetch(cx, r),
-            RequestKind::ListOffsets(r) => h::list_offsets(cx, r),
-            RequestKind::OffsetForLeaderEpoch(r) => h::offset_for_leader_epoch(cx, r),
-            RequestKind::DeleteRecords(r) => h::delete_records(cx, r),
-            RequestKind::FindCoordinator(r) => h::find_coordinator(cx, r),
-            RequestKind::InitProducerId(r) => h::init_producer_id(cx, r),
-            RequestKind::JoinGroup(r) => g::join(cx, r),
-            RequestKind::SyncGroup(r) => g::sync(cx, r),
-            RequestKind::Heartbeat(r) => g::heartbeat(cx, r),
-            RequestKind::LeaveGroup(r) => g::leave(cx, r),
-            RequestKind::DescribeGroups(r) => g::describe(cx, r),
-            RequestKind::ListGroups(r) => g::list(cx, r),
-            RequestKind::OffsetCommit(r) => g::offset_commit(cx, r),
-            RequestKind::OffsetFetch(r) => g::offset_fetch(cx, r),
+            RequestKind::ApiVersions(_) => h::api_versions::api_versions(),
+            RequestKind::Metadata(r) => h::metadata::metadata(cx, r),
+            RequestKind::CreateTopics(r) => h::create_topics::create_topics(cx, r),
+            RequestKind::DeleteTopics(r) => h::delete_topics::delete_topics(cx, r),
+            RequestKind::Produce(r) => h::produce::produce(cx, r),
+            RequestKind::Fetch(r) => h::fetch::fetch(cx, r),
+            RequestKind::ListOffsets(r) => h::list_offsets::list_offsets(cx, r),
+            RequestKind::OffsetForLeaderEpoch(r) => {
+                h::offset_for_leader_epoch::offset_for_leader_epoch(cx, r)
+            }
+            RequestKind::DeleteRecords(r) => h::delete_records::delete_records(cx, r),
+            RequestKind::FindCoordinator(r) => h::find_coordinator::find_coordinator(cx, r),
+            RequestKind::InitProducerId(r) => h::init_producer_id::init_producer_id(cx, r),
+            RequestKind::JoinGroup(r) => h::join_group::join(cx, r),
+            RequestKind::SyncGroup(r) => h::sync_group::sync(cx, r),
+            RequestKind::Heartbeat(r) => h::heartbeat::heartbeat(cx, r),
+            RequestKind::LeaveGroup(r) => h::leave_group::leave(cx, r),
+            RequestKind::DescribeGroups(r) => h::describe_groups::describe(cx, r),
+            RequestKind::ListGroups(r) => h::list_groups::list(cx, r),
+            RequestKind::OffsetCommit(r) => h::offset_commit::offset_commit(cx, r),
+            RequestKind::OffsetFetch(r) => h::offset_fetch::offset_fetch(cx, r),
             _ => return None,
         })
     }
@@ -193,22 +195,6 @@ impl Core {
 
     fn note(&self, f: impl FnOnce(&mut Notes)) {
         f(&mut lock(&self.notes));
-    }
-}
-
-/// The ApiVersions answer: the implemented APIs at every version kring speaks.
-fn advertised() -> ApiVersionsResponse {
-    ApiVersionsResponse {
-        api_keys: IMPLEMENTED
-            .iter()
-            .map(|api| ApiVersion {
-                api_key: api.key(),
-                min_version: api.versions().min,
-                max_version: api.versions().max,
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
     }
 }
 
@@ -260,7 +246,7 @@ impl Service for ClusterService {
     }
 
     fn api_versions(&self) -> ApiVersionsResponse {
-        advertised()
+        handlers::api_versions::advertised()
     }
 
     fn malformed(&self, broker_id: i32, what: String) {
@@ -453,47 +439,39 @@ impl FakeClusterBuilder {
 /// logs, offsets and groups. See the [module docs](self) for what it implements.
 ///
 /// ```
-/// use kring::io::{BlockingConnection, ConnectionConfig};
-/// use kring::mock::{FakeCluster, Reply, record_batch};
+/// use std::time::Duration;
+/// use kring::consumer::{Consumer, Offset};
+/// use kring::producer::{Producer, ProducerRecord};
 /// use kring::protocol::{ApiKey, KafkaCode};
-/// use kring::protocol::messages::{
-///     MetadataRequest, ProduceRequest,
-///     produce::{PartitionProduceData, TopicProduceData},
-/// };
+/// use kring::{Client, Config};
+/// use kring_mock::{FakeCluster, Reply};
 ///
 /// let cluster = FakeCluster::builder().brokers(3).topic("events", 2).build()?;
-/// let options = ConnectionConfig::default;
-///
-/// // Discover the leader of events-0 from any broker, as a client does.
-/// let mut seed = BlockingConnection::connect(&cluster.bootstrap()[0], options())?;
-/// let metadata = seed.send(&MetadataRequest::default().with_topics(None))?;
-/// let leader = metadata.topics[0].partitions[0].leader_id;
-/// assert_eq!(Some(leader), cluster.leader("events", 0));
-///
 /// // Script a fault: the first Produce anywhere fails with NOT_ENOUGH_REPLICAS.
 /// cluster.control_once(Some(ApiKey::Produce), |_| {
 ///     Reply::error(KafkaCode::NOT_ENOUGH_REPLICAS)
 /// });
 ///
-/// let batch = record_batch(0, 1_000, &[(None, Some(b"hello".as_slice()))])?;
-/// let produce = ProduceRequest::default()
-///     .with_acks(-1)
-///     .with_timeout_ms(1000)
-///     .with_topic_data(vec![
-///         TopicProduceData::default()
-///             .with_name("events".into())
-///             .with_partition_data(vec![
-///                 PartitionProduceData::default().with_index(0).with_records(Some(batch)),
-///             ]),
-///     ]);
-/// let leader_addr = cluster.broker_address(leader).unwrap();
-/// let mut conn = BlockingConnection::connect(&leader_addr, options())?;
-/// let first = conn.send(&produce)?;
-/// let code = KafkaCode(first.responses[0].partition_responses[0].error_code);
-/// assert_eq!(code, KafkaCode::NOT_ENOUGH_REPLICAS);
-/// let retry = conn.send(&produce)?;
-/// assert_eq!(retry.responses[0].partition_responses[0].base_offset, 0);
+/// // kring's own client, producer and consumer, bootstrapped from the fake cluster.
+/// let mut config = Config::new(cluster.bootstrap());
+/// config.producer.retry_backoff = Duration::from_millis(10);
+/// let client = Client::connect_blocking(config)?;
+/// let producer = Producer::new_blocking(client.clone())?;
+/// let record = ProducerRecord::new("events").with_partition(0).with_value("hello");
+/// // The producer retried: the record is in the log once, at offset 0.
+/// assert_eq!(producer.send_blocking(record)?.wait()?.offset, 0);
+/// producer.close_blocking()?;
 /// assert_eq!(cluster.high_watermark("events", 0)?, 1);
+///
+/// let consumer = Consumer::new(client)?;
+/// let mut partition = consumer.consume_partition_blocking("events", 0, Offset::Oldest)?;
+/// let messages = loop {
+///     let batch = partition.next_messages_blocking().expect("open")?;
+///     if !batch.is_empty() {
+///         break batch;
+///     }
+/// };
+/// assert_eq!(messages[0].value.as_deref(), Some(&b"hello"[..]));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct FakeCluster {
@@ -583,7 +561,7 @@ impl FakeCluster {
         self.changed();
         match created {
             Ok(c) => Ok(c.id),
-            Err(e) if e.code == crate::protocol::KafkaCode::TOPIC_ALREADY_EXISTS => {
+            Err(e) if e.code == kring::protocol::KafkaCode::TOPIC_ALREADY_EXISTS => {
                 Err(MockError::TopicExists(name.to_string()))
             }
             Err(e) => Err(MockError::InvalidArgument(e.message)),
@@ -789,7 +767,7 @@ impl FakeCluster {
             ))
         })?;
         let mut out = Vec::new();
-        let mut decompressor = crate::record::Decompressor::default();
+        let mut decompressor = kring::record::Decompressor::default();
         let mut scratch = Vec::new();
         for bytes in &batches {
             let batch =

@@ -1,5 +1,5 @@
-//! Test doubles that speak the real Kafka protocol on real loopback sockets, for tests
-//! of code that uses kring (enabled by the `mock` cargo feature).
+//! kring-mock: test doubles for code that uses kring. Add it as a dev-dependency
+//! (`kring-mock = { path = ".../kring-mock" }`); it builds only on kring's public API.
 //!
 //! - [`MockBroker`] (Sarama's `MockBroker`): one scriptable broker. Requests are decoded
 //!   with the generated protocol types, recorded in a history, and answered by
@@ -15,17 +15,17 @@
 //!
 //! - [`MockProducer`], [`MockSyncProducer`] and [`MockConsumer`] (Sarama's `mocks`
 //!   package): no sockets at all, for unit tests of code written against the traits
-//!   [`crate::producer::RecordProducer`], [`crate::producer::SyncRecordProducer`],
-//!   [`crate::consumer::MessageSource`] and [`crate::consumer::PartitionSource`], which
+//!   [`kring::producer::RecordProducer`], [`kring::producer::SyncRecordProducer`],
+//!   [`kring::consumer::MessageSource`] and [`kring::consumer::PartitionSource`], which
 //!   kring's real producer and consumer implement. Each call is checked against
 //!   expectations the test sets up ("expect a send, then succeed or fail"; "expect
 //!   this partition to be consumed, and yield these messages").
 //!
-//! MockBroker and FakeCluster serve each broker from a `std::net::TcpListener` on plain threads (one per
-//! connection), so they work under any async runtime or none, and the code under test
-//! talks to them exactly as it would to Kafka: [`crate::io::Broker`] or
-//! [`crate::io::BlockingConnection`] pointed at [`MockBroker::address`] or
-//! [`FakeCluster::bootstrap`].
+//! MockBroker and FakeCluster serve each broker from a `std::net::TcpListener` on plain
+//! threads (one per connection), so they work under any async runtime or none, and the
+//! code under test talks to them exactly as it would to Kafka: a [`kring::Client`] (and
+//! the producers and consumers built on it) bootstrapped from [`MockBroker::address`]
+//! or [`FakeCluster::bootstrap`].
 //!
 //! Invariants:
 //! - Nothing a client sends makes the test process panic. A frame that does not decode
@@ -43,6 +43,7 @@
 mod broker;
 mod cluster;
 mod consumer;
+mod generated;
 mod producer;
 mod responses;
 mod server;
@@ -54,16 +55,17 @@ use bytes::Bytes;
 pub use broker::{MockBroker, RequestResponse};
 pub use cluster::{ControlId, FakeCluster, FakeClusterBuilder};
 pub use consumer::{MockConsumer, MockPartitionConsumer, MockPartitionHandle};
+pub use generated::error_response::error_response;
 pub use producer::{ExpectSend, MockProducer, MockSyncProducer, SentRecord};
 pub use responses::{
     MockApiVersionsResponse, MockFetchResponse, MockFindCoordinatorResponse, MockHeartbeatResponse,
     MockInitProducerIdResponse, MockJoinGroupResponse, MockLeaveGroupResponse,
     MockListOffsetsResponse, MockMetadataResponse, MockOffsetCommitResponse,
     MockOffsetFetchResponse, MockProduceResponse, MockResponse, MockSequence,
-    MockSyncGroupResponse, error_response, record_batch, topic_id,
+    MockSyncGroupResponse, record_batch, topic_id,
 };
 
-use crate::protocol::{
+use kring::protocol::{
     ApiKey, KafkaCode, Request, RequestHeader, RequestKind, Response, ResponseKind,
 };
 
@@ -209,7 +211,7 @@ impl ReceivedRequest {
     /// The body as the typed request `R`, if this request is of `R`'s API.
     ///
     /// ```
-    /// # use kring::mock::ReceivedRequest;
+    /// # use kring_mock::ReceivedRequest;
     /// use kring::protocol::messages::ProduceRequest;
     /// fn acks(request: &ReceivedRequest) -> Option<i16> {
     ///     request.decode::<ProduceRequest>().map(|p| p.acks)
@@ -245,7 +247,7 @@ impl ReceivedRequest {
 ///
 /// ```
 /// use std::time::Duration;
-/// use kring::mock::Reply;
+/// use kring_mock::Reply;
 /// use kring::protocol::KafkaCode;
 /// use kring::protocol::messages::HeartbeatResponse;
 ///
@@ -354,8 +356,6 @@ impl<R: Response> From<R> for Reply {
     }
 }
 
-impl From<ResponseKind> for Reply {
-    fn from(response: ResponseKind) -> Reply {
-        Reply::respond_kind(response)
-    }
-}
+// No `From<ResponseKind>`: outside kring, coherence cannot rule out that ResponseKind
+// implements `Response` one day, so it would overlap the impl above. Use
+// `Reply::respond_kind`.

@@ -13,11 +13,11 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use bytes::{Bytes, BytesMut};
+use kring::protocol::{KafkaCode, Uuid};
+use kring::record::{Decompressor, RecordBatchRef};
 
 use super::group::Group;
-use crate::mock::responses::id_from;
-use crate::protocol::{KafkaCode, Uuid};
-use crate::record::{Decompressor, RecordBatchRef};
+use crate::responses::id_from;
 
 /// Settings of the fake cluster.
 #[derive(Debug, Clone)]
@@ -90,7 +90,7 @@ impl Log {
             let (batch, tail) = match RecordBatchRef::parse(rest) {
                 Ok(Some(parsed)) => parsed,
                 Ok(None) => return Err(KafkaCode::CORRUPT_MESSAGE),
-                Err(crate::record::RecordError::UnsupportedMagic(_)) => {
+                Err(kring::record::RecordError::UnsupportedMagic(_)) => {
                     return Err(KafkaCode::UNSUPPORTED_FOR_MESSAGE_FORMAT);
                 }
                 Err(_) => return Err(KafkaCode::CORRUPT_MESSAGE),
@@ -586,8 +586,8 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mock::record_batch;
-    use crate::record::{BatchBuilder, BatchOptions};
+    use crate::record_batch;
+    use kring::record::{BatchBuilder, BatchOptions};
 
     fn idempotent_batch(pid: i64, epoch: i16, seq: i32, n: usize) -> Bytes {
         let mut b = BatchBuilder::new(

@@ -2,8 +2,12 @@
 //! back from Fetch with the offsets the cluster assigned; metadata follows leader moves
 //! and brokers going down; the old leader refuses with NOT_LEADER_OR_FOLLOWER;
 //! offsets, coordinators, groups, producer ids; control hooks that answer, drop,
-//! delay; garbage; and determinism.
-#![cfg(feature = "mock")]
+//! delay; garbage; and determinism. Requests go through a raw blocking connection
+//! (`support::RawConnection`, on kring's public protocol layer) to exactly the broker
+//! a test names; kring's Client, Producer and Consumer run against the cluster at the
+//! end.
+
+mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -12,8 +16,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use kring::io::{BlockingConnection, Broker, ConnectionConfig, IoError};
-use kring::mock::{FakeCluster, Reply, record_batch};
 use kring::protocol::messages::{
     CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeGroupsRequest,
     FetchRequest, FetchResponse, FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest,
@@ -36,33 +38,14 @@ use kring::protocol::messages::{
 };
 use kring::protocol::{ApiKey, KafkaCode, Uuid};
 use kring::record::{BatchBuilder, BatchOptions, Batches, Compression, Compressor, Decompressor};
-use kring::runtime::{Runtime, RuntimeConfig};
+use kring_mock::{FakeCluster, Reply, record_batch};
+use support::{RawConnection, RawError};
 
-fn runtime(name: &str) -> Runtime {
-    Runtime::new(RuntimeConfig {
-        workers: 2,
-        thread_name: name.into(),
-        ..RuntimeConfig::default()
-    })
-    .expect("runtime")
+fn connect(addr: &str) -> RawConnection {
+    RawConnection::connect(addr).expect("connect")
 }
 
-fn quick() -> ConnectionConfig {
-    ConnectionConfig {
-        request_timeout: Duration::from_secs(5),
-        connect_timeout: Duration::from_secs(2),
-        reconnect_backoff: Duration::from_millis(5),
-        reconnect_backoff_max: Duration::from_millis(20),
-        drain_timeout: Duration::from_millis(200),
-        ..ConnectionConfig::default()
-    }
-}
-
-fn connect(addr: &str) -> BlockingConnection {
-    BlockingConnection::connect(addr, ConnectionConfig::default()).expect("connect")
-}
-
-fn connect_to(cluster: &FakeCluster, broker: i32) -> BlockingConnection {
+fn connect_to(cluster: &FakeCluster, broker: i32) -> RawConnection {
     connect(&cluster.broker_address(broker).expect("broker"))
 }
 
@@ -127,12 +110,12 @@ fn fetched(r: &FetchResponse) -> (KafkaCode, i64, Vec<(i64, String)>) {
     (KafkaCode(p.error_code), p.high_watermark, out)
 }
 
-fn metadata(conn: &mut BlockingConnection) -> MetadataResponse {
+fn metadata(conn: &mut RawConnection) -> MetadataResponse {
     conn.send(&MetadataRequest::default().with_topics(None))
         .expect("metadata")
 }
 
-fn retry<T>(what: &str, mut f: impl FnMut() -> Result<T, IoError>) -> T {
+fn retry<T>(what: &str, mut f: impl FnMut() -> Result<T, RawError>) -> T {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         match f() {
@@ -153,18 +136,15 @@ fn records_round_trip_through_partition_leaders() {
         .build()
         .unwrap();
     let id = cluster.topic_id("events").unwrap();
-    let rt = runtime("kfc-rt");
-    let brokers: Vec<Broker> = cluster
+    let mut brokers: std::collections::BTreeMap<i32, RawConnection> = cluster
         .addresses()
         .into_iter()
-        .map(|(id, addr)| Broker::open(&rt, id, addr, quick()).unwrap())
+        .map(|(id, addr)| (id, connect(&addr)))
         .collect();
-    let by_id = |id: i32| brokers.iter().find(|b| b.id() == id).unwrap();
 
     // The bootstrap broker's metadata names the leaders; every broker agrees.
-    let m = brokers[0]
-        .send_blocking(MetadataRequest::default().with_topics(None))
-        .unwrap();
+    let first = *brokers.keys().next().unwrap();
+    let m = metadata(brokers.get_mut(&first).unwrap());
     assert_eq!(m.brokers.len(), 3);
     assert_eq!(m.cluster_id.as_deref(), Some("kring-fake-cluster"));
     let topic = &m.topics[0];
@@ -186,20 +166,18 @@ fn records_round_trip_through_partition_leaders() {
 
     for (partition, &leader) in leaders.iter().enumerate() {
         let partition = partition as i32;
-        let b = by_id(leader);
+        let b = brokers.get_mut(&leader).unwrap();
         let first = b
-            .send_blocking(produce("events", partition, batch(&["a", "b", "c"])))
+            .send(&produce("events", partition, batch(&["a", "b", "c"])))
             .unwrap();
         assert_eq!(produced(&first), (KafkaCode::NONE, 0));
         let second = b
-            .send_blocking(produce("events", partition, batch(&["d"])))
+            .send(&produce("events", partition, batch(&["d"])))
             .unwrap();
         assert_eq!(produced(&second), (KafkaCode::NONE, 3));
         // Fetch v17 by topic id, from the middle of the first batch: the whole batch
         // comes back (as from a broker) and readers skip what they did not ask for.
-        let f = b
-            .send_blocking(fetch("events", id, partition, 1, 100))
-            .unwrap();
+        let f = b.send(&fetch("events", id, partition, 1, 100)).unwrap();
         let (code, hwm, records) = fetched(&f);
         assert_eq!((code, hwm), (KafkaCode::NONE, 4));
         let values: Vec<&str> = records.iter().map(|(_, v)| v.as_str()).collect();
@@ -220,7 +198,6 @@ fn records_round_trip_through_partition_leaders() {
     let records = cluster.records("events", 0).unwrap();
     assert_eq!(records.len(), 4);
     assert_eq!(records[3].2.as_deref(), Some(&b"d"[..]));
-    rt.shutdown();
 }
 
 #[test]
@@ -349,16 +326,14 @@ fn a_broker_taken_down_refuses_connections_and_leaves_metadata() {
         .unwrap();
     let victim = cluster.leader("t", 0).unwrap();
     let addr = cluster.broker_address(victim).unwrap();
-    let rt = runtime("kfc-down");
-    let b = Broker::open(&rt, victim, addr.clone(), quick()).unwrap();
-    b.send_blocking(MetadataRequest::default().with_topics(None))
-        .unwrap();
+    let mut b = connect(&addr);
+    metadata(&mut b);
 
     cluster.take_down(victim).unwrap();
     assert!(!cluster.is_up(victim));
     assert!(TcpStream::connect(&addr).is_err(), "the listener is closed");
     let err = b
-        .send_blocking(MetadataRequest::default().with_topics(None))
+        .send(&MetadataRequest::default().with_topics(None))
         .unwrap_err();
     assert!(err.is_retriable(), "{err}");
 
@@ -379,10 +354,9 @@ fn a_broker_taken_down_refuses_connections_and_leaves_metadata() {
 
     cluster.bring_up(victim).unwrap();
     let m = retry("back up", || {
-        b.send_blocking(MetadataRequest::default().with_topics(None))
+        RawConnection::connect(&addr)?.send(&MetadataRequest::default().with_topics(None))
     });
     assert_eq!(m.brokers.len(), 3);
-    rt.shutdown();
 }
 
 #[test]
@@ -420,7 +394,7 @@ fn offsets_log_start_and_out_of_range() {
         assert_eq!(cluster.append("t", 0, &b).unwrap(), i as i64);
     }
     let mut conn = connect_to(&cluster, 1);
-    let list = |conn: &mut BlockingConnection, ts: i64| {
+    let list = |conn: &mut RawConnection, ts: i64| {
         let r = conn
             .send(&ListOffsetsRequest::default().with_topics(vec![
                 ListOffsetsTopic::default()
@@ -726,7 +700,7 @@ fn coordinators_commits_and_not_coordinator() {
     assert_eq!(KafkaCode(old.error_code), KafkaCode::NOT_COORDINATOR);
 }
 
-fn join(conn: &mut BlockingConnection, member: &str, metadata: &'static [u8]) -> JoinGroupResponse {
+fn join(conn: &mut RawConnection, member: &str, metadata: &'static [u8]) -> JoinGroupResponse {
     conn.send(
         &JoinGroupRequest::default()
             .with_group_id("g".into())
@@ -744,7 +718,7 @@ fn join(conn: &mut BlockingConnection, member: &str, metadata: &'static [u8]) ->
 }
 
 fn sync(
-    conn: &mut BlockingConnection,
+    conn: &mut RawConnection,
     generation: i32,
     member: &str,
     assignments: Vec<(String, &'static [u8])>,
@@ -772,7 +746,7 @@ fn sync(
     (KafkaCode(r.error_code), r.assignment)
 }
 
-fn heartbeat(conn: &mut BlockingConnection, generation: i32, member: &str) -> KafkaCode {
+fn heartbeat(conn: &mut RawConnection, generation: i32, member: &str) -> KafkaCode {
     KafkaCode(
         conn.send(
             &HeartbeatRequest::default()
@@ -909,7 +883,7 @@ fn a_member_that_never_rejoins_is_dropped_at_the_rebalance_timeout() {
     let cluster = FakeCluster::builder().brokers(1).build().unwrap();
     let mut one = connect(&cluster.bootstrap()[0]);
     let mut two = connect(&cluster.bootstrap()[0]);
-    let rejoin = |conn: &mut BlockingConnection, member: &str| {
+    let rejoin = |conn: &mut RawConnection, member: &str| {
         conn.send(
             &JoinGroupRequest::default()
                 .with_group_id("g".into())
@@ -1058,22 +1032,19 @@ fn bad_produce_input_gets_error_codes() {
         assert_eq!(produced(&r).0, code);
     }
     assert_eq!(cluster.high_watermark("t", 0).unwrap(), 0);
-    // acks=0 is stored and not answered (kring's Broker expects no answer).
-    let rt = runtime("kfc-acks0");
-    let b = Broker::open(&rt, 1, cluster.bootstrap()[0].clone(), quick()).unwrap();
-    b.send_blocking(produce("t", 0, batch(&["quiet"])).with_acks(0))
+    // acks=0 is stored and not answered.
+    let version = conn.version_for::<ProduceRequest>().unwrap();
+    conn.write(&produce("t", 0, batch(&["quiet"])).with_acks(0), version)
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     while cluster.high_watermark("t", 0).unwrap() == 0 {
         assert!(Instant::now() < deadline);
         std::thread::sleep(Duration::from_millis(5));
     }
-    // The next request on the connection is answered in turn.
-    let m = b
-        .send_blocking(MetadataRequest::default().with_topics(None))
-        .unwrap();
+    // The next request on the connection is answered in turn (an answer to the
+    // Produce would come first, with the wrong correlation id).
+    let m = metadata(&mut conn);
     assert_eq!(m.brokers.len(), 1);
-    rt.shutdown();
 }
 
 #[test]
@@ -1191,19 +1162,12 @@ fn a_hook_can_move_the_leader_mid_produce() {
         }
         Reply::pass()
     });
-    let rt = runtime("kfc-move");
-    let b = Broker::open(
-        &rt,
-        leader,
-        cluster.broker_address(leader).unwrap(),
-        quick(),
-    )
-    .unwrap();
+    let mut b = connect_to(&cluster, leader);
     assert_eq!(
-        produced(&b.send_blocking(produce("t", 0, batch(&["1"]))).unwrap()),
+        produced(&b.send(&produce("t", 0, batch(&["1"]))).unwrap()),
         (KafkaCode::NONE, 0)
     );
-    let r = b.send_blocking(produce("t", 0, batch(&["2"]))).unwrap();
+    let r = b.send(&produce("t", 0, batch(&["2"]))).unwrap();
     assert_eq!(produced(&r).0, KafkaCode::NOT_LEADER_OR_FOLLOWER);
     assert_eq!(
         r.responses[0].partition_responses[0]
@@ -1211,12 +1175,11 @@ fn a_hook_can_move_the_leader_mid_produce() {
             .leader_id,
         other
     );
-    let nb = Broker::open(&rt, other, cluster.broker_address(other).unwrap(), quick()).unwrap();
+    let mut nb = connect_to(&cluster, other);
     assert_eq!(
-        produced(&nb.send_blocking(produce("t", 0, batch(&["2"]))).unwrap()),
+        produced(&nb.send(&produce("t", 0, batch(&["2"]))).unwrap()),
         (KafkaCode::NONE, 1)
     );
-    rt.shutdown();
 }
 
 #[test]
@@ -1226,9 +1189,7 @@ fn a_connection_dropped_with_requests_in_flight_fails_them_retriably() {
         .topic("t", 1)
         .build()
         .unwrap();
-    let rt = runtime("kfc-drop");
-    let b = Broker::open(&rt, 1, cluster.bootstrap()[0].clone(), quick()).unwrap();
-    b.connect_blocking().unwrap();
+    let mut conn = connect(&cluster.bootstrap()[0]);
     let n = AtomicUsize::new(0);
     cluster.control(Some(ApiKey::Metadata), move |_| {
         match n.fetch_add(1, Ordering::SeqCst) {
@@ -1237,34 +1198,17 @@ fn a_connection_dropped_with_requests_in_flight_fails_them_retriably() {
             _ => Reply::pass(),
         }
     });
-    let foreign = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let results = foreign.block_on(async {
-        let mut pending = Vec::new();
-        for _ in 0..4 {
-            pending.push(
-                b.enqueue(MetadataRequest::default().with_topics(None), None)
-                    .await
-                    .unwrap(),
-            );
-        }
-        let mut out = Vec::new();
-        for p in pending {
-            out.push(p.await);
-        }
-        out
-    });
-    assert!(results[0].is_ok());
-    let errors: Vec<&IoError> = results.iter().filter_map(|r| r.as_ref().err()).collect();
-    assert!(!errors.is_empty());
+    // Four requests pipelined on one connection: the first is answered (late), the
+    // second closes the connection, the rest are never answered.
+    let request = MetadataRequest::default().with_topics(None);
+    let results = conn.pipeline(&request, 4).unwrap();
+    assert!(results[0].is_ok(), "{:?}", results[0]);
+    let errors: Vec<&RawError> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert_eq!(errors.len(), 3);
     assert!(errors.iter().all(|e| e.is_retriable()), "{errors:?}");
-    assert_eq!(b.in_flight(), 0);
     retry("after the drop", || {
-        b.send_blocking(MetadataRequest::default().with_topics(None))
+        RawConnection::connect(&cluster.bootstrap()[0])?.send(&request)
     });
-    rt.shutdown();
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The socket side shared by [`super::MockBroker`] and [`super::FakeCluster`]: a
 //! loopback listener on its own thread, one thread per accepted connection, frame
-//! reading with a size cap, request decoding, response encoding and ordered writes.
+//! reading with a size cap (kring's [`FrameCutter`]), request decoding, response
+//! encoding and ordered writes.
 //!
 //! Invariants: nothing read from a socket can panic here; a frame that does not decode
 //! closes its connection; a service's panic is caught, reported and closes only the
@@ -17,13 +18,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
+use kring::protocol::messages::ApiVersionsResponse;
+use kring::protocol::{
+    ApiKey, Decode, Encode, EncodeError, FRAME_PREFIX, FrameCutter, KafkaCode, RequestHeader,
+    RequestKind, ResponseHeader, ResponseKind,
+};
 
 use super::{Action, MockError, ReceivedRequest, Reply, error_response};
-use crate::protocol::messages::ApiVersionsResponse;
-use crate::protocol::{
-    ApiKey, Decode, Encode, EncodeError, FRAME_PREFIX, KafkaCode, RequestHeader, RequestKind,
-    ResponseHeader, ResponseKind, frame_length,
-};
 
 /// The largest request frame accepted (Kafka's `socket.request.max.bytes`, 100 MiB).
 const MAX_REQUEST_SIZE: usize = 100 * 1024 * 1024;
@@ -307,21 +308,33 @@ enum Bad {
     Malformed(String),
 }
 
-fn read_frame(stream: &mut TcpStream) -> Result<Option<Bytes>, String> {
-    let mut prefix = [0u8; FRAME_PREFIX];
-    if stream.read_exact(&mut prefix).is_err() {
-        return Ok(None);
-    }
-    let len = match frame_length(&prefix, MAX_REQUEST_SIZE) {
-        Ok(Some(len)) => len,
-        Ok(None) => return Ok(None),
-        Err(e) => return Err(format!("request frame: {e}")),
-    };
-    // Grows with what actually arrives instead of trusting the length up front.
-    let mut body = Vec::new();
-    match stream.take(len as u64).read_to_end(&mut body) {
-        Ok(n) if n == len => Ok(Some(Bytes::from(body))),
-        _ => Ok(None),
+/// How much a read asks for at least (the cutter asks for a whole frame when it knows
+/// the frame's length and that is more).
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Reads the next request frame through kring's [`FrameCutter`] (the same frame reader
+/// kring's connections use). `Ok(None)` when the peer closed the connection or the read
+/// failed, also in the middle of a frame; an error for a frame length that is negative
+/// or above [`MAX_REQUEST_SIZE`] (checked before anything is reserved for it).
+fn read_frame(stream: &mut TcpStream, cutter: &mut FrameCutter) -> Result<Option<Bytes>, String> {
+    loop {
+        match cutter.next_frame() {
+            Ok(Some(frame)) => return Ok(Some(frame)),
+            Ok(None) => {}
+            Err(e) => {
+                let seen = cutter.buffered();
+                return Err(format!(
+                    "request frame: {e} (first bytes {:02x?})",
+                    &seen[..seen.len().min(16)]
+                ));
+            }
+        }
+        match cutter.fill_with(|buf| stream.read(buf)) {
+            Ok(0) => return Ok(None),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return Ok(None),
+        }
     }
 }
 
@@ -407,11 +420,12 @@ fn serve(mut stream: TcpStream, connection: u64, shared: Arc<Shared>) {
     let ctx = ConnCtx {
         signal: &shared.signal,
     };
+    let mut cutter = FrameCutter::new(MAX_REQUEST_SIZE, READ_CHUNK);
     loop {
         if shared.signal.is_stopped() {
             break;
         }
-        let frame = match read_frame(&mut stream) {
+        let frame = match read_frame(&mut stream, &mut cutter) {
             Ok(Some(f)) => f,
             Ok(None) => break,
             Err(what) => {

@@ -1,19 +1,16 @@
 //! The client mocks (`MockProducer`, `MockSyncProducer`, `MockConsumer`) as users meet
 //! them: "user code" generic over kring's producer and consumer traits, tested with the
-//! mocks, and the very same code run against the real broker (`scripts/kafka up`)
-//! through the real `Producer`, `SyncProducer` and `Consumer`.
-
-mod common;
+//! mocks, and the very same code run through the real `Producer`, `SyncProducer` and
+//! `Consumer` against a `FakeCluster` (so this suite needs no running Kafka).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{client, config, create_topic, unique};
 use kring::consumer::{Consumer, MessageSource, Offset, PartitionSource};
-use kring::mock::{MockConsumer, MockError, MockProducer, MockSyncProducer};
 use kring::producer::{Producer, ProducerRecord, RecordProducer, SyncProducer, SyncRecordProducer};
 use kring::protocol::{ApiKey, KafkaCode};
 use kring::{Error, Result};
+use kring_mock::{FakeCluster, MockConsumer, MockError, MockProducer, MockSyncProducer};
 
 // ---------------------------------------------------------------------------------
 // "User code": written against the traits only.
@@ -272,16 +269,16 @@ fn an_ended_stream_ends_the_reader() {
 }
 
 // ---------------------------------------------------------------------------------
-// The same user code against the real broker.
+// The same user code on kring's real producer and consumer (against a fake cluster).
 // ---------------------------------------------------------------------------------
 
 #[test]
 fn the_same_user_code_runs_on_the_real_producer_and_consumer() {
-    let mut c = config();
+    let topic = "kring-mock-clients".to_string();
+    let cluster = FakeCluster::builder().topic(&topic, 1).build().unwrap();
+    let mut c = kring::Config::new(cluster.bootstrap());
     c.producer.linger = Duration::from_millis(5);
-    let client = client(c);
-    let topic = unique("kring-mock-clients");
-    create_topic(&client, &topic, 1, 1, &[]);
+    let client = kring::Client::connect_blocking(c).unwrap();
 
     let publisher = OrderPublisher {
         producer: Producer::new_blocking(client.clone()).unwrap(),

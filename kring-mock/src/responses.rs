@@ -1,8 +1,9 @@
 //! What a [`super::MockBroker`] answers with: the [`MockResponse`] trait, the
 //! `Mock*Response` builders (each builds its response from the request it answers, so
-//! the topics and partitions asked for are the ones answered), [`MockSequence`],
-//! [`error_response`] (the error answer to any common request, as Java's
-//! `AbstractRequest.getErrorResponse`), and small helpers for tests.
+//! the topics and partitions asked for are the ones answered), [`MockSequence`], and
+//! small helpers for tests. The error answer to any request,
+//! [`error_response`](crate::error_response) (as Java's
+//! `AbstractRequest.getErrorResponse`), is generated: `src/generated/`.
 //!
 //! Invariant: every builder fills every field at every version a client may send, with
 //! the schema's defaults where the builder was told nothing, so its answer encodes at
@@ -12,21 +13,12 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use bytes::Bytes;
-
-use super::server::lock;
-use super::{KeyValue, MockBroker, MockError, ReceivedRequest, Reply};
-use crate::protocol::messages::{
-    AddOffsetsToTxnResponse, ApiVersionsResponse, CreateTopicsResponse, DeleteRecordsResponse,
-    DeleteTopicsResponse, DescribeGroupsResponse, EndTxnResponse, FetchResponse,
-    FindCoordinatorResponse, HeartbeatResponse, InitProducerIdResponse, JoinGroupResponse,
-    LeaveGroupResponse, ListGroupsResponse, ListOffsetsResponse, MetadataResponse,
-    OffsetCommitResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse,
+use kring::protocol::messages::{
+    ApiVersionsResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse,
+    InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListOffsetsResponse,
+    MetadataResponse, OffsetCommitResponse, OffsetFetchResponse, ProduceResponse,
     SyncGroupResponse,
     api_versions::ApiVersion,
-    create_topics::CreatableTopicResult,
-    delete_records::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult},
-    delete_topics::DeletableTopicResult,
-    describe_groups::DescribedGroup,
     fetch::{FetchableTopicResponse, PartitionData},
     find_coordinator::Coordinator,
     join_group::JoinGroupResponseMember,
@@ -38,11 +30,13 @@ use crate::protocol::messages::{
         OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
         OffsetFetchResponseTopic, OffsetFetchResponseTopics,
     },
-    offset_for_leader_epoch::{EpochEndOffset, OffsetForLeaderTopicResult},
     produce::{PartitionProduceResponse, TopicProduceResponse},
 };
-use crate::protocol::{ApiKey, KafkaCode, RequestKind, ResponseKind, Uuid};
-use crate::record::{BatchBuilder, BatchOptions, RecordBatchRef};
+use kring::protocol::{ApiKey, KafkaCode, RequestKind, Uuid};
+use kring::record::{BatchBuilder, BatchOptions, RecordBatchRef};
+
+use super::server::lock;
+use super::{KeyValue, MockBroker, MockError, ReceivedRequest, Reply};
 
 /// Answers requests for a [`MockBroker`]: given a request, the [`Reply`] to it.
 ///
@@ -50,7 +44,7 @@ use crate::record::{BatchBuilder, BatchOptions, RecordBatchRef};
 /// fixed response), [`MockSequence`] and every `Mock*Response` builder.
 ///
 /// ```
-/// use kring::mock::{MockResponse, ReceivedRequest, Reply};
+/// use kring_mock::{MockResponse, ReceivedRequest, Reply};
 /// use kring::protocol::KafkaCode;
 /// use kring::protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 ///
@@ -87,7 +81,7 @@ impl MockResponse for Reply {
 /// answers every later request (Sarama's `MockSequence`). An empty sequence passes.
 ///
 /// ```
-/// use kring::mock::{MockProduceResponse, MockSequence, Reply};
+/// use kring_mock::{MockProduceResponse, MockSequence, Reply};
 /// use kring::protocol::KafkaCode;
 ///
 /// // The first produce fails with NOT_LEADER_OR_FOLLOWER, the retry succeeds.
@@ -174,7 +168,7 @@ pub(crate) fn id_from(bytes: &[u8], salt: u64) -> Uuid {
 /// [`MockFetchResponse::records`] and [`super::FakeCluster::append`].
 ///
 /// ```
-/// let batch = kring::mock::record_batch(0, 1_700_000_000_000, &[
+/// let batch = kring_mock::record_batch(0, 1_700_000_000_000, &[
 ///     (Some(b"k1".as_slice()), Some(b"v1".as_slice())),
 ///     (None, Some(b"v2".as_slice())),
 /// ])?;
@@ -189,12 +183,12 @@ pub fn record_batch(
 ) -> Result<Bytes, MockError> {
     // Generous bound: each record needs at most its key and value plus 5 varints of
     // 10 bytes and its attributes.
-    let capacity = crate::record::BATCH_HEADER_LEN
+    let capacity = kring::record::BATCH_HEADER_LEN
         + records
             .iter()
             .map(|(k, v)| k.map_or(0, <[u8]>::len) + v.map_or(0, <[u8]>::len) + 64)
             .sum::<usize>();
-    let invalid = |e: crate::record::BuildError| MockError::InvalidBatch(e.to_string());
+    let invalid = |e: kring::record::BuildError| MockError::InvalidBatch(e.to_string());
     let mut builder = BatchBuilder::new(
         Vec::with_capacity(capacity),
         BatchOptions::default().with_base_offset(base_offset),
@@ -209,329 +203,6 @@ pub fn record_batch(
     Ok(Bytes::copy_from_slice(sealed.as_bytes()))
 }
 
-/// The response kring would get from a broker that fails `request` with `code`: the
-/// code in every error field, every topic and partition of the request mirrored, the
-/// other fields at their "unknown" values (-1 offsets, no records). `None` for APIs
-/// this function does not cover (most admin and broker-internal APIs).
-///
-/// Covered: Produce, Fetch (partition-level codes; the top-level code only when no
-/// partition was asked for), ListOffsets, Metadata (topic-level codes for the topics
-/// asked for by name or id), OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup,
-/// Heartbeat, LeaveGroup, SyncGroup, DescribeGroups, ListGroups, ApiVersions,
-/// CreateTopics, DeleteTopics, DeleteRecords, InitProducerId, OffsetForLeaderEpoch,
-/// AddOffsetsToTxn, EndTxn.
-///
-/// `version` is the request's: a few APIs carry their errors in different places
-/// across versions (FindCoordinator v4+ per key, OffsetFetch v8+ per group), and the
-/// response must fit the version it is encoded at.
-pub fn error_response(
-    request: &RequestKind,
-    version: i16,
-    code: KafkaCode,
-) -> Option<ResponseKind> {
-    let e = code.code();
-    Some(match request {
-        RequestKind::Produce(r) => ResponseKind::Produce(ProduceResponse {
-            responses: r
-                .topic_data
-                .iter()
-                .map(|t| TopicProduceResponse {
-                    name: t.name.clone(),
-                    partition_responses: t
-                        .partition_data
-                        .iter()
-                        .map(|p| PartitionProduceResponse {
-                            index: p.index,
-                            error_code: e,
-                            base_offset: -1,
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }),
-        RequestKind::Fetch(r) => {
-            let any = r.topics.iter().any(|t| !t.partitions.is_empty());
-            ResponseKind::Fetch(FetchResponse {
-                error_code: if any { 0 } else { e },
-                responses: r
-                    .topics
-                    .iter()
-                    .map(|t| FetchableTopicResponse {
-                        topic: t.topic.clone(),
-                        topic_id: t.topic_id,
-                        partitions: t
-                            .partitions
-                            .iter()
-                            .map(|p| PartitionData {
-                                partition_index: p.partition,
-                                error_code: e,
-                                high_watermark: -1,
-                                ..Default::default()
-                            })
-                            .collect(),
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            })
-        }
-        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(ListOffsetsResponse {
-            topics: r
-                .topics
-                .iter()
-                .map(|t| ListOffsetsTopicResponse {
-                    name: t.name.clone(),
-                    partitions: t
-                        .partitions
-                        .iter()
-                        .map(|p| ListOffsetsPartitionResponse {
-                            partition_index: p.partition_index,
-                            error_code: e,
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }),
-        RequestKind::Metadata(r) => ResponseKind::Metadata(MetadataResponse {
-            topics: r
-                .topics
-                .iter()
-                .flatten()
-                .map(|t| MetadataResponseTopic {
-                    error_code: e,
-                    name: t.name.clone().or_else(|| Some(String::new())),
-                    topic_id: t.topic_id,
-                    ..Default::default()
-                })
-                .collect(),
-            controller_id: -1,
-            ..Default::default()
-        }),
-        RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(OffsetCommitResponse {
-            topics: r
-                .topics
-                .iter()
-                .map(|t| OffsetCommitResponseTopic {
-                    name: t.name.clone(),
-                    partitions: t
-                        .partitions
-                        .iter()
-                        .map(|p| OffsetCommitResponsePartition {
-                            partition_index: p.partition_index,
-                            error_code: e,
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }),
-        RequestKind::OffsetFetch(r) if version >= 8 => {
-            ResponseKind::OffsetFetch(OffsetFetchResponse {
-                groups: r
-                    .groups
-                    .iter()
-                    .map(|g| OffsetFetchResponseGroup {
-                        group_id: g.group_id.clone(),
-                        error_code: e,
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            })
-        }
-        RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(OffsetFetchResponse {
-            error_code: e,
-            topics: r
-                .topics
-                .iter()
-                .flatten()
-                .map(|t| OffsetFetchResponseTopic {
-                    name: t.name.clone(),
-                    partitions: t
-                        .partition_indexes
-                        .iter()
-                        .map(|&p| OffsetFetchResponsePartition {
-                            partition_index: p,
-                            committed_offset: -1,
-                            error_code: e,
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }),
-        RequestKind::FindCoordinator(r) if version >= 4 => {
-            ResponseKind::FindCoordinator(FindCoordinatorResponse {
-                coordinators: r
-                    .coordinator_keys
-                    .iter()
-                    .map(|k| Coordinator {
-                        key: k.clone(),
-                        node_id: -1,
-                        host: String::new(),
-                        port: -1,
-                        error_code: e,
-                        error_message: Some(code.name().to_string()),
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            })
-        }
-        RequestKind::FindCoordinator(_) => ResponseKind::FindCoordinator(FindCoordinatorResponse {
-            error_code: e,
-            error_message: Some(code.name().to_string()),
-            node_id: -1,
-            host: String::new(),
-            port: -1,
-            ..Default::default()
-        }),
-        RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(JoinGroupResponse {
-            error_code: e,
-            generation_id: -1,
-            member_id: r.member_id.clone(),
-            ..Default::default()
-        }),
-        RequestKind::Heartbeat(_) => ResponseKind::Heartbeat(HeartbeatResponse {
-            error_code: e,
-            ..Default::default()
-        }),
-        RequestKind::LeaveGroup(_) => ResponseKind::LeaveGroup(LeaveGroupResponse {
-            error_code: e,
-            ..Default::default()
-        }),
-        RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(SyncGroupResponse {
-            error_code: e,
-            protocol_type: r.protocol_type.clone(),
-            protocol_name: r.protocol_name.clone(),
-            ..Default::default()
-        }),
-        RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(DescribeGroupsResponse {
-            groups: r
-                .groups
-                .iter()
-                .map(|g| DescribedGroup {
-                    error_code: e,
-                    group_id: g.clone(),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }),
-        RequestKind::ListGroups(_) => ResponseKind::ListGroups(ListGroupsResponse {
-            error_code: e,
-            ..Default::default()
-        }),
-        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(ApiVersionsResponse {
-            error_code: e,
-            ..Default::default()
-        }),
-        RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(CreateTopicsResponse {
-            topics: r
-                .topics
-                .iter()
-                .map(|t| CreatableTopicResult {
-                    name: t.name.clone(),
-                    error_code: e,
-                    error_message: Some(code.name().to_string()),
-                    num_partitions: -1,
-                    replication_factor: -1,
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }),
-        RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(DeleteTopicsResponse {
-            responses: r
-                .topic_names
-                .iter()
-                .map(|n| DeletableTopicResult {
-                    name: Some(n.clone()),
-                    error_code: e,
-                    ..Default::default()
-                })
-                .chain(r.topics.iter().map(|t| DeletableTopicResult {
-                    name: t.name.clone(),
-                    topic_id: t.topic_id,
-                    error_code: e,
-                    ..Default::default()
-                }))
-                .collect(),
-            ..Default::default()
-        }),
-        RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(DeleteRecordsResponse {
-            topics: r
-                .topics
-                .iter()
-                .map(|t| DeleteRecordsTopicResult {
-                    name: t.name.clone(),
-                    partitions: t
-                        .partitions
-                        .iter()
-                        .map(|p| DeleteRecordsPartitionResult {
-                            partition_index: p.partition_index,
-                            low_watermark: -1,
-                            error_code: e,
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }),
-        RequestKind::InitProducerId(_) => ResponseKind::InitProducerId(InitProducerIdResponse {
-            error_code: e,
-            producer_id: -1,
-            producer_epoch: -1,
-            ..Default::default()
-        }),
-        RequestKind::OffsetForLeaderEpoch(r) => {
-            ResponseKind::OffsetForLeaderEpoch(OffsetForLeaderEpochResponse {
-                topics: r
-                    .topics
-                    .iter()
-                    .map(|t| OffsetForLeaderTopicResult {
-                        topic: t.topic.clone(),
-                        partitions: t
-                            .partitions
-                            .iter()
-                            .map(|p| EpochEndOffset {
-                                error_code: e,
-                                partition: p.partition,
-                                leader_epoch: -1,
-                                end_offset: -1,
-                                ..Default::default()
-                            })
-                            .collect(),
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            })
-        }
-        RequestKind::AddOffsetsToTxn(_) => ResponseKind::AddOffsetsToTxn(AddOffsetsToTxnResponse {
-            error_code: e,
-            ..Default::default()
-        }),
-        RequestKind::EndTxn(_) => ResponseKind::EndTxn(EndTxnResponse {
-            error_code: e,
-            ..Default::default()
-        }),
-        _ => return None,
-    })
-}
-
 /// Every API kring knows, with every version it can encode and decode: what a
 /// [`MockBroker`] advertises by default.
 pub(crate) fn all_api_versions() -> Vec<ApiVersion> {
@@ -539,12 +210,10 @@ pub(crate) fn all_api_versions() -> Vec<ApiVersion> {
         .iter()
         .map(|api| {
             let v = api.versions();
-            ApiVersion {
-                api_key: api.key(),
-                min_version: v.min,
-                max_version: v.max,
-                ..Default::default()
-            }
+            ApiVersion::default()
+                .with_api_key(api.key())
+                .with_min_version(v.min)
+                .with_max_version(v.max)
         })
         .collect()
 }
@@ -559,7 +228,7 @@ fn host_port(addr: std::net::SocketAddr) -> (String, i32) {
 /// An ApiVersions answer: by default every API and version kring speaks.
 ///
 /// ```
-/// use kring::mock::{MockApiVersionsResponse, MockBroker};
+/// use kring_mock::{MockApiVersionsResponse, MockBroker};
 /// use kring::protocol::ApiKey;
 ///
 /// // A broker too old for anything but Metadata v0-v4 (and ApiVersions).
@@ -570,7 +239,7 @@ fn host_port(addr: std::net::SocketAddr) -> (String, i32) {
 ///         .only(&[ApiKey::ApiVersions, ApiKey::Metadata])
 ///         .versions(ApiKey::Metadata, 0, 4),
 /// );
-/// # Ok::<(), kring::mock::MockError>(())
+/// # Ok::<(), kring_mock::MockError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct MockApiVersionsResponse {
@@ -623,20 +292,19 @@ impl MockApiVersionsResponse {
 
     /// The response this builder gives.
     pub fn build(&self) -> ApiVersionsResponse {
-        ApiVersionsResponse {
-            error_code: self.error.code(),
-            api_keys: self
-                .versions
-                .iter()
-                .map(|(&api_key, &(min_version, max_version))| ApiVersion {
-                    api_key,
-                    min_version,
-                    max_version,
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }
+        ApiVersionsResponse::default()
+            .with_error_code(self.error.code())
+            .with_api_keys(
+                self.versions
+                    .iter()
+                    .map(|(&api_key, &(min_version, max_version))| {
+                        ApiVersion::default()
+                            .with_api_key(api_key)
+                            .with_min_version(min_version)
+                            .with_max_version(max_version)
+                    })
+                    .collect(),
+            )
     }
 }
 
@@ -668,7 +336,7 @@ struct MetaTopic {
 /// asked for by id). Topic ids are [`topic_id`] of the name.
 ///
 /// ```
-/// use kring::mock::{MockBroker, MockMetadataResponse};
+/// use kring_mock::{MockBroker, MockMetadataResponse};
 /// use kring::protocol::ApiKey;
 ///
 /// let seed = MockBroker::new(1)?;
@@ -681,7 +349,7 @@ struct MetaTopic {
 ///         .leader("orders", 0, leader.id())
 ///         .leader("orders", 1, seed.id()),
 /// );
-/// # Ok::<(), kring::mock::MockError>(())
+/// # Ok::<(), kring_mock::MockError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct MockMetadataResponse {
@@ -833,30 +501,28 @@ impl MockMetadataResponse {
         let partitions = if spec.error.is_ok() {
             spec.partitions
                 .iter()
-                .map(|(&index, p)| MetadataResponsePartition {
-                    error_code: p.error.code(),
-                    partition_index: index,
-                    leader_id: p.leader,
-                    leader_epoch: p.leader_epoch,
-                    replica_nodes: p.replicas.clone(),
-                    isr_nodes: p.replicas.clone(),
-                    ..Default::default()
+                .map(|(&index, p)| {
+                    MetadataResponsePartition::default()
+                        .with_error_code(p.error.code())
+                        .with_partition_index(index)
+                        .with_leader_id(p.leader)
+                        .with_leader_epoch(p.leader_epoch)
+                        .with_replica_nodes(p.replicas.clone())
+                        .with_isr_nodes(p.replicas.clone())
                 })
                 .collect()
         } else {
             Vec::new()
         };
-        MetadataResponseTopic {
-            error_code: spec.error.code(),
-            name: Some(name.to_string()),
-            topic_id: topic_id(name),
-            partitions,
-            ..Default::default()
-        }
+        MetadataResponseTopic::default()
+            .with_error_code(spec.error.code())
+            .with_name(Some(name.to_string()))
+            .with_topic_id(topic_id(name))
+            .with_partitions(partitions)
     }
 
     /// The response to a request for `topics` (`None`: every topic).
-    pub fn build(&self, request: &crate::protocol::messages::MetadataRequest) -> MetadataResponse {
+    pub fn build(&self, request: &kring::protocol::messages::MetadataRequest) -> MetadataResponse {
         let topics = match &request.topics {
             None => self
                 .topics
@@ -874,40 +540,37 @@ impl MockMetadataResponse {
                     };
                     match by_name.or_else(by_id) {
                         Some((n, spec)) => self.topic_entry(n, spec),
-                        None => MetadataResponseTopic {
-                            error_code: if t.name.is_some() {
+                        None => MetadataResponseTopic::default()
+                            .with_error_code(if t.name.is_some() {
                                 KafkaCode::UNKNOWN_TOPIC_OR_PARTITION.code()
                             } else {
                                 KafkaCode::UNKNOWN_TOPIC_ID.code()
-                            },
-                            name: t.name.clone(),
-                            topic_id: t.topic_id,
-                            ..Default::default()
-                        },
+                            })
+                            .with_name(t.name.clone())
+                            .with_topic_id(t.topic_id),
                     }
                 })
                 .collect(),
         };
-        MetadataResponse {
-            brokers: self
-                .brokers
-                .iter()
-                .map(|(&node_id, (host, port))| MetadataResponseBroker {
-                    node_id,
-                    host: host.clone(),
-                    port: *port,
-                    ..Default::default()
-                })
-                .collect(),
-            cluster_id: self.cluster_id.clone(),
-            controller_id: if self.controller >= 0 {
+        MetadataResponse::default()
+            .with_brokers(
+                self.brokers
+                    .iter()
+                    .map(|(&node_id, (host, port))| {
+                        MetadataResponseBroker::default()
+                            .with_node_id(node_id)
+                            .with_host(host.clone())
+                            .with_port(*port)
+                    })
+                    .collect(),
+            )
+            .with_cluster_id(self.cluster_id.clone())
+            .with_controller_id(if self.controller >= 0 {
                 self.controller
             } else {
                 self.brokers.keys().next().copied().unwrap_or(-1)
-            },
-            topics,
-            ..Default::default()
-        }
+            })
+            .with_topics(topics)
     }
 }
 
@@ -971,37 +634,38 @@ impl MockResponse for MockProduceResponse {
         let RequestKind::Produce(r) = &request.request else {
             return Reply::pass();
         };
-        ProduceResponse {
-            responses: r
-                .topic_data
-                .iter()
-                .map(|t| TopicProduceResponse {
-                    name: t.name.clone(),
-                    partition_responses: t
-                        .partition_data
-                        .iter()
-                        .map(|p| {
-                            let key = (t.name.clone(), p.index);
-                            let code = self.errors.get(&key).copied().unwrap_or_default();
-                            PartitionProduceResponse {
-                                index: p.index,
-                                error_code: code.code(),
-                                base_offset: if code.is_ok() {
-                                    self.offsets.get(&key).copied().unwrap_or(0)
-                                } else {
-                                    -1
-                                },
-                                log_start_offset: self.log_start.get(&key).copied().unwrap_or(0),
-                                ..Default::default()
-                            }
-                        })
-                        .collect(),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }
-        .into()
+        ProduceResponse::default()
+            .with_responses(
+                r.topic_data
+                    .iter()
+                    .map(|t| {
+                        TopicProduceResponse::default()
+                            .with_name(t.name.clone())
+                            .with_partition_responses(
+                                t.partition_data
+                                    .iter()
+                                    .map(|p| {
+                                        let key = (t.name.clone(), p.index);
+                                        let code =
+                                            self.errors.get(&key).copied().unwrap_or_default();
+                                        PartitionProduceResponse::default()
+                                            .with_index(p.index)
+                                            .with_error_code(code.code())
+                                            .with_base_offset(if code.is_ok() {
+                                                self.offsets.get(&key).copied().unwrap_or(0)
+                                            } else {
+                                                -1
+                                            })
+                                            .with_log_start_offset(
+                                                self.log_start.get(&key).copied().unwrap_or(0),
+                                            )
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            )
+            .into()
     }
 }
 
@@ -1022,14 +686,14 @@ struct FetchPart {
 /// [`topic_id`] of the names set here.
 ///
 /// ```
-/// use kring::mock::{MockFetchResponse, record_batch};
+/// use kring_mock::{MockFetchResponse, record_batch};
 ///
 /// let batch = record_batch(10, 0, &[(None, Some(b"hello".as_slice()))])?;
 /// let fetch = MockFetchResponse::new()
 ///     .records("events", 0, batch)
 ///     .high_watermark("events", 0, 11);
 /// # let _ = fetch;
-/// # Ok::<(), kring::mock::MockError>(())
+/// # Ok::<(), kring_mock::MockError>(())
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct MockFetchResponse {
@@ -1102,64 +766,53 @@ impl MockResponse for MockFetchResponse {
             .iter()
             .map(|t| {
                 let name = self.topic_name(&t.topic, t.topic_id, request.version);
-                FetchableTopicResponse {
-                    topic: t.topic.clone(),
-                    topic_id: t.topic_id,
-                    partitions: t
-                        .partitions
-                        .iter()
-                        .map(|p| {
-                            let Some(name) = &name else {
-                                return PartitionData {
-                                    partition_index: p.partition,
-                                    error_code: KafkaCode::UNKNOWN_TOPIC_ID.code(),
-                                    high_watermark: -1,
-                                    ..Default::default()
+                FetchableTopicResponse::default()
+                    .with_topic(t.topic.clone())
+                    .with_topic_id(t.topic_id)
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                let Some(name) = &name else {
+                                    return PartitionData::default()
+                                        .with_partition_index(p.partition)
+                                        .with_error_code(KafkaCode::UNKNOWN_TOPIC_ID.code())
+                                        .with_high_watermark(-1);
                                 };
-                            };
-                            let spec = self.partitions.get(&(name.clone(), p.partition));
-                            let Some(spec) = spec else {
-                                return PartitionData {
-                                    partition_index: p.partition,
-                                    log_start_offset: 0,
-                                    last_stable_offset: 0,
-                                    ..Default::default()
+                                let spec = self.partitions.get(&(name.clone(), p.partition));
+                                let Some(spec) = spec else {
+                                    return PartitionData::default()
+                                        .with_partition_index(p.partition)
+                                        .with_log_start_offset(0)
+                                        .with_last_stable_offset(0);
                                 };
-                            };
-                            let mut records = Vec::new();
-                            let mut end = 0;
-                            for b in &spec.batches {
-                                let next = batch_next_offset(b);
-                                end = end.max(next.unwrap_or(0));
-                                if next.is_none_or(|n| n > p.fetch_offset) {
-                                    records.extend_from_slice(b);
+                                let mut records = Vec::new();
+                                let mut end = 0;
+                                for b in &spec.batches {
+                                    let next = batch_next_offset(b);
+                                    end = end.max(next.unwrap_or(0));
+                                    if next.is_none_or(|n| n > p.fetch_offset) {
+                                        records.extend_from_slice(b);
+                                    }
                                 }
-                            }
-                            let hwm = spec.high_watermark.unwrap_or(end);
-                            PartitionData {
-                                partition_index: p.partition,
-                                error_code: spec.error.code(),
-                                high_watermark: hwm,
-                                last_stable_offset: hwm,
-                                log_start_offset: spec.log_start,
-                                records: Some(if spec.error.is_ok() {
-                                    Bytes::from(records)
-                                } else {
-                                    Bytes::new()
-                                }),
-                                ..Default::default()
-                            }
-                        })
-                        .collect(),
-                    ..Default::default()
-                }
+                                let hwm = spec.high_watermark.unwrap_or(end);
+                                PartitionData::default()
+                                    .with_partition_index(p.partition)
+                                    .with_error_code(spec.error.code())
+                                    .with_high_watermark(hwm)
+                                    .with_last_stable_offset(hwm)
+                                    .with_log_start_offset(spec.log_start)
+                                    .with_records(Some(if spec.error.is_ok() {
+                                        Bytes::from(records)
+                                    } else {
+                                        Bytes::new()
+                                    }))
+                            })
+                            .collect(),
+                    )
             })
             .collect();
-        FetchResponse {
-            responses,
-            ..Default::default()
-        }
-        .into()
+        FetchResponse::default().with_responses(responses).into()
     }
 }
 
@@ -1204,36 +857,42 @@ impl MockResponse for MockListOffsetsResponse {
         let RequestKind::ListOffsets(r) = &request.request else {
             return Reply::pass();
         };
-        ListOffsetsResponse {
-            topics: r
-                .topics
-                .iter()
-                .map(|t| ListOffsetsTopicResponse {
-                    name: t.name.clone(),
-                    partitions: t
-                        .partitions
-                        .iter()
-                        .map(|p| {
-                            let code = self
-                                .errors
-                                .get(&(t.name.clone(), p.partition_index))
-                                .copied()
-                                .unwrap_or_default();
-                            let offset = self
-                                .offsets
-                                .get(&(t.name.clone(), p.partition_index, p.timestamp))
-                                .copied()
-                                .unwrap_or(if p.timestamp < 0 { 0 } else { -1 });
-                            let found = (code.is_ok() && offset >= 0).then_some((offset, -1, 0));
-                            list_offsets_partition(p.partition_index, code, found, request.version)
-                        })
-                        .collect(),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }
-        .into()
+        ListOffsetsResponse::default()
+            .with_topics(
+                r.topics
+                    .iter()
+                    .map(|t| {
+                        ListOffsetsTopicResponse::default()
+                            .with_name(t.name.clone())
+                            .with_partitions(
+                                t.partitions
+                                    .iter()
+                                    .map(|p| {
+                                        let code = self
+                                            .errors
+                                            .get(&(t.name.clone(), p.partition_index))
+                                            .copied()
+                                            .unwrap_or_default();
+                                        let offset = self
+                                            .offsets
+                                            .get(&(t.name.clone(), p.partition_index, p.timestamp))
+                                            .copied()
+                                            .unwrap_or(if p.timestamp < 0 { 0 } else { -1 });
+                                        let found = (code.is_ok() && offset >= 0)
+                                            .then_some((offset, -1, 0));
+                                        list_offsets_partition(
+                                            p.partition_index,
+                                            code,
+                                            found,
+                                            request.version,
+                                        )
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            )
+            .into()
     }
 }
 
@@ -1245,11 +904,9 @@ pub(crate) fn list_offsets_partition(
     found: Option<(i64, i64, i32)>,
     version: i16,
 ) -> ListOffsetsPartitionResponse {
-    let mut out = ListOffsetsPartitionResponse {
-        partition_index,
-        error_code: code.code(),
-        ..Default::default()
-    };
+    let mut out = ListOffsetsPartitionResponse::default()
+        .with_partition_index(partition_index)
+        .with_error_code(code.code());
     if let Some((offset, timestamp, epoch)) = found {
         if version == 0 {
             out.old_style_offsets = vec![offset];
@@ -1320,37 +977,32 @@ impl MockResponse for MockFindCoordinatorResponse {
         };
         let message = |code: KafkaCode| (!code.is_ok()).then(|| code.name().to_string());
         if request.version >= 4 {
-            return FindCoordinatorResponse {
-                coordinators: r
-                    .coordinator_keys
-                    .iter()
-                    .map(|k| {
-                        let (node_id, host, port, code) = self.lookup(k);
-                        Coordinator {
-                            key: k.clone(),
-                            node_id,
-                            host,
-                            port,
-                            error_code: code.code(),
-                            error_message: message(code),
-                            ..Default::default()
-                        }
-                    })
-                    .collect(),
-                ..Default::default()
-            }
-            .into();
+            return FindCoordinatorResponse::default()
+                .with_coordinators(
+                    r.coordinator_keys
+                        .iter()
+                        .map(|k| {
+                            let (node_id, host, port, code) = self.lookup(k);
+                            Coordinator::default()
+                                .with_key(k.clone())
+                                .with_node_id(node_id)
+                                .with_host(host)
+                                .with_port(port)
+                                .with_error_code(code.code())
+                                .with_error_message(message(code))
+                        })
+                        .collect(),
+                )
+                .into();
         }
         let (node_id, host, port, code) = self.lookup(&r.key);
-        FindCoordinatorResponse {
-            error_code: code.code(),
-            error_message: message(code),
-            node_id,
-            host,
-            port,
-            ..Default::default()
-        }
-        .into()
+        FindCoordinatorResponse::default()
+            .with_error_code(code.code())
+            .with_error_message(message(code))
+            .with_node_id(node_id)
+            .with_host(host)
+            .with_port(port)
+            .into()
     }
 }
 
@@ -1388,33 +1040,34 @@ impl MockResponse for MockOffsetCommitResponse {
         let RequestKind::OffsetCommit(r) = &request.request else {
             return Reply::pass();
         };
-        OffsetCommitResponse {
-            topics: r
-                .topics
-                .iter()
-                .map(|t| OffsetCommitResponseTopic {
-                    name: t.name.clone(),
-                    partitions: t
-                        .partitions
-                        .iter()
-                        .map(|p| OffsetCommitResponsePartition {
-                            partition_index: p.partition_index,
-                            error_code: self
-                                .errors
-                                .get(&(t.name.clone(), p.partition_index))
-                                .copied()
-                                .or(self.all)
-                                .unwrap_or_default()
-                                .code(),
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }
-        .into()
+        OffsetCommitResponse::default()
+            .with_topics(
+                r.topics
+                    .iter()
+                    .map(|t| {
+                        OffsetCommitResponseTopic::default()
+                            .with_name(t.name.clone())
+                            .with_partitions(
+                                t.partitions
+                                    .iter()
+                                    .map(|p| {
+                                        OffsetCommitResponsePartition::default()
+                                            .with_partition_index(p.partition_index)
+                                            .with_error_code(
+                                                self.errors
+                                                    .get(&(t.name.clone(), p.partition_index))
+                                                    .copied()
+                                                    .or(self.all)
+                                                    .unwrap_or_default()
+                                                    .code(),
+                                            )
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            )
+            .into()
     }
 }
 
@@ -1516,68 +1169,73 @@ impl MockResponse for MockOffsetFetchResponse {
         } else {
             Vec::new()
         };
-        OffsetFetchResponse {
-            error_code: self.error.code(),
-            topics: topics
-                .into_iter()
-                .map(|(name, ps)| OffsetFetchResponseTopic {
-                    name,
-                    partitions: ps
-                        .into_iter()
-                        .map(|(p, o, m, c)| OffsetFetchResponsePartition {
-                            partition_index: p,
-                            committed_offset: o,
-                            committed_leader_epoch: -1,
-                            metadata: m.or_else(|| Some(String::new())),
-                            error_code: c.code(),
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                })
-                .collect(),
-            groups: r
-                .groups
-                .iter()
-                .filter(|_| request.version >= 8)
-                .map(|g| {
-                    let topics = if ok {
-                        self.partitions_for(g.topics.as_ref().map(|ts| {
-                            ts.iter()
-                                .map(|t| (t.name.clone(), t.partition_indexes.clone()))
-                                .collect()
-                        }))
-                    } else {
-                        Vec::new()
-                    };
-                    OffsetFetchResponseGroup {
-                        group_id: g.group_id.clone(),
-                        error_code: self.error.code(),
-                        topics: topics
-                            .into_iter()
-                            .map(|(name, ps)| OffsetFetchResponseTopics {
-                                name,
-                                partitions: ps
-                                    .into_iter()
-                                    .map(|(p, o, m, c)| OffsetFetchResponsePartitions {
-                                        partition_index: p,
-                                        committed_offset: o,
-                                        committed_leader_epoch: -1,
-                                        metadata: m.or_else(|| Some(String::new())),
-                                        error_code: c.code(),
-                                        ..Default::default()
+        OffsetFetchResponse::default()
+            .with_error_code(self.error.code())
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(name, ps)| {
+                        OffsetFetchResponseTopic::default()
+                            .with_name(name)
+                            .with_partitions(
+                                ps.into_iter()
+                                    .map(|(p, o, m, c)| {
+                                        OffsetFetchResponsePartition::default()
+                                            .with_partition_index(p)
+                                            .with_committed_offset(o)
+                                            .with_committed_leader_epoch(-1)
+                                            .with_metadata(m.or_else(|| Some(String::new())))
+                                            .with_error_code(c.code())
                                     })
                                     .collect(),
-                                ..Default::default()
-                            })
-                            .collect(),
-                        ..Default::default()
-                    }
-                })
-                .collect(),
-            ..Default::default()
-        }
-        .into()
+                            )
+                    })
+                    .collect(),
+            )
+            .with_groups(
+                r.groups
+                    .iter()
+                    .filter(|_| request.version >= 8)
+                    .map(|g| {
+                        let topics = if ok {
+                            self.partitions_for(g.topics.as_ref().map(|ts| {
+                                ts.iter()
+                                    .map(|t| (t.name.clone(), t.partition_indexes.clone()))
+                                    .collect()
+                            }))
+                        } else {
+                            Vec::new()
+                        };
+                        OffsetFetchResponseGroup::default()
+                            .with_group_id(g.group_id.clone())
+                            .with_error_code(self.error.code())
+                            .with_topics(
+                                topics
+                                    .into_iter()
+                                    .map(|(name, ps)| {
+                                        OffsetFetchResponseTopics::default()
+                                            .with_name(name)
+                                            .with_partitions(
+                                                ps.into_iter()
+                                                    .map(|(p, o, m, c)| {
+                                                        OffsetFetchResponsePartitions::default()
+                                                            .with_partition_index(p)
+                                                            .with_committed_offset(o)
+                                                            .with_committed_leader_epoch(-1)
+                                                            .with_metadata(
+                                                                m.or_else(|| Some(String::new())),
+                                                            )
+                                                            .with_error_code(c.code())
+                                                    })
+                                                    .collect(),
+                                            )
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            )
+            .into()
     }
 }
 
@@ -1624,13 +1282,11 @@ impl MockInitProducerIdResponse {
 impl MockResponse for MockInitProducerIdResponse {
     fn respond(&self, _request: &ReceivedRequest) -> Reply {
         let ok = self.error.is_ok();
-        InitProducerIdResponse {
-            error_code: self.error.code(),
-            producer_id: if ok { self.producer_id } else { -1 },
-            producer_epoch: if ok { self.epoch } else { -1 },
-            ..Default::default()
-        }
-        .into()
+        InitProducerIdResponse::default()
+            .with_error_code(self.error.code())
+            .with_producer_id(if ok { self.producer_id } else { -1 })
+            .with_producer_epoch(if ok { self.epoch } else { -1 })
+            .into()
     }
 }
 
@@ -1735,32 +1391,30 @@ impl MockResponse for MockJoinGroupResponse {
                 .find(|p| p.name == protocol)
                 .map(|p| p.metadata.clone())
                 .unwrap_or_default();
-            vec![JoinGroupResponseMember {
-                member_id: member_id.clone(),
-                group_instance_id: r.group_instance_id.clone(),
-                metadata,
-                ..Default::default()
-            }]
+            vec![
+                JoinGroupResponseMember::default()
+                    .with_member_id(member_id.clone())
+                    .with_group_instance_id(r.group_instance_id.clone())
+                    .with_metadata(metadata),
+            ]
         } else {
             self.members
                 .iter()
-                .map(|(id, metadata)| JoinGroupResponseMember {
-                    member_id: id.clone(),
-                    metadata: metadata.clone(),
-                    ..Default::default()
+                .map(|(id, metadata)| {
+                    JoinGroupResponseMember::default()
+                        .with_member_id(id.clone())
+                        .with_metadata(metadata.clone())
                 })
                 .collect()
         };
-        JoinGroupResponse {
-            generation_id: self.generation,
-            protocol_type: Some(r.protocol_type.clone()),
-            protocol_name: Some(protocol),
-            leader,
-            member_id,
-            members,
-            ..Default::default()
-        }
-        .into()
+        JoinGroupResponse::default()
+            .with_generation_id(self.generation)
+            .with_protocol_type(Some(r.protocol_type.clone()))
+            .with_protocol_name(Some(protocol))
+            .with_leader(leader)
+            .with_member_id(member_id)
+            .with_members(members)
+            .into()
     }
 }
 
@@ -1795,18 +1449,16 @@ impl MockResponse for MockSyncGroupResponse {
         let RequestKind::SyncGroup(r) = &request.request else {
             return Reply::pass();
         };
-        SyncGroupResponse {
-            error_code: self.error.code(),
-            protocol_type: r.protocol_type.clone(),
-            protocol_name: r.protocol_name.clone(),
-            assignment: if self.error.is_ok() {
+        SyncGroupResponse::default()
+            .with_error_code(self.error.code())
+            .with_protocol_type(r.protocol_type.clone())
+            .with_protocol_name(r.protocol_name.clone())
+            .with_assignment(if self.error.is_ok() {
                 self.assignment.clone()
             } else {
                 Bytes::new()
-            },
-            ..Default::default()
-        }
-        .into()
+            })
+            .into()
     }
 }
 
@@ -1831,11 +1483,9 @@ impl MockHeartbeatResponse {
 
 impl MockResponse for MockHeartbeatResponse {
     fn respond(&self, _request: &ReceivedRequest) -> Reply {
-        HeartbeatResponse {
-            error_code: self.error.code(),
-            ..Default::default()
-        }
-        .into()
+        HeartbeatResponse::default()
+            .with_error_code(self.error.code())
+            .into()
     }
 }
 
@@ -1863,31 +1513,30 @@ impl MockResponse for MockLeaveGroupResponse {
         let RequestKind::LeaveGroup(r) = &request.request else {
             return Reply::pass();
         };
-        LeaveGroupResponse {
-            error_code: self.error.code(),
-            members: if self.error.is_ok() {
+        LeaveGroupResponse::default()
+            .with_error_code(self.error.code())
+            .with_members(if self.error.is_ok() {
                 r.members
                     .iter()
-                    .map(|m| MemberResponse {
-                        member_id: m.member_id.clone(),
-                        group_instance_id: m.group_instance_id.clone(),
-                        ..Default::default()
+                    .map(|m| {
+                        MemberResponse::default()
+                            .with_member_id(m.member_id.clone())
+                            .with_group_instance_id(m.group_instance_id.clone())
                     })
                     .collect()
             } else {
                 Vec::new()
-            },
-            ..Default::default()
-        }
-        .into()
+            })
+            .into()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mock::Action;
-    use crate::protocol::messages::{
+    use crate::{Action, error_response};
+    use bytes::BytesMut;
+    use kring::protocol::messages::{
         AddOffsetsToTxnRequest, ApiVersionsRequest, CreateTopicsRequest, DeleteRecordsRequest,
         DeleteTopicsRequest, DescribeGroupsRequest, EndTxnRequest, FetchRequest,
         FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest,
@@ -1898,8 +1547,7 @@ mod tests {
         metadata::MetadataRequestTopic,
         produce::{PartitionProduceData, TopicProduceData},
     };
-    use crate::protocol::{Message, Request};
-    use bytes::BytesMut;
+    use kring::protocol::{Message, Request, ResponseKind};
 
     fn received<R: Request>(request: R, version: i16) -> ReceivedRequest {
         // The raw body is only for `decode`; requests that cannot be written at this
@@ -2064,7 +1712,7 @@ mod tests {
                     .unwrap_or_else(|e| panic!("{} v{v}: {e}", api.name()));
             }
         }
-        let broker = crate::mock::MockBroker::new(1).unwrap();
+        let broker = crate::MockBroker::new(1).unwrap();
         check(
             &MockMetadataResponse::new()
                 .broker_of(&broker)
@@ -2082,10 +1730,10 @@ mod tests {
         check(
             &MockListOffsetsResponse::new().offset("t", 0, -1, 9),
             ListOffsetsRequest::default().with_topics(vec![
-                crate::protocol::messages::list_offsets::ListOffsetsTopic::default()
+                kring::protocol::messages::list_offsets::ListOffsetsTopic::default()
                     .with_name("t".into())
                     .with_partitions(vec![
-                        crate::protocol::messages::list_offsets::ListOffsetsPartition::default()
+                        kring::protocol::messages::list_offsets::ListOffsetsPartition::default()
                             .with_timestamp(-1),
                     ]),
             ]),
@@ -2102,7 +1750,7 @@ mod tests {
                 .with_group_id("g".into())
                 .with_topics(None)
                 .with_groups(vec![
-                    crate::protocol::messages::offset_fetch::OffsetFetchRequestGroup::default()
+                    kring::protocol::messages::offset_fetch::OffsetFetchRequestGroup::default()
                         .with_group_id("g".into())
                         .with_topics(None),
                 ]),

@@ -1,24 +1,19 @@
-//! MockBroker through kring's own clients (`io::Broker` on the worker runtime, and
-//! `io::BlockingConnection`), the way kring's producer and consumer talk to brokers:
-//! the default handshake, handlers and builders for each API, sequences, fixed
-//! replies, expectations, decoded history, latency, dropped connections with requests
-//! in flight, every retriable error code on Produce and Fetch, NOT_COORDINATOR on
-//! OffsetCommit, and garbage on the socket.
-#![cfg(feature = "mock")]
+//! MockBroker through kring's own `Client` (the worker runtime, from plain threads and
+//! from tokio) and through a raw blocking connection (`support::RawConnection`, for
+//! exact control of which request goes where): the default handshake, handlers and
+//! builders for each API, sequences, fixed replies, expectations, decoded history,
+//! latency, dropped connections with requests in flight, every retriable error code on
+//! Produce and Fetch, NOT_COORDINATOR on OffsetCommit, and garbage on the socket.
+
+mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, BytesMut};
-use kring::io::{BlockingConnection, Broker, ConnectionConfig, IoError};
-use kring::mock::{
-    MockApiVersionsResponse, MockBroker, MockError, MockFetchResponse, MockFindCoordinatorResponse,
-    MockHeartbeatResponse, MockInitProducerIdResponse, MockJoinGroupResponse,
-    MockLeaveGroupResponse, MockListOffsetsResponse, MockMetadataResponse,
-    MockOffsetCommitResponse, MockOffsetFetchResponse, MockProduceResponse, MockSequence,
-    MockSyncGroupResponse, ReceivedRequest, Reply, record_batch, topic_id,
-};
+use kring::client::block_on;
+use kring::protocol::Request;
 use kring::protocol::messages::{
     ApiVersionsResponse, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListOffsetsRequest,
@@ -33,30 +28,34 @@ use kring::protocol::messages::{
 };
 use kring::protocol::{ApiKey, KafkaCode, Message};
 use kring::record::{Batches, Decompressor};
-use kring::runtime::{Runtime, RuntimeConfig};
+use kring::{Client, Config};
+use kring_mock::{
+    MockApiVersionsResponse, MockBroker, MockError, MockFetchResponse, MockFindCoordinatorResponse,
+    MockHeartbeatResponse, MockInitProducerIdResponse, MockJoinGroupResponse,
+    MockLeaveGroupResponse, MockListOffsetsResponse, MockMetadataResponse,
+    MockOffsetCommitResponse, MockOffsetFetchResponse, MockProduceResponse, MockSequence,
+    MockSyncGroupResponse, ReceivedRequest, Reply, record_batch, topic_id,
+};
+use support::{RawConnection, RawError};
 
-fn runtime(name: &str) -> Runtime {
-    Runtime::new(RuntimeConfig {
-        workers: 1,
-        thread_name: name.into(),
-        ..RuntimeConfig::default()
-    })
-    .expect("runtime")
+/// A kring client bootstrapped from `broker`, with short timeouts and backoffs.
+fn client(broker: &MockBroker) -> Client {
+    let mut config = Config::new([broker.address()]);
+    config.net.request_timeout = Duration::from_secs(3);
+    config.net.connect_timeout = Duration::from_secs(3);
+    config.net.reconnect_backoff = Duration::from_millis(5);
+    config.net.reconnect_backoff_max = Duration::from_millis(20);
+    config.net.workers = 1;
+    Client::connect_blocking(config).expect("client")
 }
 
-fn quick() -> ConnectionConfig {
-    ConnectionConfig {
-        request_timeout: Duration::from_secs(3),
-        connect_timeout: Duration::from_secs(3),
-        reconnect_backoff: Duration::from_millis(5),
-        reconnect_backoff_max: Duration::from_millis(20),
-        drain_timeout: Duration::from_millis(200),
-        ..ConnectionConfig::default()
-    }
+/// Sends `request` through the client's worker runtime and waits for the answer.
+fn send<R: Request + Send + 'static>(client: &Client, request: R) -> kring::Result<R::Response> {
+    block_on(client.send_any(request))
 }
 
-fn blocking(broker: &MockBroker) -> BlockingConnection {
-    BlockingConnection::connect(&broker.address(), ConnectionConfig::default()).expect("connect")
+fn blocking(broker: &MockBroker) -> RawConnection {
+    RawConnection::connect(&broker.address()).expect("connect")
 }
 
 fn produce(topic: &str, partition: i32) -> ProduceRequest {
@@ -109,50 +108,53 @@ fn values(records: &[u8]) -> Vec<(i64, Vec<u8>)> {
 #[test]
 fn handshake_works_without_setup_and_history_is_decoded() {
     let broker = MockBroker::new(7).unwrap();
-    let rt = runtime("kmt-hs");
-    let client = Broker::open(&rt, 7, broker.address(), quick()).unwrap();
-    client
-        .connect_blocking()
-        .expect("handshake against the mock");
-    let versions = client.api_versions().unwrap();
+    // The default ApiVersions answer offers every API kring speaks.
+    let raw = blocking(&broker);
     for api in ApiKey::ALL {
         // APIs with no stable version yet are advertised but never chosen.
         let stable = api.max_stable_version();
         let expected = (stable >= api.versions().min).then_some(stable);
         assert_eq!(
-            versions.version_for(*api),
+            raw.api_versions().version_for(*api),
             expected,
             "{api:?} negotiated at kring's newest stable version"
         );
     }
+    drop(raw);
+    // kring's client handshakes and bootstraps from the mock with nothing scripted but
+    // the metadata.
     broker.set_handler(
         ApiKey::Metadata,
         MockMetadataResponse::new().broker_of(&broker),
     );
-    let m = client
-        .send_blocking(MetadataRequest::default().with_topics(None))
-        .unwrap();
+    let client = client(&broker);
+    let m = send(&client, MetadataRequest::default().with_topics(None)).unwrap();
     assert_eq!(m.brokers[0].node_id, 7);
     assert_eq!(m.brokers[0].port, i32::from(broker.port()));
 
     let history = broker.history();
-    assert_eq!(history.len(), 2);
     assert_eq!(history[0].request.api_key, ApiKey::ApiVersions);
-    assert_eq!(history[0].request.client_id(), Some("kring"));
-    assert!(history[0].response.is_some());
-    assert_eq!(history[1].request.api_key, ApiKey::Metadata);
-    assert_eq!(
-        history[1].request.version,
-        MetadataRequest::MAX_STABLE_VERSION
+    assert_eq!(history[1].request.api_key, ApiKey::ApiVersions);
+    assert_eq!(history[1].request.client_id(), Some("kring"));
+    assert!(history[1].response.is_some());
+    let metadata: Vec<_> = history
+        .iter()
+        .filter(|h| h.request.api_key == ApiKey::Metadata)
+        .collect();
+    assert!(metadata.len() >= 2, "bootstrap and ours");
+    assert!(
+        metadata
+            .iter()
+            .all(|h| h.request.version == MetadataRequest::MAX_STABLE_VERSION)
     );
-    assert_eq!(broker.requests::<MetadataRequest>().len(), 1);
-    assert_eq!(broker.connections(), 1);
-    rt.shutdown();
+    assert_eq!(broker.requests::<MetadataRequest>().len(), metadata.len());
+    assert!(broker.connections() >= 2);
+    client.close();
     broker.close().unwrap();
 }
 
 #[test]
-fn builders_answer_each_api_through_the_worker_runtime() {
+fn builders_answer_each_api_through_kring_client() {
     let broker = MockBroker::new(1).unwrap();
     let batch = record_batch(
         5,
@@ -205,21 +207,18 @@ fn builders_answer_each_api_through_the_worker_runtime() {
     broker.set_handler(ApiKey::Heartbeat, MockHeartbeatResponse::new());
     broker.set_handler(ApiKey::LeaveGroup, MockLeaveGroupResponse::new());
 
-    let rt = runtime("kmt-apis");
-    let c = Broker::open(&rt, 1, broker.address(), quick()).unwrap();
+    let c = client(&broker);
 
-    let m = c
-        .send_blocking(MetadataRequest::default().with_topics(None))
-        .unwrap();
+    let m = send(&c, MetadataRequest::default().with_topics(None)).unwrap();
     assert_eq!(m.topics[0].partitions.len(), 2);
     assert_eq!(m.topics[0].partitions[1].leader_epoch, 4);
     assert_eq!(m.topics[0].topic_id, topic_id("t"));
 
-    let p = c.send_blocking(produce("t", 0)).unwrap();
+    let p = send(&c, produce("t", 0)).unwrap();
     assert_eq!(p.responses[0].partition_responses[0].base_offset, 42);
 
     // Fetch v17 names topics by id; the mock maps them back.
-    let f = c.send_blocking(fetch("t", 0, 6)).unwrap();
+    let f = send(&c, fetch("t", 0, 6)).unwrap();
     let part = &f.responses[0].partitions[0];
     assert_eq!(part.high_watermark, 9);
     assert_eq!(
@@ -227,70 +226,77 @@ fn builders_answer_each_api_through_the_worker_runtime() {
         vec![(5, b"a".to_vec()), (6, b"b".to_vec())]
     );
 
-    let lo = c
-        .send_blocking(ListOffsetsRequest::default().with_topics(vec![
-            ListOffsetsTopic::default().with_name("t".into()).with_partitions(vec![
-                ListOffsetsPartition::default().with_timestamp(-1),
-            ]),
-        ]))
-        .unwrap();
+    let lo = send(
+        &c,
+        ListOffsetsRequest::default().with_topics(vec![
+            ListOffsetsTopic::default()
+                .with_name("t".into())
+                .with_partitions(vec![ListOffsetsPartition::default().with_timestamp(-1)]),
+        ]),
+    )
+    .unwrap();
     assert_eq!(lo.topics[0].partitions[0].offset, 9);
 
-    let fc = c
-        .send_blocking(FindCoordinatorRequest::default().with_coordinator_keys(vec!["g".into()]))
-        .unwrap();
+    let fc = send(
+        &c,
+        FindCoordinatorRequest::default().with_coordinator_keys(vec!["g".into()]),
+    )
+    .unwrap();
     assert_eq!(fc.coordinators[0].node_id, 1);
     assert_eq!(fc.coordinators[0].port, i32::from(broker.port()));
 
-    let of = c
-        .send_blocking(OffsetFetchRequest::default().with_groups(vec![
-                kring::protocol::messages::offset_fetch::OffsetFetchRequestGroup::default()
-                    .with_group_id("g".into())
-                    .with_topics(None),
-            ]))
-        .unwrap();
+    let of = send(
+        &c,
+        OffsetFetchRequest::default().with_groups(vec![
+            kring::protocol::messages::offset_fetch::OffsetFetchRequestGroup::default()
+                .with_group_id("g".into())
+                .with_topics(None),
+        ]),
+    )
+    .unwrap();
     let committed = &of.groups[0].topics[0].partitions[0];
     assert_eq!(committed.committed_offset, 3);
     assert_eq!(committed.metadata.as_deref(), Some("meta"));
 
-    let ip = c.send_blocking(InitProducerIdRequest::default()).unwrap();
+    let ip = send(&c, InitProducerIdRequest::default()).unwrap();
     assert_eq!((ip.producer_id, ip.producer_epoch), (77, 2));
 
-    let join = c
-        .send_blocking(
-            JoinGroupRequest::default()
-                .with_group_id("g".into())
-                .with_protocol_type("consumer".into())
-                .with_protocols(vec![
-                    JoinGroupRequestProtocol::default()
-                        .with_name("range".into())
-                        .with_metadata(bytes::Bytes::from_static(b"sub")),
-                ]),
-        )
-        .unwrap();
+    let join = send(
+        &c,
+        JoinGroupRequest::default()
+            .with_group_id("g".into())
+            .with_protocol_type("consumer".into())
+            .with_protocols(vec![
+                JoinGroupRequestProtocol::default()
+                    .with_name("range".into())
+                    .with_metadata(bytes::Bytes::from_static(b"sub")),
+            ]),
+    )
+    .unwrap();
     assert_eq!(join.generation_id, 3);
     assert_eq!(join.protocol_name.as_deref(), Some("range"));
     assert_eq!(join.leader, join.member_id);
     assert_eq!(&join.members[0].metadata[..], b"sub");
 
-    let sync = c
-        .send_blocking(SyncGroupRequest::default().with_group_id("g".into()))
-        .unwrap();
+    let sync = send(&c, SyncGroupRequest::default().with_group_id("g".into())).unwrap();
     assert_eq!(&sync.assignment[..], b"assigned");
-    let hb = c.send_blocking(HeartbeatRequest::default()).unwrap();
+    let hb = send(&c, HeartbeatRequest::default()).unwrap();
     assert_eq!(hb.error_code, 0);
-    let leave = c.send_blocking(LeaveGroupRequest::default()).unwrap();
+    let leave = send(&c, LeaveGroupRequest::default()).unwrap();
     assert_eq!(leave.error_code, 0);
 
-    rt.shutdown();
+    c.close();
     broker.close().unwrap();
 }
 
 #[test]
 fn every_retriable_error_on_produce_and_fetch_reaches_the_client() {
     let broker = MockBroker::new(1).unwrap();
-    let rt = runtime("kmt-retr");
-    let c = Broker::open(&rt, 1, broker.address(), quick()).unwrap();
+    broker.set_handler(
+        ApiKey::Metadata,
+        MockMetadataResponse::new().broker_of(&broker),
+    );
+    let c = client(&broker);
     let retriable: Vec<KafkaCode> = KafkaCode::ALL
         .iter()
         .copied()
@@ -303,14 +309,14 @@ fn every_retriable_error_on_produce_and_fetch_reaches_the_client() {
             ApiKey::Produce,
             MockProduceResponse::new().error("t", 0, code),
         );
-        let p = c.send_blocking(produce("t", 0)).unwrap();
+        let p = send(&c, produce("t", 0)).unwrap();
         let got = KafkaCode(p.responses[0].partition_responses[0].error_code);
         assert_eq!(got, code, "produce {code}");
         assert!(got.is_retriable());
         assert_eq!(p.responses[0].partition_responses[0].base_offset, -1);
 
         broker.set_handler(ApiKey::Fetch, MockFetchResponse::new().error("t", 0, code));
-        let f = c.send_blocking(fetch("t", 0, 0)).unwrap();
+        let f = send(&c, fetch("t", 0, 0)).unwrap();
         assert_eq!(
             KafkaCode(f.responses[0].partitions[0].error_code),
             code,
@@ -320,12 +326,12 @@ fn every_retriable_error_on_produce_and_fetch_reaches_the_client() {
         // ...and through the broker-wide error switch, ahead of any handler.
         broker.set_error(ApiKey::Produce, code);
         broker.set_error(ApiKey::Fetch, code);
-        let p = c.send_blocking(produce("t", 0)).unwrap();
+        let p = send(&c, produce("t", 0)).unwrap();
         assert_eq!(
             KafkaCode(p.responses[0].partition_responses[0].error_code),
             code
         );
-        let f = c.send_blocking(fetch("t", 0, 0)).unwrap();
+        let f = send(&c, fetch("t", 0, 0)).unwrap();
         assert_eq!(KafkaCode(f.responses[0].partitions[0].error_code), code);
         broker.clear_error(ApiKey::Produce);
         broker.clear_error(ApiKey::Fetch);
@@ -334,7 +340,7 @@ fn every_retriable_error_on_produce_and_fetch_reaches_the_client() {
         broker.requests::<ProduceRequest>().len(),
         2 * retriable.len()
     );
-    rt.shutdown();
+    c.close();
     broker.close().unwrap();
 }
 
@@ -502,55 +508,28 @@ fn connection_dropped_with_requests_in_flight_fails_them_retriably() {
         ApiKey::Metadata,
         MockMetadataResponse::new().broker_of(&broker),
     );
-    let rt = runtime("kmt-drop");
-    let c = Broker::open(&rt, 1, broker.address(), quick()).unwrap();
-    c.connect_blocking().unwrap();
+    let mut conn = blocking(&broker);
     // Slow answers keep the pipeline full; the second request closes the connection.
     broker.set_latency(Duration::from_millis(100));
     broker.close_after(1);
-    let foreign = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let results = foreign.block_on(async {
-        let mut pending = Vec::new();
-        for _ in 0..5 {
-            pending.push(
-                c.enqueue(MetadataRequest::default().with_topics(None), None)
-                    .await
-                    .unwrap(),
-            );
-        }
-        let mut results = Vec::new();
-        for p in pending {
-            results.push(p.await);
-        }
-        results
-    });
+    let request = MetadataRequest::default().with_topics(None);
+    let results = conn.pipeline(&request, 5).unwrap();
     assert!(results[0].is_ok(), "{:?}", results[0]);
-    let failed: Vec<&IoError> = results.iter().filter_map(|r| r.as_ref().err()).collect();
-    assert!(!failed.is_empty(), "the dropped connection failed requests");
+    let failed: Vec<&RawError> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert_eq!(
+        failed.len(),
+        4,
+        "the dropped connection answered nothing more"
+    );
     for e in &failed {
         assert!(e.is_retriable(), "{e}");
-        assert!(matches!(e, IoError::Disconnected { .. }), "{e}");
     }
-    assert_eq!(c.in_flight(), 0);
     let history = broker.history();
     assert!(history.iter().any(|h| h.closed));
-    // The fault fires once: the client reconnects and carries on.
+    // The fault fires once: a new connection carries on.
     broker.set_latency(Duration::ZERO);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        match c.send_blocking(MetadataRequest::default().with_topics(None)) {
-            Ok(_) => break,
-            Err(e) if e.is_retriable() && Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(10))
-            }
-            Err(e) => panic!("reconnect: {e}"),
-        }
-    }
+    blocking(&broker).send(&request).unwrap();
     assert_eq!(broker.connections(), 2);
-    rt.shutdown();
     broker.close().unwrap();
 }
 
@@ -559,29 +538,26 @@ fn ignored_requests_time_out_and_acks_zero_is_never_answered() {
     let broker = MockBroker::new(1).unwrap();
     broker.set_handler(ApiKey::Produce, MockProduceResponse::new());
     broker.set_handler(ApiKey::Heartbeat, Reply::ignore());
-    let rt = runtime("kmt-ign");
-    let config = ConnectionConfig {
-        request_timeout: Duration::from_millis(300),
-        ..quick()
-    };
-    let c = Broker::open(&rt, 1, broker.address(), config).unwrap();
+    let mut conn = blocking(&broker);
     // acks=0: the producer expects nothing back, and the mock sends nothing.
-    let p = c.send_blocking(produce("t", 0).with_acks(0)).unwrap();
-    assert!(p.responses.is_empty());
-    // acks=0 resolves once written: give the mock a moment to read and record it.
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let version = conn.version_for::<ProduceRequest>().unwrap();
+    conn.write(&produce("t", 0).with_acks(0), version).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
     while broker.history().last().map(|r| r.request.api_key) != Some(ApiKey::Produce)
-        && std::time::Instant::now() < deadline
+        && Instant::now() < deadline
     {
         std::thread::sleep(Duration::from_millis(10));
     }
     let last = broker.history().pop().unwrap();
     assert_eq!(last.request.api_key, ApiKey::Produce);
     assert!(last.response.is_none(), "acks=0 is never answered");
-    let err = c.send_blocking(HeartbeatRequest::default()).unwrap_err();
-    assert!(matches!(err, IoError::RequestTimedOut { .. }), "{err}");
-    assert!(err.is_retriable());
-    rt.shutdown();
+    // The ignored Heartbeat times out; had the Produce been answered, its answer would
+    // arrive here with the wrong correlation id instead.
+    conn.set_read_timeout(Duration::from_millis(300));
+    let started = Instant::now();
+    let err = conn.send(&HeartbeatRequest::default()).unwrap_err();
+    assert!(matches!(err, RawError::Closed { .. }), "{err}");
+    assert!(started.elapsed() >= Duration::from_millis(300));
     broker.close().unwrap();
 }
 
@@ -592,8 +568,7 @@ fn works_from_a_tokio_runtime() {
         ApiKey::Metadata,
         MockMetadataResponse::new().broker_of(&broker),
     );
-    let rt = runtime("kmt-tokio");
-    let c = Broker::open(&rt, 1, broker.address(), quick()).unwrap();
+    let c = client(&broker);
     let foreign = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -604,7 +579,8 @@ fn works_from_a_tokio_runtime() {
         for _ in 0..20 {
             let c = c.clone();
             tasks.push(tokio::spawn(async move {
-                c.send(MetadataRequest::default().with_topics(None)).await
+                c.send_any(MetadataRequest::default().with_topics(None))
+                    .await
             }));
         }
         let mut ok = 0;
@@ -616,7 +592,7 @@ fn works_from_a_tokio_runtime() {
     });
     assert_eq!(n, 20);
     drop(foreign);
-    rt.shutdown();
+    c.close();
     broker.close().unwrap();
 }
 
@@ -759,29 +735,20 @@ fn a_broker_can_come_back_at_the_same_address() {
     let broker = MockBroker::new(1).unwrap();
     let addr = broker.addr();
     broker.set_handler(ApiKey::Heartbeat, MockHeartbeatResponse::new());
-    let rt = runtime("kmt-back");
-    let c = Broker::open(&rt, 1, addr.to_string(), quick()).unwrap();
-    c.send_blocking(HeartbeatRequest::default()).unwrap();
+    let mut conn = blocking(&broker);
+    conn.send(&HeartbeatRequest::default()).unwrap();
     broker.close().unwrap();
-    let err = c.send_blocking(HeartbeatRequest::default()).unwrap_err();
+    let err = conn.send(&HeartbeatRequest::default()).unwrap_err();
     assert!(err.is_retriable(), "{err}");
     let again = MockBroker::bind(addr, 1).unwrap();
     again.set_handler(
         ApiKey::Heartbeat,
         MockHeartbeatResponse::new().error(KafkaCode::NOT_COORDINATOR),
     );
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let answer = loop {
-        match c.send_blocking(HeartbeatRequest::default()) {
-            Ok(a) => break a,
-            Err(e) if e.is_retriable() && Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(10))
-            }
-            Err(e) => panic!("{e}"),
-        }
-    };
+    let answer = RawConnection::connect(&addr.to_string())
+        .and_then(|mut c| c.send(&HeartbeatRequest::default()))
+        .unwrap();
     assert_eq!(KafkaCode(answer.error_code), KafkaCode::NOT_COORDINATOR);
-    rt.shutdown();
     again.close().unwrap();
 }
 
@@ -827,7 +794,7 @@ fn offset_fetch_before_v8_and_topic_lists() {
     let mut buf = BytesMut::new();
     for v in 0..=7 {
         buf.clear();
-        kring::mock::error_response(
+        kring_mock::error_response(
             &kring::protocol::Request::into_kind(request.clone()),
             v,
             KafkaCode::NOT_COORDINATOR,
@@ -845,6 +812,6 @@ fn assert_send_sync<T: Send + Sync>() {}
 #[test]
 fn handles_are_send_and_sync() {
     assert_send_sync::<MockBroker>();
-    assert_send_sync::<kring::mock::FakeCluster>();
+    assert_send_sync::<kring_mock::FakeCluster>();
     assert_send_sync::<MockSequence>();
 }

@@ -1,4 +1,4 @@
-//! kring's consumer against FakeCluster (feature `mock`), for faults a real broker will
+//! kring's consumer against FakeCluster (crate kring-mock), for faults a real broker will
 //! not show on demand: a fetch answered with NOT_LEADER_OR_FOLLOWER and a leader that
 //! moves mid-consume. Every record must still be read
 //! exactly once, in order.
@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use kring::consumer::{Consumer, Offset};
-use kring::mock::{FakeCluster, Reply};
 use kring::producer::{Producer, ProducerRecord};
 use kring::protocol::{ApiKey, KafkaCode};
 use kring::{Client, Config};
+use kring_mock::{FakeCluster, Reply};
 
 fn client(cluster: &FakeCluster) -> Client {
     let mut c = Config::new(cluster.bootstrap());

@@ -19,11 +19,12 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kring::protocol::messages::ApiVersionsResponse;
+use kring::protocol::{ApiKey, KafkaCode, Request, RequestKind, ResponseKind};
+
 use super::responses::MockApiVersionsResponse;
 use super::server::{ConnCtx, Outcome, Server, Service, lock, resolve};
 use super::{MockError, MockResponse, ReceivedRequest, Reply};
-use crate::protocol::messages::ApiVersionsResponse;
-use crate::protocol::{ApiKey, KafkaCode, Request, RequestKind, ResponseKind};
 
 /// One request a [`MockBroker`] received and what it did about it (Sarama's
 /// `RequestResponse`).
@@ -169,44 +170,37 @@ impl Service for BrokerService {
 /// A scriptable Kafka broker on a loopback socket, for tests.
 ///
 /// ```
-/// use kring::io::{BlockingConnection, ConnectionConfig};
-/// use kring::mock::{MockBroker, MockMetadataResponse, MockProduceResponse};
+/// use kring::producer::{Producer, ProducerRecord};
+/// use kring::protocol::messages::ProduceRequest;
 /// use kring::protocol::{ApiKey, KafkaCode};
-/// use kring::protocol::messages::{
-///     MetadataRequest, ProduceRequest,
-///     produce::{PartitionProduceData, TopicProduceData},
-/// };
+/// use kring::{Client, Config};
+/// use kring_mock::{MockBroker, MockMetadataResponse, MockProduceResponse};
 ///
 /// let broker = MockBroker::new(1)?;
 /// broker.set_handler(
 ///     ApiKey::Metadata,
 ///     MockMetadataResponse::new().broker_of(&broker).leader("events", 0, broker.id()),
 /// );
-/// // The first produce fails; nothing else was expected.
+/// // The first produce fails with a retriable error; the retry lands at offset 42.
 /// broker.expect(
 ///     ApiKey::Produce,
 ///     MockProduceResponse::new().error("events", 0, KafkaCode::NOT_ENOUGH_REPLICAS),
 /// );
+/// broker.set_handler(ApiKey::Produce, MockProduceResponse::new().offset("events", 0, 42));
 ///
-/// // The code under test: here, a blocking connection doing what a producer does.
-/// let mut conn = BlockingConnection::connect(&broker.address(), ConnectionConfig::default())?;
-/// let metadata = conn.send(&MetadataRequest::default().with_topics(None))?;
-/// assert_eq!(metadata.topics[0].partitions[0].leader_id, 1);
-/// let produce = ProduceRequest::default()
-///     .with_acks(-1)
-///     .with_timeout_ms(1000)
-///     .with_topic_data(vec![
-///         TopicProduceData::default()
-///             .with_name("events".into())
-///             .with_partition_data(vec![PartitionProduceData::default().with_index(0)]),
-///     ]);
-/// let answer = conn.send(&produce)?;
-/// let code = KafkaCode(answer.responses[0].partition_responses[0].error_code);
-/// assert_eq!(code, KafkaCode::NOT_ENOUGH_REPLICAS);
-/// assert!(code.is_retriable());
+/// // The code under test: kring's own producer, bootstrapped from the mock.
+/// let mut config = Config::new([broker.address()]);
+/// config.producer.enable_idempotence = false; // no InitProducerId to script
+/// let producer = Producer::new_blocking(Client::connect_blocking(config)?)?;
+/// let record = ProducerRecord::new("events").with_partition(0).with_value("hello");
+/// let delivered = producer.send_blocking(record)?.wait()?;
+/// assert_eq!((delivered.partition, delivered.offset), (0, 42));
+/// producer.close_blocking()?;
 ///
-/// // ApiVersions (the handshake), Metadata, Produce.
-/// assert_eq!(broker.history().len(), 3);
+/// // The failed Produce and its retry, each decoded in the history.
+/// let produced = broker.requests::<ProduceRequest>();
+/// assert_eq!(produced.len(), 2);
+/// assert_eq!(produced[1].topic_data[0].name, "events");
 /// broker.close()?; // fails if an expectation was left unused
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

@@ -21,14 +21,14 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
-
-use super::MockError;
-use crate::error::{Error, Result};
-use crate::producer::partitioner::murmur2_partition;
-use crate::producer::{
+use kring::error::{Error, Result};
+use kring::producer::partitioner::murmur2_partition;
+use kring::producer::{
     DeliveryFuture, FlushFuture, ProducerRecord, RecordMetadata, RecordProducer, SendFuture,
     SyncRecordProducer,
 };
+
+use super::MockError;
 
 /// A record as a mock producer received it, with owned data.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,7 +191,7 @@ impl Drop for State {
 /// on the one you kept.
 ///
 /// ```
-/// use kring::mock::MockProducer;
+/// use kring_mock::MockProducer;
 /// use kring::producer::{ProducerRecord, RecordProducer};
 /// use kring::{Error, Result};
 ///
@@ -471,7 +471,7 @@ impl ExpectSend<'_> {
 /// the [`MockProducer`] that holds them.
 ///
 /// ```
-/// use kring::mock::MockSyncProducer;
+/// use kring_mock::MockSyncProducer;
 /// use kring::producer::{ProducerRecord, SyncRecordProducer};
 /// use kring::protocol::{ApiKey, KafkaCode};
 /// use kring::Error;
@@ -536,7 +536,7 @@ impl SyncRecordProducer for MockSyncProducer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::block_on;
+    use kring::client::block_on;
 
     #[test]
     fn offsets_increase_per_partition_and_failures_take_none() {
