@@ -3,7 +3,7 @@
 //! User code written against [`PartitionSource`] (one partition's stream of owned
 //! [`Message`]s, what [`PartitionConsumer`] gives) and [`MessageSource`] (what
 //! [`Consumer::consume_partition`] gives) runs unchanged on the real consumer and, in
-//! unit tests, on `kring::mock::MockConsumer` (cargo feature `mock`), where the test
+//! unit tests, on `kring_mock::MockConsumer` (the `kring-mock` crate), where the test
 //! yields the messages and errors (Sarama's `mocks.Consumer`).
 //!
 //! Invariants: both traits are object safe; the real implementations only delegate to

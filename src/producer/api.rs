@@ -2,7 +2,7 @@
 //!
 //! User code written against [`RecordProducer`] (or [`SyncRecordProducer`]) instead of
 //! [`Producer`] (or [`SyncProducer`]) runs unchanged on the real producer and, in unit
-//! tests, on `kring::mock::MockProducer` / `MockSyncProducer` (cargo feature `mock`),
+//! tests, on `kring_mock::MockProducer` / `MockSyncProducer` (the `kring-mock` crate),
 //! which check each send against scripted expectations (Sarama's `mocks` package).
 //!
 //! Invariants: both traits are object safe (`&dyn RecordProducer`,
@@ -23,7 +23,7 @@ pub type FlushFuture<'a> = Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>>
 
 /// An asynchronous producer: what [`Producer`] offers, as an object-safe trait.
 ///
-/// Write code against this trait to test it with `kring::mock::MockProducer`:
+/// Write code against this trait to test it with `kring_mock::MockProducer`:
 ///
 /// ```
 /// use kring::producer::{ProducerRecord, RecordMetadata, RecordProducer};
