@@ -226,10 +226,10 @@ async fn run_sink(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let broker = handle.broker;
-    let addr: Arc<str> = shared
-        .client
-        .broker(broker)
-        .map_or_else(|| Arc::from(format!("broker {broker}")), |b| Arc::from(b.addr()));
+    let addr: Arc<str> = shared.client.broker(broker).map_or_else(
+        || Arc::from(format!("broker {broker}")),
+        |b| Arc::from(b.addr()),
+    );
     let mut sink = Sink::new(broker, addr.clone());
     let waker: Arc<dyn Wake> = handle.waker.clone();
     let mut answers: JoinSet<Answer> = JoinSet::new();

@@ -291,11 +291,7 @@ impl Producer {
     async fn topic(&self, name: &str, fetch: bool) -> Result<(Arc<TopicState>, Arc<[i32]>, usize)> {
         let shared = self.shared();
         let metadata = shared.client.metadata();
-        let known = shared
-            .topics
-            .read()
-            .ok()
-            .and_then(|t| t.get(name).cloned());
+        let known = shared.topics.read().ok().and_then(|t| t.get(name).cloned());
         if let Some(t) = &known
             && let Ok(view) = t.view.lock()
             && view.generation == metadata.generation
@@ -574,7 +570,6 @@ impl Producer {
     }
 }
 
-
 /// A record that owns its data, for the channel interface.
 #[derive(Debug, Clone)]
 pub struct OwnedRecord {
@@ -684,4 +679,3 @@ impl SyncProducer {
         self.producer.close_blocking()
     }
 }
-

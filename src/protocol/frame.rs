@@ -15,6 +15,9 @@ use bytes::{Buf, Bytes, BytesMut};
 
 use crate::protocol::{DecodeError, FRAME_PREFIX, frame_length};
 
+/// The most [`FrameCutter::fill_with`] asks one read for.
+const FILL_MAX: usize = 1 << 20;
+
 /// Cuts frames (the bytes after each 4-byte size prefix) out of what a connection reads.
 #[derive(Debug)]
 pub struct FrameCutter {
@@ -88,7 +91,10 @@ impl FrameCutter {
         &mut self,
         read: impl FnOnce(&mut [u8]) -> Result<usize, E>,
     ) -> Result<usize, E> {
-        let wanted = self.wanted().max(self.chunk);
+        // At most a megabyte is zeroed per read: a large frame arriving in small pieces
+        // costs no repeated zeroing of its whole remainder, and a claimed length alone
+        // reserves nothing (the buffer grows with what arrives).
+        let wanted = self.wanted().min(FILL_MAX).max(self.chunk);
         let start = self.buf.len();
         self.buf.resize(start + wanted, 0);
         let result = read(&mut self.buf[start..]);

@@ -214,7 +214,10 @@ pub(crate) struct Outgoing {
 pub(crate) enum Verdict {
     Acked(BatchAck),
     /// Retriable; `stale` when the metadata should be refreshed first.
-    Retry { error: Error, stale: bool },
+    Retry {
+        error: Error,
+        stale: bool,
+    },
     OutOfOrder(Error),
     UnknownProducer(Error),
     TooLarge(Error),
@@ -340,9 +343,12 @@ impl PartitionState {
             let Some(open) = self.open.as_mut() else {
                 continue;
             };
-            let size =
-                open.builder
-                    .record_size(record.timestamp, record.key, record.value, record.headers);
+            let size = open.builder.record_size(
+                record.timestamp,
+                record.key,
+                record.value,
+                record.headers,
+            );
             if open.builder.fits(size) {
                 open.builder
                     .append(record.timestamp, record.key, record.value, record.headers)
@@ -377,8 +383,8 @@ impl PartitionState {
         pools: &ArenaPools,
         now: &impl Fn() -> Instant,
     ) -> Result<Option<usize>, Error> {
-        let needed = BATCH_HEADER_LEN
-            + record_encoded_len(0, 0, record.key, record.value, record.headers);
+        let needed =
+            BATCH_HEADER_LEN + record_encoded_len(0, 0, record.key, record.value, record.headers);
         // Room for the request and topic framing around one batch.
         let limit = settings.max_request_size.saturating_sub(self.framing);
         if needed > limit {

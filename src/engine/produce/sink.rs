@@ -216,10 +216,7 @@ impl Sink {
         let request = ProduceBatches {
             transactional_id: settings.transactional_id.clone(),
             acks: settings.acks,
-            timeout_ms: settings
-                .request_timeout
-                .as_millis()
-                .min(i32::MAX as u128) as i32,
+            timeout_ms: settings.request_timeout.as_millis().min(i32::MAX as u128) as i32,
             topics,
             addr: self.addr.clone(),
         };
@@ -324,7 +321,10 @@ impl Sink {
     }
 }
 
-fn find_partition<'r>(r: &'r ProduceResponse, b: &Outgoing) -> Option<&'r PartitionProduceResponse> {
+fn find_partition<'r>(
+    r: &'r ProduceResponse,
+    b: &Outgoing,
+) -> Option<&'r PartitionProduceResponse> {
     r.responses
         .iter()
         .filter(|t| t.name == *b.partition.topic)

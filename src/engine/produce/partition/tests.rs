@@ -98,12 +98,9 @@ fn one_batch_in_flight_until_the_first_ack_then_five() {
     assert_eq!(first.len(), 1, "a new epoch sends one batch at a time");
     assert_eq!(sequence_of(&first[0]), 0);
     assert!(take(&p, now, &settings).is_empty());
-    let effects = p.state().settle(
-        first.into_iter().next().unwrap(),
-        ack(),
-        now,
-        &settings,
-    );
+    let effects = p
+        .state()
+        .settle(first.into_iter().next().unwrap(), ack(), now, &settings);
     assert_eq!(effects, Effects::default());
     let next = take(&p, now, &settings);
     assert_eq!(next.len(), MAX_IDEMPOTENT_IN_FLIGHT);
@@ -147,7 +144,11 @@ fn a_retry_goes_back_in_sequence_order_and_holds_the_partition() {
     assert_eq!(again, Some(now + settings.backoff(0)));
     let resent = take(&p, now + Duration::from_secs(1), &settings);
     let sequences: Vec<i32> = resent.iter().map(sequence_of).collect();
-    assert_eq!(sequences, vec![2, 3], "resent with their first sequences, in order");
+    assert_eq!(
+        sequences,
+        vec![2, 3],
+        "resent with their first sequences, in order"
+    );
 }
 
 #[test]
@@ -258,7 +259,11 @@ fn restamping_uses_the_record_layers_setter_and_renumbers_from_zero() {
     let sequences: Vec<i32> = rest.iter().map(sequence_of).collect();
     assert_eq!(sequences, vec![2, 4]);
     let batch = RecordBatchRef::new(&rest[0].batch).unwrap();
-    assert_eq!(batch.producer_id(), 7, "stamped with what the sink passed in");
+    assert_eq!(
+        batch.producer_id(),
+        7,
+        "stamped with what the sink passed in"
+    );
 }
 
 #[test]
