@@ -17,8 +17,9 @@
 mod api;
 pub(crate) mod fetcher;
 pub mod offsets;
+pub(crate) mod reader;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -30,18 +31,20 @@ pub use api::{
     ConsumePartitionFuture, MessageSource, NextMessages, NextMessagesFuture, PartitionSource,
 };
 pub use offsets::{OffsetManager, PartitionOffsetManager};
+pub use reader::FetchedBatch;
 
 use crate::buf::MemoryBudget;
 use crate::client::Client;
 use crate::config::{Config, IsolationLevel, OffsetReset};
+use crate::engine::fetch::FetchTarget;
 use crate::error::{Error, Result};
 use crate::protocol::messages::{
     ListOffsetsRequest,
     list_offsets::{ListOffsetsPartition, ListOffsetsTopic},
 };
 use crate::protocol::{ApiKey, KafkaCode};
-use crate::record::{ControlRecordType, Decompressor, RecordBatchRef, RecordRef, Records};
-use fetcher::{Chunk, Command, Delivery, PartitionShared};
+use fetcher::{Command, Delivery, PartitionShared};
+use reader::{Advance, PartitionReader};
 
 /// Where a partition consumer starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,9 +196,10 @@ impl ConsumerInner {
                     let weak = self.this.clone();
                     let budget = self.budget.clone();
                     let broker = leader.clone();
+                    let settings = fetcher::settings_of(&self.config);
                     let runtime = self.client.runtime();
                     runtime.spawn_on(runtime.worker_for(leader.id()), move |_| {
-                        fetcher::run(weak, broker, rx, budget)
+                        fetcher::run(weak, broker, rx, budget, settings)
                     })?;
                     fetchers.insert(leader.id(), tx.clone());
                     tx
@@ -351,20 +355,16 @@ impl Consumer {
             wake: Mutex::new(None),
         });
         self.inner.attach(shared.clone()).await?;
+        let config = &self.inner.config.consumer;
         Ok(PartitionConsumer {
             _claim: guard,
             shared,
             rx,
-            position: offset,
-            read_committed: self.inner.config.consumer.isolation_level
-                == IsolationLevel::ReadCommitted,
-            check_crcs: self.inner.config.consumer.check_crcs,
-            current: None,
-            cursor: 0,
-            scratch: Vec::new(),
-            decompressor: Decompressor::default(),
-            aborted_pending: BTreeMap::new(),
-            aborted_active: HashSet::new(),
+            reader: PartitionReader::new(
+                offset,
+                config.isolation_level == IsolationLevel::ReadCommitted,
+                config.check_crcs,
+            ),
             pending: std::collections::VecDeque::new(),
         })
     }
@@ -392,70 +392,9 @@ pub struct PartitionConsumer {
     _claim: Claim,
     shared: Arc<PartitionShared>,
     rx: mpsc::Receiver<Delivery>,
-    /// The next offset to hand to the user.
-    position: i64,
-    read_committed: bool,
-    check_crcs: bool,
-    current: Option<Chunk>,
-    /// Byte position in the current chunk.
-    cursor: usize,
-    scratch: Vec<u8>,
-    decompressor: Decompressor,
-    /// Aborted transactions not reached yet: first offset → producer ids.
-    aborted_pending: BTreeMap<i64, Vec<i64>>,
-    /// Producers whose open transaction is aborted.
-    aborted_active: HashSet<i64>,
+    reader: PartitionReader,
     /// Owned messages of the current batch not handed out yet (`next_message`).
     pending: std::collections::VecDeque<Message>,
-}
-
-/// A fetched batch, borrowed from the fetch buffer (or, when compressed, from the
-/// partition consumer's scratch buffer).
-#[derive(Debug)]
-pub struct FetchedBatch<'a> {
-    batch: RecordBatchRef<'a>,
-    records: Records<'a>,
-    /// The bytes the records point into.
-    backing: &'a [u8],
-    /// The fetch buffer, when `backing` is a slice of it (uncompressed batches).
-    buffer: Option<Bytes>,
-    start: i64,
-}
-
-impl<'a> FetchedBatch<'a> {
-    /// The batch header.
-    pub fn header(&self) -> &RecordBatchRef<'a> {
-        &self.batch
-    }
-
-    /// The records at or after the consumer's position, borrowed: key, value and header
-    /// slices point into the fetch buffer (or the decompression scratch).
-    pub fn records(
-        &self,
-    ) -> impl Iterator<Item = std::result::Result<RecordRef<'a>, crate::record::RecordError>> + 'a
-    {
-        let start = self.start;
-        self.records
-            .clone()
-            .filter(move |r| r.as_ref().map_or(true, |r| r.offset() >= start))
-    }
-
-    /// A shared, owned handle to the bytes the records point into: a zero-copy slice of
-    /// the fetch buffer for uncompressed batches, a copy of the decompressed records
-    /// otherwise.
-    pub fn shared_bytes(&self) -> Bytes {
-        match &self.buffer {
-            Some(b) => b.slice_ref(self.backing),
-            None => Bytes::copy_from_slice(self.backing),
-        }
-    }
-
-    /// `part` (a slice of a record of this batch) as a slice of `owner`, which came from
-    /// [`FetchedBatch::shared_bytes`].
-    fn share(&self, owner: &Bytes, part: &[u8]) -> Bytes {
-        let offset = part.as_ptr() as usize - self.backing.as_ptr() as usize;
-        owner.slice(offset..offset + part.len())
-    }
 }
 
 impl PartitionConsumer {
@@ -479,7 +418,7 @@ impl PartitionConsumer {
 
     /// The next offset this consumer will hand out.
     pub fn position(&self) -> i64 {
-        self.position
+        self.reader.position()
     }
 
     /// The partition's high watermark as of the latest fetch (-1 before the first).
@@ -489,7 +428,7 @@ impl PartitionConsumer {
 
     /// Records between the position and the high watermark.
     pub fn lag(&self) -> i64 {
-        (self.high_watermark() - self.position).max(0)
+        (self.high_watermark() - self.position()).max(0)
     }
 
     /// Stops fetching for this partition (what is already fetched can still be read).
@@ -526,21 +465,11 @@ impl PartitionConsumer {
             Delivery::Chunk(chunk) => {
                 // Room in the channel again: the fetcher may fetch for us.
                 self.shared.wake_fetcher();
-                if self.read_committed {
-                    for &(producer, first) in &chunk.aborted {
-                        self.aborted_pending
-                            .entry(first)
-                            .or_default()
-                            .push(producer);
-                    }
-                }
-                self.current = Some(chunk);
-                self.cursor = 0;
+                self.reader.push_chunk(chunk);
                 Some(Ok(()))
             }
             Delivery::Reset(offset) => {
-                self.position = offset;
-                self.current = None;
+                self.reader.reset(offset);
                 Some(Ok(()))
             }
             Delivery::Error(e) => Some(Err(self.error(e))),
@@ -553,100 +482,25 @@ impl PartitionConsumer {
         &mut self,
     ) -> Option<std::result::Result<FetchedBatch<'_>, ConsumerError>> {
         loop {
-            if self.current.is_none() {
-                match self.refill().await? {
-                    Ok(()) => {}
-                    Err(e) => return Some(Err(e)),
-                }
-                if self.current.is_none() {
-                    continue; // a reset: wait for data at the new position
-                }
-            }
-            // Find the next batch worth returning; remember its byte range.
-            let chunk = self.current.as_ref().expect("refilled");
-            let data = &chunk.records[self.cursor..];
-            let (range, next) = match RecordBatchRef::parse(data) {
-                Ok(Some((batch, _))) => {
-                    let begin = self.cursor;
-                    (begin..begin + batch.as_bytes().len(), batch.next_offset())
-                }
-                Ok(None) => {
-                    self.current = None;
-                    continue;
-                }
-                Err(e) => {
-                    self.current = None;
-                    return Some(Err(self.error(Error::Batch(e.to_string()))));
-                }
-            };
-            self.cursor = range.end;
-            let chunk = self.current.as_ref().expect("present");
-            let batch = match RecordBatchRef::new(&chunk.records[range.clone()]) {
-                Ok(b) => b,
-                Err(e) => return Some(Err(self.error(Error::Batch(e.to_string())))),
-            };
-            if next <= self.position {
-                continue; // all before the position (a batch we asked to start inside)
-            }
-            if self.check_crcs
-                && let Err(e) = batch.verify_crc()
-            {
-                return Some(Err(self.error(Error::Batch(e.to_string()))));
-            }
-            // Aborted transactions begin at their first offset.
-            let start_offsets: Vec<i64> = self
-                .aborted_pending
-                .range(..=batch.last_offset())
-                .map(|(k, _)| *k)
-                .collect();
-            for k in start_offsets {
-                if let Some(producers) = self.aborted_pending.remove(&k) {
-                    self.aborted_active.extend(producers);
-                }
-            }
-            if batch.is_control() {
-                if let Ok(Some(marker)) = batch.control_record() {
-                    if marker.kind == ControlRecordType::Abort {
-                        self.aborted_active.remove(&batch.producer_id());
+            match self.reader.advance() {
+                Advance::Ready => break,
+                Advance::NeedChunk => {
+                    if let Err(e) = self.refill().await? {
+                        return Some(Err(e));
                     }
                 }
-                self.position = next;
-                continue;
+                Advance::Error(e) => return Some(Err(self.error(e))),
             }
-            if self.read_committed
-                && batch.is_transactional()
-                && self.aborted_active.contains(&batch.producer_id())
-            {
-                self.position = next;
-                continue;
-            }
-            let start = self.position;
-            self.position = next;
-            let chunk = self.current.as_ref().expect("present");
-            let batch = RecordBatchRef::new(&chunk.records[range.clone()]).expect("parsed above");
-            let zero_copy = batch.compression().ok() == Some(crate::record::Compression::None);
-            let records = match batch.decompress_records(&mut self.decompressor, &mut self.scratch)
-            {
-                Ok(r) => r,
-                Err(e) => {
-                    let error = Error::Batch(e.to_string());
-                    return Some(Err(ConsumerError {
-                        topic: self.shared.topic.to_string(),
-                        partition: self.shared.partition,
-                        error,
-                    }));
-                }
-            };
-            let backing = records.bytes();
-            let buffer = zero_copy.then(|| chunk.records.clone());
-            return Some(Ok(FetchedBatch {
-                batch,
-                records,
-                backing,
-                buffer,
-                start,
-            }));
         }
+        let topic = &self.shared.topic;
+        let partition = self.shared.partition;
+        self.reader.take_ready().map(|r| {
+            r.map_err(|error| ConsumerError {
+                topic: topic.to_string(),
+                partition,
+                error,
+            })
+        })
     }
 
     /// [`PartitionConsumer::next_batch`] for plain threads.

@@ -11,12 +11,15 @@
 //!   its deadlines, the ApiVersions handshake, frame cutting, failure classification.
 //! - [`backoff`]: reconnect and retry delays with seeded jitter.
 //! - [`error`]: the connection errors callers see ([`IoError`]).
+//! - `fetch`: the fetcher's decisions for one broker (what to fetch, the session, the
+//!   memory to reserve, what each partition gets).
 //! - `produce`: the producer's partitions (batching, sequences, retries) and its
 //!   per-broker sinks.
 
 pub mod backoff;
 pub mod connection;
 pub mod error;
+pub(crate) mod fetch;
 pub(crate) mod produce;
 
 pub use error::IoError;

@@ -51,6 +51,27 @@ fn varint_err(what: &'static str) -> impl Fn(VarintError) -> RecordError {
     move |_| RecordError::Varint(what)
 }
 
+/// Where a parsed batch lies in its buffer, and its offsets: what the fetcher learns
+/// from a batch's header once and hands to the consumer with the buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchSpan {
+    /// Byte position of the batch in the buffer.
+    pub start: usize,
+    /// Its length in bytes, header included.
+    pub len: usize,
+    /// Offset of its first record.
+    pub base_offset: i64,
+    /// Offset of its last record.
+    pub last_offset: i64,
+}
+
+impl BatchSpan {
+    /// The offset after the batch's last record.
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset.wrapping_add(1)
+    }
+}
+
 /// One v2 record batch, borrowed from the input. Cheap to copy.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct RecordBatchRef<'a> {
@@ -92,6 +113,26 @@ impl<'a> RecordBatchRef<'a> {
         }
         let (bytes, rest) = input.split_at(total);
         Ok(Some((RecordBatchRef { bytes }, rest)))
+    }
+
+    /// The batch again from where [`RecordBatchRef::parse`] found it in `buffer` (its
+    /// [`BatchSpan`]), without parsing its header a second time. `None` if the span does
+    /// not lie in `buffer`.
+    pub fn from_span(buffer: &'a [u8], span: BatchSpan) -> Option<Self> {
+        let bytes = buffer.get(span.start..span.start.checked_add(span.len)?)?;
+        (bytes.len() >= BATCH_HEADER_LEN).then_some(RecordBatchRef { bytes })
+    }
+
+    /// Where this batch lies in `buffer`, which it must be a part of, with its offsets:
+    /// what a reader keeps to come back to it ([`RecordBatchRef::from_span`]).
+    pub fn span_in(&self, buffer: &[u8]) -> Option<BatchSpan> {
+        let start = (self.bytes.as_ptr() as usize).checked_sub(buffer.as_ptr() as usize)?;
+        (start + self.bytes.len() <= buffer.len()).then(|| BatchSpan {
+            start,
+            len: self.bytes.len(),
+            base_offset: self.base_offset(),
+            last_offset: self.last_offset(),
+        })
     }
 
     /// Reads exactly one batch that must fill `input`.

@@ -27,7 +27,7 @@ mod tests;
 mod varint;
 
 pub use batch::{
-    AnyRecords, BatchRef, Batches, ControlRecord, ControlRecordType, HeaderRef, Headers,
+    AnyRecords, BatchRef, BatchSpan, Batches, ControlRecord, ControlRecordType, HeaderRef, Headers,
     RecordBatchRef, RecordRef, Records,
 };
 pub use builder::{

@@ -1,0 +1,543 @@
+//! The fetcher's decisions for one broker, sans-IO: which partitions take part in the
+//! next Fetch and with how much memory, the KIP-227 incremental session, when to wait
+//! instead (consumers full, only caught-up partitions, backoff after an error), and what
+//! each partition gets from a response. The driver (`consumer::fetcher`) reserves the
+//! memory, sends the request on the broker's worker and runs what this returns.
+//!
+//! Invariants:
+//! - The whole response is one buffer; a partition's records are a `Bytes` slice of it,
+//!   delivered with the spans of its complete batches (each header parsed once, here).
+//!   The response's size stays charged to the consumer's memory budget until the last
+//!   slice is dropped.
+//! - A partition's fetch position moves to the end of its last complete batch only when
+//!   its consumer accepted the chunk, so the next Fetch is in flight while users read
+//!   this one (prefetch); a batch cut at the end of a response is fetched again whole.
+//! - In an incremental session a partition is sent only when its fetch position
+//!   changed; partitions that left are listed as forgotten; session errors fall back to
+//!   a full fetch.
+//! - Errors that mean the leader moved hand the partition back to the driver;
+//!   OFFSET_OUT_OF_RANGE hands it back for the reset policy.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use crate::buf::Permit;
+use crate::error::Error;
+use crate::protocol::messages::fetch::{FetchPartition, FetchTopic, ForgottenTopic};
+use crate::protocol::messages::{FetchRequest, FetchResponse};
+use crate::protocol::{ApiKey, KafkaCode, Uuid, is_stale_metadata};
+use crate::record::{BatchSpan, RecordBatchRef};
+
+/// A partition's fetched data: a slice of one response, with its complete batches.
+#[derive(Debug)]
+pub(crate) struct Chunk {
+    pub records: Bytes,
+    /// The complete batches in `records`, in order.
+    pub batches: VecDeque<BatchSpan>,
+    /// Aborted transactions (producer id, first offset) for read_committed.
+    pub aborted: Vec<(i64, i64)>,
+    /// Keeps the response's memory charged until every slice of it is gone.
+    pub _permit: Arc<Permit>,
+}
+
+/// A partition as the fetcher sees it: the consumer side shares its position, pause
+/// and room with the fetcher through this.
+pub(crate) trait FetchTarget {
+    fn topic(&self) -> &Arc<str>;
+    fn partition(&self) -> i32;
+    /// The next offset to fetch.
+    fn fetch_position(&self) -> i64;
+    fn set_fetch_position(&self, offset: i64);
+    /// -1 until a fetch reported it.
+    fn high_watermark(&self) -> i64;
+    fn set_high_watermark(&self, offset: i64);
+    fn paused(&self) -> bool;
+    /// Whether its consumer can take another chunk now.
+    fn has_room(&self) -> bool;
+    /// Whether its consumer is gone.
+    fn is_closed(&self) -> bool;
+    /// Hands a chunk to the consumer; false when it has no room after all.
+    fn deliver(&self, chunk: Chunk) -> bool;
+    /// Reports an error to the consumer.
+    fn report(&self, error: Error);
+}
+
+/// The consumer settings the fetcher needs.
+#[derive(Debug, Clone)]
+pub(crate) struct FetchSettings {
+    pub max_wait: Duration,
+    pub min_bytes: i32,
+    pub max_bytes: i32,
+    pub partition_max_bytes: i32,
+    /// 0 read_uncommitted, 1 read_committed.
+    pub isolation_level: i8,
+    /// The wait after a Fetch failed as a whole.
+    pub error_backoff: Duration,
+}
+
+/// How long a fetcher whose only fetchable partitions are caught up waits for others to
+/// make room, and the longest the broker may hold such a fetch.
+pub(crate) const SHORT_POLL: Duration = Duration::from_millis(20);
+
+/// How often a fetcher whose consumers are all full or paused looks again without a
+/// wake-up.
+const FULL_RECHECK: Duration = Duration::from_millis(100);
+
+/// What the driver should do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Reserve `max_bytes` of the memory budget, then send
+    /// [`Fetcher::build_request`]'s request; with `short_poll` the broker may hold it
+    /// only briefly.
+    Fetch { max_bytes: usize, short_poll: bool },
+    /// Nothing worth fetching: wait for a wake-up or until `until`.
+    Wait { until: Instant },
+    /// No partitions left.
+    Idle,
+}
+
+/// Partitions handed back by a response.
+#[derive(Debug)]
+pub(crate) struct FetchOutcome<P> {
+    /// Their leader moved (or is unknown): find it again.
+    pub moved: Vec<Arc<P>>,
+    /// OFFSET_OUT_OF_RANGE: apply the reset policy.
+    pub reset: Vec<Arc<P>>,
+}
+
+/// Session state (KIP-227).
+#[derive(Debug, Default)]
+struct Session {
+    id: i32,
+    epoch: i32,
+    /// What the broker's session holds: (topic, partition) → fetch offset sent.
+    sent: HashMap<(Arc<str>, i32), i64>,
+}
+
+/// One broker's fetcher.
+pub(crate) struct Fetcher<P> {
+    settings: FetchSettings,
+    partitions: Vec<Arc<P>>,
+    session: Session,
+    /// Until when caught-up partitions wait for others to make room.
+    room_wait_until: Option<Instant>,
+    retry_at: Option<Instant>,
+    /// The partitions of the request in flight, and its topic ids (v13+).
+    requested: Vec<Arc<P>>,
+    topic_names: HashMap<Uuid, Arc<str>>,
+}
+
+fn key<P: FetchTarget>(p: &P) -> (Arc<str>, i32) {
+    (p.topic().clone(), p.partition())
+}
+
+/// What the fetch loop needs to know of one partition to decide whether to fetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FetchState {
+    paused: bool,
+    has_room: bool,
+    fetch_position: i64,
+    high_watermark: i64,
+}
+
+impl FetchState {
+    fn of<P: FetchTarget>(p: &P) -> Self {
+        FetchState {
+            paused: p.paused(),
+            has_room: p.has_room(),
+            fetch_position: p.fetch_position(),
+            high_watermark: p.high_watermark(),
+        }
+    }
+
+    fn active(&self) -> bool {
+        !self.paused && self.has_room
+    }
+}
+
+/// Whether a fetch now would only long-poll while other partitions wait for room.
+///
+/// When every partition that could take part has already reached the end of its log,
+/// the broker holds the fetch for fetch_max_wait. With others left out only because
+/// their consumer hasn't taken what was fetched, that long poll (one fetch in flight per
+/// broker) would keep them from being fetched as soon as their consumers catch up, and
+/// the whole read would crawl at one fetch per fetch_max_wait. The fetcher then waits up
+/// to [`SHORT_POLL`] for room and, failing that, fetches with a poll no longer than
+/// that: the caught-up partitions still see new data within tens of milliseconds while
+/// a slow consumer keeps the others full.
+fn nothing_worth_fetching(states: &[FetchState]) -> bool {
+    let waiting_for_room = states.iter().any(|s| !s.paused && !s.has_room);
+    let mut active = states.iter().filter(|s| s.active()).peekable();
+    waiting_for_room
+        && active.peek().is_some()
+        && active.all(|s| s.high_watermark >= 0 && s.fetch_position >= s.high_watermark)
+}
+
+impl<P: FetchTarget> Fetcher<P> {
+    pub fn new(settings: FetchSettings) -> Self {
+        Fetcher {
+            settings,
+            partitions: Vec::new(),
+            session: Session::default(),
+            room_wait_until: None,
+            retry_at: None,
+            requested: Vec::new(),
+            topic_names: HashMap::new(),
+        }
+    }
+
+    /// Starts fetching for a partition.
+    pub fn add(&mut self, partition: Arc<P>) {
+        self.partitions.push(partition);
+    }
+
+    /// Decides what to do now. `budget` is the memory budget's capacity (a fetch never
+    /// reserves more).
+    pub fn poll_next(&mut self, now: Instant, budget: usize) -> Next {
+        self.partitions.retain(|p| !p.is_closed());
+        if self.partitions.is_empty() {
+            self.session = Session::default();
+            return Next::Idle;
+        }
+        if let Some(at) = self.retry_at {
+            if now < at {
+                return Next::Wait { until: at };
+            }
+            self.retry_at = None;
+        }
+        let states: Vec<FetchState> = self
+            .partitions
+            .iter()
+            .map(|p| FetchState::of(&**p))
+            .collect();
+        let active = states.iter().filter(|s| s.active()).count();
+        if active == 0 {
+            self.room_wait_until = None;
+            return Next::Wait {
+                until: now + FULL_RECHECK,
+            };
+        }
+        let short_poll = nothing_worth_fetching(&states);
+        if short_poll {
+            // Give the full ones a moment to make room before a short poll.
+            match self.room_wait_until {
+                None => {
+                    let until = now + SHORT_POLL;
+                    self.room_wait_until = Some(until);
+                    return Next::Wait { until };
+                }
+                Some(until) if now < until => return Next::Wait { until },
+                Some(_) => {}
+            }
+        }
+        self.room_wait_until = None;
+        // Reserve what this fetch can bring back (each active partition's maximum, capped
+        // by the request maximum), not always the request maximum: fetchers of several
+        // brokers share the budget and must be able to fetch at the same time.
+        let max_bytes = (active * self.settings.partition_max_bytes.max(1) as usize)
+            .min(self.settings.max_bytes.max(1) as usize)
+            .min(budget.max(1));
+        Next::Fetch {
+            max_bytes,
+            short_poll,
+        }
+    }
+
+    /// The Fetch request for the partitions whose consumers have room, at `version`,
+    /// within `max_bytes`. `topic_id` names a topic's id (v13+ fetch by id).
+    pub fn build_request(
+        &mut self,
+        version: i16,
+        max_bytes: usize,
+        short_poll: bool,
+        topic_id: &dyn Fn(&str) -> Uuid,
+    ) -> FetchRequest {
+        let s = &self.settings;
+        self.requested = self
+            .partitions
+            .iter()
+            .filter(|p| !p.paused() && p.has_room())
+            .cloned()
+            .collect();
+        self.topic_names.clear();
+        let sessions = version >= 7;
+        let full = !sessions || self.session.id == 0;
+        let by_id = version >= 13;
+        let mut topics: Vec<FetchTopic> = Vec::new();
+        let mut current: HashMap<(Arc<str>, i32), i64> = HashMap::new();
+        for p in &self.requested {
+            let offset = p.fetch_position();
+            let k = key(&**p);
+            current.insert(k.clone(), offset);
+            if by_id && !self.topic_names.values().any(|t| t == p.topic()) {
+                // Known even when the session leaves the partition out of this request:
+                // the answer may still carry its data.
+                self.topic_names
+                    .insert(topic_id(p.topic()), p.topic().clone());
+            }
+            if !full && self.session.sent.get(&k) == Some(&offset) {
+                continue;
+            }
+            let part = FetchPartition::default()
+                .with_partition(p.partition())
+                .with_current_leader_epoch(-1)
+                .with_fetch_offset(offset)
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(s.partition_max_bytes);
+            let id = if by_id {
+                topic_id(p.topic())
+            } else {
+                Uuid::ZERO
+            };
+            match topics.iter_mut().find(|t| {
+                if by_id {
+                    t.topic_id == id
+                } else {
+                    t.topic == **p.topic()
+                }
+            }) {
+                Some(t) => t.partitions.push(part),
+                None => {
+                    topics.push(topic_entry(p.topic(), id, by_id).with_partitions(vec![part]));
+                }
+            }
+        }
+        let mut forgotten: Vec<ForgottenTopic> = Vec::new();
+        if !full {
+            for (t, partition) in self.session.sent.keys() {
+                if current.contains_key(&(t.clone(), *partition)) {
+                    continue;
+                }
+                let id = topic_id(t);
+                match forgotten
+                    .iter_mut()
+                    .find(|f| f.topic == **t || (by_id && f.topic_id == id))
+                {
+                    Some(f) => f.partitions.push(*partition),
+                    None => {
+                        let (name, id) = if by_id {
+                            (String::new(), id)
+                        } else {
+                            (t.to_string(), Uuid::ZERO)
+                        };
+                        forgotten.push(
+                            ForgottenTopic::default()
+                                .with_topic(name)
+                                .with_topic_id(id)
+                                .with_partitions(vec![*partition]),
+                        );
+                    }
+                }
+            }
+        }
+        self.session.sent = current;
+        let max_wait = if short_poll {
+            s.max_wait.min(SHORT_POLL)
+        } else {
+            s.max_wait
+        };
+        let mut request = FetchRequest::default()
+            .with_max_wait_ms(max_wait.as_millis().min(i32::MAX as u128) as i32)
+            .with_min_bytes(s.min_bytes)
+            .with_max_bytes(i32::try_from(max_bytes).unwrap_or(i32::MAX))
+            .with_isolation_level(s.isolation_level)
+            .with_topics(topics)
+            .with_forgotten_topics_data(forgotten);
+        if sessions {
+            let (id, epoch) = if full {
+                (0, 0)
+            } else {
+                (self.session.id, self.session.epoch)
+            };
+            request = request.with_session_id(id).with_session_epoch(epoch);
+        }
+        if version <= 14 {
+            request = request.with_replica_id(-1);
+        }
+        request
+    }
+
+    /// The Fetch failed as a whole (the connection broke or timed out): every partition
+    /// goes back to find its leader again.
+    pub fn handle_failure(&mut self) -> Vec<Arc<P>> {
+        self.session = Session::default();
+        self.requested.clear();
+        std::mem::take(&mut self.partitions)
+    }
+
+    /// Applies a response: chunks to the consumers, positions, the session. `permit` is
+    /// the memory reserved for it; it shrinks to what the response holds.
+    pub fn handle_response(
+        &mut self,
+        response: FetchResponse,
+        version: i16,
+        mut permit: Permit,
+        now: Instant,
+    ) -> FetchOutcome<P> {
+        let mut outcome = FetchOutcome {
+            moved: Vec::new(),
+            reset: Vec::new(),
+        };
+        let code = KafkaCode(response.error_code);
+        if code == KafkaCode::FETCH_SESSION_ID_NOT_FOUND
+            || code == KafkaCode::INVALID_FETCH_SESSION_EPOCH
+        {
+            self.session = Session::default();
+            return outcome;
+        }
+        if !code.is_ok() {
+            tracing::warn!(%code, "fetch error");
+            self.session = Session::default();
+            self.retry_at = Some(now + self.settings.error_backoff);
+            return outcome;
+        }
+        if response.session_id != 0 || self.session.id != 0 {
+            self.session.id = response.session_id;
+            self.session.epoch = if self.session.id == 0 {
+                0
+            } else {
+                self.session.epoch.wrapping_add(1).max(1)
+            };
+        }
+        let used: usize = response
+            .responses
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| p.records.as_ref().map_or(0, Bytes::len))
+            .sum();
+        permit.shrink_to(used.max(1));
+        let permit = Arc::new(permit);
+        for topic in response.responses {
+            let name = if version >= 13 {
+                self.topic_names.get(&topic.topic_id).cloned()
+            } else {
+                Some(Arc::from(topic.topic.as_str()))
+            };
+            let Some(name) = name else { continue };
+            for data in topic.partitions {
+                let Some(p) = self
+                    .requested
+                    .iter()
+                    .find(|p| **p.topic() == *name && p.partition() == data.partition_index)
+                    .cloned()
+                else {
+                    continue;
+                };
+                self.apply_partition(&p, data, &permit, &mut outcome);
+            }
+        }
+        for p in outcome.moved.iter().chain(outcome.reset.iter()) {
+            self.session.sent.remove(&key(&**p));
+        }
+        let moved = &outcome.moved;
+        self.partitions
+            .retain(|p| !moved.iter().any(|m| Arc::ptr_eq(m, p)));
+        outcome
+    }
+
+    fn apply_partition(
+        &self,
+        p: &Arc<P>,
+        data: crate::protocol::messages::fetch::PartitionData,
+        permit: &Arc<Permit>,
+        outcome: &mut FetchOutcome<P>,
+    ) {
+        let code = KafkaCode(data.error_code);
+        if code == KafkaCode::OFFSET_OUT_OF_RANGE {
+            outcome.reset.push(p.clone());
+            return;
+        }
+        if is_stale_metadata(code) {
+            outcome.moved.push(p.clone());
+            return;
+        }
+        if !code.is_ok() {
+            p.report(Error::broker(
+                code,
+                ApiKey::Fetch,
+                Some(p.topic()),
+                Some(p.partition()),
+            ));
+            return;
+        }
+        p.set_high_watermark(data.high_watermark);
+        let records = data.records.unwrap_or_default();
+        if records.is_empty() {
+            return;
+        }
+        let start = p.fetch_position();
+        let (batches, complete) = complete_batches(&records, |e| {
+            p.report(Error::Batch(format!(
+                "{}-{} at offset {start} or after: {e}",
+                p.topic(),
+                p.partition()
+            )));
+        });
+        let Some(next) = batches.back().map(BatchSpan::next_offset) else {
+            return;
+        };
+        if next <= start {
+            return;
+        }
+        let chunk = Chunk {
+            records: records.slice(..complete),
+            batches,
+            aborted: data
+                .aborted_transactions
+                .unwrap_or_default()
+                .iter()
+                .map(|a| (a.producer_id, a.first_offset))
+                .collect(),
+            _permit: permit.clone(),
+        };
+        // No room after all (or gone): fetched again later from the same position.
+        if p.deliver(chunk) {
+            p.set_fetch_position(next);
+        }
+    }
+}
+
+fn topic_entry(name: &str, id: Uuid, by_id: bool) -> FetchTopic {
+    if by_id {
+        FetchTopic::default()
+            .with_topic(String::new())
+            .with_topic_id(id)
+    } else {
+        FetchTopic::default()
+            .with_topic(name.to_string())
+            .with_topic_id(Uuid::ZERO)
+    }
+}
+
+/// The complete batches at the front of `records` and the bytes they cover: each
+/// header parsed here, once. A batch cut at the end is left for the next fetch; a
+/// malformed one is reported and ends the chunk.
+fn complete_batches(
+    records: &Bytes,
+    report: impl FnOnce(crate::record::RecordError),
+) -> (VecDeque<BatchSpan>, usize) {
+    let mut batches = VecDeque::new();
+    let mut rest: &[u8] = records;
+    loop {
+        match RecordBatchRef::parse(rest) {
+            Ok(Some((batch, tail))) => {
+                if let Some(span) = batch.span_in(records) {
+                    batches.push_back(span);
+                }
+                rest = tail;
+            }
+            Ok(None) => break,
+            Err(e) => {
+                report(e);
+                break;
+            }
+        }
+    }
+    (batches, records.len() - rest.len())
+}
+
+#[cfg(test)]
+mod tests;

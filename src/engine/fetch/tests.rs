@@ -1,0 +1,423 @@
+//! The fetcher's decisions, driven by hand with time passed in.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+
+use super::*;
+use crate::buf::MemoryBudget;
+use crate::protocol::messages::fetch::{FetchableTopicResponse, PartitionData};
+use crate::record::{BatchBuilder, BatchOptions};
+
+#[derive(Debug)]
+struct Target {
+    topic: Arc<str>,
+    partition: i32,
+    position: AtomicI64,
+    high_watermark: AtomicI64,
+    paused: AtomicBool,
+    room: AtomicBool,
+    closed: AtomicBool,
+    chunks: Mutex<Vec<Chunk>>,
+    errors: Mutex<Vec<Error>>,
+}
+
+impl Target {
+    fn new(partition: i32, position: i64) -> Arc<Self> {
+        Arc::new(Target {
+            topic: Arc::from("t"),
+            partition,
+            position: AtomicI64::new(position),
+            high_watermark: AtomicI64::new(-1),
+            paused: AtomicBool::new(false),
+            room: AtomicBool::new(true),
+            closed: AtomicBool::new(false),
+            chunks: Mutex::new(Vec::new()),
+            errors: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+impl FetchTarget for Target {
+    fn topic(&self) -> &Arc<str> {
+        &self.topic
+    }
+    fn partition(&self) -> i32 {
+        self.partition
+    }
+    fn fetch_position(&self) -> i64 {
+        self.position.load(Ordering::SeqCst)
+    }
+    fn set_fetch_position(&self, offset: i64) {
+        self.position.store(offset, Ordering::SeqCst);
+    }
+    fn high_watermark(&self) -> i64 {
+        self.high_watermark.load(Ordering::SeqCst)
+    }
+    fn set_high_watermark(&self, offset: i64) {
+        self.high_watermark.store(offset, Ordering::SeqCst);
+    }
+    fn paused(&self) -> bool {
+        self.paused.load(Ordering::SeqCst)
+    }
+    fn has_room(&self) -> bool {
+        self.room.load(Ordering::SeqCst)
+    }
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+    fn deliver(&self, chunk: Chunk) -> bool {
+        if !self.has_room() {
+            return false;
+        }
+        self.chunks.lock().unwrap().push(chunk);
+        true
+    }
+    fn report(&self, error: Error) {
+        self.errors.lock().unwrap().push(error);
+    }
+}
+
+fn settings() -> FetchSettings {
+    FetchSettings {
+        max_wait: Duration::from_millis(500),
+        min_bytes: 1,
+        max_bytes: 50 << 20,
+        partition_max_bytes: 1 << 20,
+        isolation_level: 0,
+        error_backoff: Duration::from_millis(100),
+    }
+}
+
+fn no_ids(_: &str) -> Uuid {
+    Uuid::ZERO
+}
+
+fn batch(base_offset: i64, records: usize) -> Vec<u8> {
+    let mut b = BatchBuilder::new(
+        Vec::with_capacity(4096),
+        BatchOptions::default().with_base_offset(base_offset),
+    )
+    .unwrap();
+    for i in 0..records {
+        b.append(1, None, Some(format!("v{i}").as_bytes()), &[])
+            .unwrap();
+    }
+    b.seal().unwrap().into_inner()
+}
+
+fn response(parts: Vec<(i32, i16, i64, Vec<u8>)>, session_id: i32) -> FetchResponse {
+    FetchResponse::default()
+        .with_session_id(session_id)
+        .with_responses(vec![
+            FetchableTopicResponse::default()
+                .with_topic("t".into())
+                .with_partitions(
+                    parts
+                        .into_iter()
+                        .map(|(p, code, hw, records)| {
+                            PartitionData::default()
+                                .with_partition_index(p)
+                                .with_error_code(code)
+                                .with_high_watermark(hw)
+                                .with_records(Some(Bytes::from(records)))
+                        })
+                        .collect(),
+                ),
+        ])
+}
+
+fn permit() -> Permit {
+    MemoryBudget::new(64 << 20).try_acquire(1 << 20).unwrap()
+}
+
+fn fetch(fetcher: &mut Fetcher<Target>, now: Instant) -> FetchRequest {
+    let Next::Fetch {
+        max_bytes,
+        short_poll,
+    } = fetcher.poll_next(now, 64 << 20)
+    else {
+        panic!("expected a fetch")
+    };
+    fetcher.build_request(12, max_bytes, short_poll, &no_ids)
+}
+
+fn sent_partitions(request: &FetchRequest) -> Vec<(i32, i64)> {
+    request
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (p.partition, p.fetch_offset)))
+        .collect()
+}
+
+#[test]
+fn complete_batches_become_spans_and_a_cut_batch_is_fetched_again() {
+    let now = Instant::now();
+    let mut fetcher = Fetcher::new(settings());
+    let p = Target::new(0, 10);
+    fetcher.add(p.clone());
+    fetch(&mut fetcher, now);
+    let mut records = batch(10, 3);
+    records.extend(batch(13, 2));
+    let cut = batch(15, 4);
+    let complete = records.len();
+    records.extend(&cut[..cut.len() - 5]);
+    let outcome =
+        fetcher.handle_response(response(vec![(0, 0, 100, records)], 0), 12, permit(), now);
+    assert!(outcome.moved.is_empty() && outcome.reset.is_empty());
+    let chunks = p.chunks.lock().unwrap();
+    let chunk = &chunks[0];
+    assert_eq!(chunk.records.len(), complete, "the cut batch is left out");
+    let spans: Vec<(i64, i64)> = chunk
+        .batches
+        .iter()
+        .map(|s| (s.base_offset, s.last_offset))
+        .collect();
+    assert_eq!(spans, vec![(10, 12), (13, 14)]);
+    for span in &chunk.batches {
+        let b = RecordBatchRef::from_span(&chunk.records, *span).unwrap();
+        assert_eq!(b.base_offset(), span.base_offset);
+    }
+    assert_eq!(p.fetch_position(), 15, "continues at the cut batch");
+    assert_eq!(p.high_watermark(), 100);
+}
+
+#[test]
+fn a_full_consumer_is_refetched_from_the_same_position() {
+    let now = Instant::now();
+    let mut fetcher = Fetcher::new(settings());
+    let p = Target::new(0, 0);
+    fetcher.add(p.clone());
+    fetch(&mut fetcher, now);
+    p.room.store(false, Ordering::SeqCst);
+    fetcher.handle_response(
+        response(vec![(0, 0, 10, batch(0, 5))], 0),
+        12,
+        permit(),
+        now,
+    );
+    assert_eq!(p.fetch_position(), 0);
+    assert_eq!(
+        fetcher.poll_next(now, 1 << 20),
+        Next::Wait {
+            until: now + FULL_RECHECK
+        }
+    );
+}
+
+#[test]
+fn the_session_sends_only_what_changed_and_forgets_what_left() {
+    let now = Instant::now();
+    let mut fetcher = Fetcher::new(settings());
+    let (a, b) = (Target::new(0, 0), Target::new(1, 50));
+    fetcher.add(a.clone());
+    fetcher.add(b.clone());
+    let first = fetch(&mut fetcher, now);
+    assert_eq!(
+        (first.session_id, first.session_epoch),
+        (0, 0),
+        "a full fetch opens a session"
+    );
+    assert_eq!(sent_partitions(&first), vec![(0, 0), (1, 50)]);
+    fetcher.handle_response(
+        response(vec![(0, 0, 10, batch(0, 5))], 77),
+        12,
+        permit(),
+        now,
+    );
+    let second = fetch(&mut fetcher, now);
+    assert_eq!((second.session_id, second.session_epoch), (77, 1));
+    assert_eq!(
+        sent_partitions(&second),
+        vec![(0, 5)],
+        "only the partition that moved"
+    );
+    b.closed.store(true, Ordering::SeqCst);
+    fetcher.handle_response(response(vec![], 77), 12, permit(), now);
+    let third = fetch(&mut fetcher, now);
+    assert_eq!(third.session_epoch, 2);
+    assert!(sent_partitions(&third).is_empty());
+    assert_eq!(third.forgotten_topics_data.len(), 1);
+    assert_eq!(third.forgotten_topics_data[0].partitions, vec![1]);
+    // A session error falls back to a full fetch.
+    let mut broken = response(vec![], 0);
+    broken.error_code = KafkaCode::INVALID_FETCH_SESSION_EPOCH.code();
+    fetcher.handle_response(broken, 12, permit(), now);
+    let fourth = fetch(&mut fetcher, now);
+    assert_eq!((fourth.session_id, fourth.session_epoch), (0, 0));
+    assert_eq!(sent_partitions(&fourth), vec![(0, 5)]);
+}
+
+#[test]
+fn moved_and_out_of_range_partitions_are_handed_back() {
+    let now = Instant::now();
+    let mut fetcher = Fetcher::new(settings());
+    let (a, b, c) = (Target::new(0, 0), Target::new(1, 0), Target::new(2, 0));
+    for t in [&a, &b, &c] {
+        fetcher.add(t.clone());
+    }
+    fetch(&mut fetcher, now);
+    let outcome = fetcher.handle_response(
+        response(
+            vec![
+                (0, KafkaCode::NOT_LEADER_OR_FOLLOWER.code(), -1, Vec::new()),
+                (1, KafkaCode::OFFSET_OUT_OF_RANGE.code(), -1, Vec::new()),
+                (2, KafkaCode::CORRUPT_MESSAGE.code(), -1, Vec::new()),
+            ],
+            0,
+        ),
+        12,
+        permit(),
+        now,
+    );
+    assert_eq!(outcome.moved.len(), 1);
+    assert!(Arc::ptr_eq(&outcome.moved[0], &a));
+    assert_eq!(outcome.reset.len(), 1);
+    assert!(Arc::ptr_eq(&outcome.reset[0], &b));
+    assert_eq!(
+        c.errors.lock().unwrap().len(),
+        1,
+        "other codes are reported"
+    );
+    let next = fetch(&mut fetcher, now);
+    assert_eq!(
+        sent_partitions(&next),
+        vec![(1, 0), (2, 0)],
+        "the moved one left this fetcher"
+    );
+    assert_eq!(
+        fetcher.handle_failure().len(),
+        2,
+        "a failure hands back the rest"
+    );
+    assert_eq!(fetcher.poll_next(now, 1 << 20), Next::Idle);
+}
+
+#[test]
+fn a_failed_fetch_backs_off() {
+    let now = Instant::now();
+    let mut fetcher = Fetcher::new(settings());
+    fetcher.add(Target::new(0, 0));
+    fetch(&mut fetcher, now);
+    let mut failed = response(vec![], 0);
+    failed.error_code = KafkaCode::UNKNOWN_SERVER_ERROR.code();
+    fetcher.handle_response(failed, 12, permit(), now);
+    let until = now + settings().error_backoff;
+    assert_eq!(fetcher.poll_next(now, 1 << 20), Next::Wait { until });
+    assert!(matches!(
+        fetcher.poll_next(until, 1 << 20),
+        Next::Fetch { .. }
+    ));
+}
+
+#[test]
+fn caught_up_partitions_wait_for_room_then_short_poll() {
+    let now = Instant::now();
+    let mut fetcher = Fetcher::new(settings());
+    let (full, at_end) = (Target::new(0, 10), Target::new(1, 700));
+    full.room.store(false, Ordering::SeqCst);
+    full.high_watermark.store(500, Ordering::SeqCst);
+    at_end.high_watermark.store(700, Ordering::SeqCst);
+    fetcher.add(full.clone());
+    fetcher.add(at_end.clone());
+    let until = now + SHORT_POLL;
+    assert_eq!(fetcher.poll_next(now, 1 << 20), Next::Wait { until });
+    // Woken early: still waiting for the same deadline.
+    assert_eq!(
+        fetcher.poll_next(now + Duration::from_millis(5), 1 << 20),
+        Next::Wait { until }
+    );
+    let Next::Fetch {
+        max_bytes,
+        short_poll: true,
+    } = fetcher.poll_next(until, 1 << 20)
+    else {
+        panic!("a short poll after the wait")
+    };
+    let request = fetcher.build_request(12, max_bytes, true, &no_ids);
+    assert_eq!(request.max_wait_ms, SHORT_POLL.as_millis() as i32);
+    assert_eq!(sent_partitions(&request), vec![(1, 700)]);
+    // The full one made room: a normal fetch at once.
+    full.room.store(true, Ordering::SeqCst);
+    assert!(matches!(
+        fetcher.poll_next(until, 1 << 20),
+        Next::Fetch {
+            short_poll: false,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn the_decision_that_avoids_long_polls() {
+    let state = |paused, has_room, fetch_position, high_watermark| FetchState {
+        paused,
+        has_room,
+        fetch_position,
+        high_watermark,
+    };
+    // One partition at its end, two full: wait for room instead of a long poll.
+    let full = state(false, false, 10, 500);
+    let at_end = state(false, true, 700, 700);
+    assert!(nothing_worth_fetching(&[full, full, at_end]));
+    // One with data to fetch: fetch (the broker answers at once).
+    let behind = state(false, true, 10, 500);
+    assert!(!nothing_worth_fetching(&[full, behind, at_end]));
+    // Everything caught up and nothing waiting: the long poll is what we want.
+    assert!(!nothing_worth_fetching(&[at_end, at_end]));
+    // High watermark not known yet: fetch.
+    assert!(!nothing_worth_fetching(&[full, state(false, true, 0, -1)]));
+    // Paused partitions neither wait for room nor take part.
+    let paused_full = state(true, false, 10, 500);
+    assert!(!nothing_worth_fetching(&[paused_full, at_end]));
+    // Nothing active at all is the caller's other case.
+    assert!(!nothing_worth_fetching(&[full]));
+}
+
+#[test]
+fn topics_are_fetched_by_id_from_v13() {
+    let now = Instant::now();
+    let mut fetcher = Fetcher::new(settings());
+    let p = Target::new(0, 0);
+    fetcher.add(p.clone());
+    let Next::Fetch { max_bytes, .. } = fetcher.poll_next(now, 1 << 20) else {
+        panic!()
+    };
+    let id = Uuid([7; 16]);
+    let request = fetcher.build_request(13, max_bytes, false, &|_| id);
+    assert_eq!(request.topics[0].topic_id, id);
+    assert!(request.topics[0].topic.is_empty());
+    let mut r = response(vec![(0, 0, 5, batch(0, 5))], 0);
+    r.responses[0].topic = String::new();
+    r.responses[0].topic_id = id;
+    fetcher.handle_response(r, 13, permit(), now);
+    assert_eq!(p.fetch_position(), 5, "the answer matched by topic id");
+}
+
+#[test]
+fn an_incremental_answer_for_a_partition_left_out_of_the_request_is_delivered() {
+    // v13+: the session leaves an unchanged partition out of the request; the broker
+    // still answers with its new data, by topic id.
+    let now = Instant::now();
+    let mut fetcher = Fetcher::new(settings());
+    let p = Target::new(0, 100);
+    fetcher.add(p.clone());
+    let id = Uuid([9; 16]);
+    let ids = |_: &str| id;
+    let Next::Fetch { max_bytes, .. } = fetcher.poll_next(now, 1 << 20) else {
+        panic!()
+    };
+    fetcher.build_request(13, max_bytes, false, &ids);
+    let mut empty = response(vec![(0, 0, 100, Vec::new())], 55);
+    empty.responses[0].topic_id = id;
+    fetcher.handle_response(empty, 13, permit(), now);
+    let Next::Fetch { max_bytes, .. } = fetcher.poll_next(now, 1 << 20) else {
+        panic!()
+    };
+    let request = fetcher.build_request(13, max_bytes, false, &ids);
+    assert!(sent_partitions(&request).is_empty(), "unchanged: left out");
+    let mut data = response(vec![(0, 0, 101, batch(100, 1))], 55);
+    data.responses[0].topic_id = id;
+    fetcher.handle_response(data, 13, permit(), now);
+    assert_eq!(p.fetch_position(), 101);
+    assert_eq!(p.chunks.lock().unwrap().len(), 1);
+}
