@@ -314,7 +314,7 @@ fn consume(s: &Settings) {
     let extra = format!(
         "workers={} backend={:?} api={api}",
         s.workers,
-        client.runtime().backend()
+        client.io_backend()
     );
     workload::report(
         "kring",

@@ -18,13 +18,13 @@ use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kring::io::{Backend, BackendChoice, Broker, ConnectionConfig};
+use kring::internals::{Backend, BackendChoice, Broker, ConnectionConfig};
+use kring::internals::{Runtime, RuntimeConfig};
 use kring::protocol::messages::{
     ApiKey, ApiVersionsResponse, MetadataRequest, MetadataResponse, api_versions::ApiVersion,
     metadata::MetadataResponseBroker,
 };
 use kring::protocol::{Encode, decode_request_frame};
-use kring::runtime::{Runtime, RuntimeConfig};
 
 struct Args {
     backends: Vec<Backend>,

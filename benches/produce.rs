@@ -185,7 +185,7 @@ fn main() {
         "workers={} api={} backend={:?}",
         s.workers,
         s.api,
-        client.runtime().backend()
+        client.io_backend()
     );
     common::report("kring", env!("CARGO_PKG_VERSION"), &s, &extra, &outcome);
     producer.close_blocking().expect("close");

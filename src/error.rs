@@ -3,7 +3,7 @@
 //! and partition they concern.
 
 use crate::config::ConfigurationError;
-use crate::engine::error::IoError;
+pub use crate::engine::error::IoError;
 use crate::protocol::{ApiKey, DecodeError, EncodeError, KafkaCode};
 
 /// Result alias with kring's [`Error`].

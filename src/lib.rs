@@ -9,13 +9,16 @@
 //!   version negotiation and error codes.
 //! - [`record`]: record batches v2 written in place and read lazily without copying,
 //!   the four compression codecs, and the legacy v0/v1 message sets.
-//! - [`buf`]: pooled fixed-size arenas, a memory budget with backpressure, and
-//!   buffers lent to I/O that cannot be reused until I/O hands them back.
-//! - [`io`]: the only code with sockets: io_uring and epoll transports, broker
-//!   connections with pipelining and batching, the public [`io::Broker`] handle.
-//! - [`runtime`]: thread-per-core workers that own the broker connections.
-//! - [`client`]: bootstrap, the cluster metadata cache, leader routing, coordinators;
-//!   [`config`] holds every setting, [`Error`] is the error callers see.
+//! - `buf` (internal): pooled fixed-size arenas, a memory budget with backpressure,
+//!   and buffers lent to I/O that cannot be reused until I/O hands them back.
+//! - `engine` (internal): the sans-IO state machines — the connection core, the
+//!   producer's per-broker sinks, the fetcher's decisions — with time passed in.
+//! - `io` (internal): the only code with sockets: io_uring and epoll transports, the
+//!   drivers that run the engines on them.
+//! - `runtime` (internal): thread-per-core workers that own the broker connections.
+//! - [`client`]: bootstrap, the cluster metadata cache, leader routing, coordinators,
+//!   and the [`client::Broker`] handle for raw requests; [`config`] holds every
+//!   setting, [`Error`] is the error callers see.
 //! - [`consumer`]: partition consumers over lazily parsed fetches, borrowed records,
 //!   fetch sessions, and the offset manager.
 //! - [`producer`]: async and sync producers: in-place batching, Java-compatible
@@ -29,18 +32,28 @@
 #![deny(unsafe_code)]
 
 pub mod admin;
-pub mod buf;
+pub(crate) mod buf;
 pub mod client;
 pub mod config;
 pub mod consumer;
-pub mod engine;
+pub(crate) mod engine;
 pub mod error;
-pub mod io;
+pub(crate) mod io;
 pub mod producer;
 pub mod protocol;
 pub mod record;
-pub mod runtime;
+pub(crate) mod runtime;
 
 pub use client::Client;
 pub use config::Config;
-pub use error::{Error, Result};
+pub use error::{Error, IoError, Result};
+
+/// The layers underneath the public API (buffers, broker connections, the worker
+/// runtime), for kring's own integration tests and benches. Not part of the API: no
+/// stability promise, not documented.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::buf::{BufferPool, MemoryBudget};
+    pub use crate::io::{Backend, BackendChoice, Broker, ConnectionConfig, IoError};
+    pub use crate::runtime::{Runtime, RuntimeConfig};
+}

@@ -12,13 +12,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kring::io::{Backend, BackendChoice, Broker, ConnectionConfig, IoError};
+use kring::internals::{Backend, BackendChoice, Broker, ConnectionConfig, IoError};
+use kring::internals::{Runtime, RuntimeConfig};
 use kring::protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
     ProduceRequest, api_versions::ApiVersion, metadata::MetadataResponseBroker,
 };
 use kring::protocol::{Encode, FrameCutter, RequestHeader, RequestKind, decode_request_frame};
-use kring::runtime::{Runtime, RuntimeConfig};
 
 fn bootstrap() -> String {
     std::env::var("KRING_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9092".into())
@@ -606,7 +606,7 @@ fn strangers_on_the_port_are_named(backend: Backend) {
             assert!(matches!(err, IoError::NotKafka { .. }), "{err:?}");
         }
         // The blocking connection says the same, through the same engine.
-        let blocking = kring::io::BlockingConnection::connect(&addr.to_string(), config)
+        let blocking = kring::client::BlockingConnection::connect(&addr.to_string(), config)
             .expect_err(expected)
             .to_string();
         assert!(
@@ -620,10 +620,10 @@ fn strangers_on_the_port_are_named(backend: Backend) {
 macro_rules! suite {
     ($($test:ident),* $(,)?) => {
         mod io_uring {
-            $(#[test] fn $test() { super::$test(kring::io::Backend::IoUring); })*
+            $(#[test] fn $test() { super::$test(kring::internals::Backend::IoUring); })*
         }
         mod epoll {
-            $(#[test] fn $test() { super::$test(kring::io::Backend::Epoll); })*
+            $(#[test] fn $test() { super::$test(kring::internals::Backend::Epoll); })*
         }
     };
 }

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{BufMut, BytesMut};
-use kring::io::{BlockingConnection, ConnectionConfig};
+use kring::client::{BlockingConnection, ConnectionConfig};
 use kring::protocol::messages::{
     ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
     ListOffsetsRequest, MetadataRequest, MetadataResponse,

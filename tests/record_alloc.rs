@@ -7,7 +7,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use kring::buf::{BufferPool, MemoryBudget};
+use kring::internals::{BufferPool, MemoryBudget};
 use kring::record::{
     BatchBuilder, BatchOptions, Batches, Compression, Compressor, Decompressor, Header,
 };

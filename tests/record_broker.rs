@@ -8,8 +8,8 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use kring::buf::{BufferPool, MemoryBudget};
-use kring::io::{BlockingConnection, ConnectionConfig};
+use kring::client::{BlockingConnection, ConnectionConfig};
+use kring::internals::{BufferPool, MemoryBudget};
 use kring::protocol::KafkaCode;
 use kring::protocol::messages::{
     CreateTopicsRequest, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse,

@@ -17,5 +17,5 @@
 pub mod budget;
 pub mod pool;
 
-pub use budget::{Acquire, BudgetError, MemoryBudget, Permit};
-pub use pool::{BufferPool, CapacityError, Loan, PoolStats, PooledBuf};
+pub use budget::{BudgetError, MemoryBudget, Permit};
+pub use pool::{BufferPool, PooledBuf};

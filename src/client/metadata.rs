@@ -81,7 +81,7 @@ impl ClusterMetadata {
     /// A new snapshot: brokers and controller from `response`; topics from `response`
     /// merged over those of `previous` (a refresh of some topics keeps the others). A
     /// topic the broker reports as unknown is dropped from the cache.
-    pub fn apply(
+    pub(crate) fn apply(
         previous: &ClusterMetadata,
         response: &MetadataResponse,
         all_topics: bool,

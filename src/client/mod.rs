@@ -25,12 +25,15 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::Instant;
 
+pub use crate::io::{
+    BlockingConnection, Broker, ConnectionConfig, ConnectionState, PendingResponse,
+};
 pub use blocking::block_on;
 pub use metadata::{BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::io::{Broker, ConnectionConfig, IoError};
+use crate::io::IoError;
 use crate::protocol::messages::{
     ApiKey, FindCoordinatorRequest, MetadataRequest, metadata::MetadataRequestTopic,
 };
@@ -294,6 +297,7 @@ impl Client {
     }
 
     /// Connects using an existing runtime (several clients can share one).
+    #[doc(hidden)]
     pub async fn connect_with_runtime(config: Config, runtime: Runtime) -> Result<Client> {
         config.validate()?;
         let conn_config = config.connection_config();
@@ -362,8 +366,14 @@ impl Client {
     }
 
     /// The runtime the client's connections live on.
-    pub fn runtime(&self) -> &Runtime {
+    pub(crate) fn runtime(&self) -> &Runtime {
         &self.shared().runtime
+    }
+
+    /// The I/O backend the client's workers drive their sockets with (`io_uring` or
+    /// `epoll`).
+    pub fn io_backend(&self) -> crate::config::Backend {
+        self.shared().runtime.backend()
     }
 
     /// The current metadata snapshot.

@@ -11,7 +11,8 @@ mod properties;
 
 use std::time::Duration;
 
-use crate::io::{BackendChoice, ConnectionConfig};
+use crate::io::ConnectionConfig;
+pub use crate::io::{Backend, BackendChoice};
 use crate::runtime::RuntimeConfig;
 
 pub use properties::PROPERTIES;
@@ -568,7 +569,7 @@ impl Config {
     }
 
     /// The connection settings this configuration implies.
-    pub fn connection_config(&self) -> ConnectionConfig {
+    pub(crate) fn connection_config(&self) -> ConnectionConfig {
         ConnectionConfig {
             client_id: self.client_id.clone(),
             connect_timeout: self.net.connect_timeout,
@@ -583,7 +584,7 @@ impl Config {
     }
 
     /// The runtime settings this configuration implies.
-    pub fn runtime_config(&self) -> RuntimeConfig {
+    pub(crate) fn runtime_config(&self) -> RuntimeConfig {
         RuntimeConfig {
             workers: self.net.workers,
             backend: self.net.io_backend,

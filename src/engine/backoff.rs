@@ -63,11 +63,6 @@ impl Backoff {
     pub fn reset(&mut self) {
         self.failures = 0;
     }
-
-    /// Consecutive failures so far.
-    pub fn failures(&self) -> u32 {
-        self.failures
-    }
 }
 
 #[cfg(test)]

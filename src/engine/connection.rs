@@ -324,16 +324,6 @@ impl<T> Connection<T> {
         }
     }
 
-    /// The broker's address.
-    pub fn addr(&self) -> &Arc<str> {
-        &self.addr
-    }
-
-    /// The versions the broker advertised, once the handshake is done.
-    pub fn versions(&self) -> Option<&Arc<ApiVersionsTable>> {
-        self.versions.as_ref()
-    }
-
     /// Whether the handshake is done and the connection neither broken nor closed.
     pub fn is_ready(&self) -> bool {
         self.phase == Phase::Ready
@@ -496,7 +486,9 @@ impl<T> Connection<T> {
         self.cut_frames(now);
     }
 
-    /// Bytes read into a buffer of the driver's own (one copy).
+    /// Bytes read into a buffer of the driver's own (one copy): the tests' and the
+    /// simulation's way in.
+    #[cfg(test)]
     pub fn handle_bytes(&mut self, data: &[u8], now: Instant) {
         if self.phase == Phase::Done {
             return;

@@ -21,5 +21,3 @@ pub mod connection;
 pub mod error;
 pub(crate) mod fetch;
 pub(crate) mod produce;
-
-pub use error::IoError;

@@ -47,7 +47,8 @@ struct BrokerInner {
     id: i32,
     shared: Arc<ConnectionShared>,
     tx: mpsc::Sender<Command>,
-    runtime: Runtime,
+    /// Keeps the workers running while a handle to one of their connections exists.
+    _runtime: Runtime,
 }
 
 impl std::fmt::Debug for Broker {
@@ -154,7 +155,7 @@ impl Broker {
                 id,
                 shared,
                 tx,
-                runtime: runtime.clone(),
+                _runtime: runtime.clone(),
             }),
         })
     }
@@ -167,11 +168,6 @@ impl Broker {
     /// The broker's address.
     pub fn addr(&self) -> &str {
         &self.inner.shared.addr
-    }
-
-    /// The runtime this broker's connection lives on.
-    pub fn runtime(&self) -> &Runtime {
-        &self.inner.runtime
     }
 
     /// The connection's state.
@@ -334,7 +330,10 @@ impl Broker {
 
     /// Sends a request with a hand-written encoder (for hot paths that gather pre-encoded
     /// buffers, like Produce) and returns the raw response body.
-    pub async fn send_raw(&self, request: Box<dyn EncodeRequest>) -> Result<RawResponse, IoError> {
+    pub(crate) async fn send_raw(
+        &self,
+        request: Box<dyn EncodeRequest>,
+    ) -> Result<RawResponse, IoError> {
         self.check_open()?;
         let (tx, rx) = oneshot::channel();
         self.inner

@@ -32,9 +32,7 @@ use crate::engine::error::IoError;
 use crate::io::transport::{Connector, TransportRead, TransportWrite};
 use crate::protocol::negotiation::ApiVersionsTable;
 
-pub use crate::engine::connection::{
-    ConnectionConfig, EncodeRequest, Encoded, RawResponse, TypedRequest,
-};
+pub use crate::engine::connection::{ConnectionConfig, EncodeRequest, RawResponse, TypedRequest};
 
 /// Where a request's outcome goes.
 type Reply = oneshot::Sender<Result<RawResponse, IoError>>;

@@ -21,4 +21,4 @@ pub use crate::engine::error::IoError;
 pub use backend::{Backend, BackendChoice};
 pub use blocking::BlockingConnection;
 pub use broker::{Broker, PendingResponse};
-pub use connection::{ConnectionConfig, ConnectionState, EncodeRequest, Encoded, RawResponse};
+pub use connection::{ConnectionConfig, ConnectionState};

@@ -5,7 +5,8 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use kring::io::{BlockingConnection, ConnectionConfig, IoError};
+use kring::IoError;
+use kring::client::{BlockingConnection, ConnectionConfig};
 use kring::protocol::KafkaCode;
 use kring::protocol::messages::{
     ApiKey, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest, ListOffsetsRequest,
