@@ -4,9 +4,9 @@
 //! `consume_partition` resolves the start position (oldest, newest, an offset, or a
 //! timestamp through ListOffsets) and attaches the partition to the fetcher of its
 //! leader: one fetcher per broker sends one Fetch for all its partitions (see
-//! [`fetcher`]). A [`PartitionConsumer`] then reads what arrives:
+//! `fetcher`). A [`PartitionConsumer`] then reads what arrives:
 //! - [`PartitionConsumer::next_batch`] gives a [`FetchedBatch`] whose records are
-//!   [`RecordRef`]s borrowing the fetch buffer (or the decompression scratch): no
+//!   [`RecordRef`](crate::record::RecordRef)s borrowing the fetch buffer (or the decompression scratch): no
 //!   allocation per record;
 //! - [`PartitionConsumer::next_message`] gives owned [`Message`]s whose key and value are
 //!   `Bytes` slices of the same buffer (no copy for uncompressed data).

@@ -3,7 +3,7 @@
 //! sets that old brokers and old logs still return.
 //!
 //! - [`BatchBuilder`] encodes records straight into their final wire position in a
-//!   caller-owned arena (`Vec<u8>` or a pooled buffer from [`crate::buf`]); the 61-byte
+//!   caller-owned arena (`Vec<u8>` or a pooled buffer from the crate's buffer pools); the 61-byte
 //!   batch header is reserved up front and backfilled on seal, with the CRC-32C.
 //!   Compression happens on seal, into a second arena.
 //! - [`RecordBatchRef`] / [`RecordRef`] read a batch from a borrowed `&'a [u8]`:
