@@ -56,4 +56,9 @@ pub mod internals {
     pub use crate::buf::{BufferPool, MemoryBudget};
     pub use crate::io::{Backend, BackendChoice, Broker, ConnectionConfig, IoError};
     pub use crate::runtime::{Runtime, RuntimeConfig};
+
+    /// Tasks alive on `client`'s workers (connections, sinks, fetchers, the metadata task).
+    pub fn live_tasks(client: &crate::Client) -> usize {
+        client.runtime().live_tasks()
+    }
 }

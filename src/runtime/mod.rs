@@ -8,7 +8,8 @@
 //! one per connection for requests (see `io::connection`). [`Runtime`] is a cheap,
 //! `Send + Sync` handle; when the last handle is dropped (or [`Runtime::shutdown`] is
 //! called) every connection drains or fails its in-flight requests and the threads are
-//! joined.
+//! joined — on the dropping thread when it is a plain one, by a reaper thread when the
+//! drop happens on a worker or in async code, so an executor is never blocked.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -192,29 +193,69 @@ impl Runtime {
 }
 
 impl Inner {
-    fn shutdown(&self) {
+    /// Tells every worker to stop: connections drain, tasks end, threads exit.
+    fn signal(&self) {
         self.shutdown_tx.send_replace(true);
         for w in &self.workers {
             if let Ok(mut tx) = w.tx.lock() {
                 tx.take();
             }
         }
-        let on_worker = ON_WORKER.with(Cell::get);
-        for w in &self.workers {
-            let handle = w.thread.lock().ok().and_then(|mut t| t.take());
-            if let Some(handle) = handle {
-                if on_worker && handle.thread().id() == std::thread::current().id() {
-                    continue;
-                }
-                let _ = handle.join();
-            }
+    }
+
+    /// The worker threads not joined yet (taken: each is joined once).
+    fn take_threads(&self) -> Vec<JoinHandle<()>> {
+        self.workers
+            .iter()
+            .filter_map(|w| w.thread.lock().ok().and_then(|mut t| t.take()))
+            .collect()
+    }
+
+    /// Signals and joins every worker (but the calling thread, if it is one).
+    fn shutdown(&self) {
+        self.signal();
+        join_all(self.take_threads());
+    }
+
+    /// Signals, and leaves the joining to a reaper thread: for a drop on a worker or on
+    /// an async executor's thread, which must not block while connections drain.
+    fn shutdown_detached(&self) {
+        self.signal();
+        let threads = self.take_threads();
+        if threads.is_empty() {
+            return;
+        }
+        let reaper = std::thread::Builder::new()
+            .name("kring-reaper".into())
+            .spawn(move || join_all(threads));
+        if let Err(e) = reaper {
+            // The workers still stop on their own; they are just not joined.
+            tracing::warn!(error = %e, "no thread to join the I/O workers");
+        }
+    }
+}
+
+/// Joins `threads`, skipping the calling thread (a worker dropping the last handle).
+fn join_all(threads: Vec<JoinHandle<()>>) {
+    let me = std::thread::current().id();
+    for handle in threads {
+        if handle.thread().id() != me {
+            let _ = handle.join();
         }
     }
 }
 
 impl Drop for Inner {
+    /// The last handle went away. On a plain thread the workers are joined here; on a
+    /// worker, or inside an async runtime (where blocking would stall the executor for
+    /// as long as connections take to drain), they are joined by a reaper thread.
     fn drop(&mut self) {
-        self.shutdown();
+        let in_async = ON_WORKER.with(Cell::get) || tokio::runtime::Handle::try_current().is_ok();
+        if in_async {
+            self.shutdown_detached();
+        } else {
+            self.shutdown();
+        }
     }
 }
 
