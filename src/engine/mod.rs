@@ -21,3 +21,5 @@ pub mod connection;
 pub mod error;
 pub(crate) mod fetch;
 pub(crate) mod produce;
+#[cfg(test)]
+mod sim;

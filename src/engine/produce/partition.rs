@@ -280,9 +280,12 @@ pub(crate) struct PartitionState {
     /// The arena size class of this partition's next batch (see `arenas.rs`).
     arena_class: usize,
     queue: VecDeque<QueuedBatch>,
-    in_flight: Vec<Arc<BatchShared>>,
+    /// Batches on the wire, and whether each is a retry.
+    in_flight: Vec<(Arc<BatchShared>, bool)>,
     next_sequence: i32,
     acked_in_epoch: bool,
+    /// The last sequence the broker acknowledged in this epoch.
+    last_acked: Option<i32>,
     /// A batch failed and came back, or the partition moved between sinks with batches
     /// on the wire: send nothing until the in-flight ones answered.
     hold_until_drained: bool,
@@ -538,7 +541,7 @@ impl PartitionState {
             self.retry_at = None;
         }
         self.hold_until_drained = false;
-        let limit = if settings.idempotent && !self.acked_in_epoch {
+        let limit = if settings.idempotent && (!self.acked_in_epoch || self.retrying()) {
             1
         } else {
             settings.per_partition_in_flight()
@@ -560,7 +563,7 @@ impl PartitionState {
                     sealed.into_inner().freeze()
                 }
             };
-            self.in_flight.push(q.shared.clone());
+            self.in_flight.push((q.shared.clone(), q.sent));
             out.push(Outgoing {
                 partition: this.clone(),
                 batch: bytes,
@@ -576,8 +579,21 @@ impl PartitionState {
         None
     }
 
+    /// Whether the head of the queue is a batch coming back for a retry. Until every
+    /// retried batch is resolved, one batch at a time goes out and nothing new: were new
+    /// batches written meanwhile, a retry refused again could fall out of the five
+    /// batches the broker remembers for deduplication, and its first attempt, if it was
+    /// written, could then never be recognised (the Java client does the same).
+    fn retrying(&self) -> bool {
+        self.queue.front().is_some_and(|q| q.sent) || self.in_flight.iter().any(|(_, retry)| *retry)
+    }
+
     fn finish_in_flight(&mut self, shared: &Arc<BatchShared>) {
-        if let Some(i) = self.in_flight.iter().position(|f| Arc::ptr_eq(f, shared)) {
+        if let Some(i) = self
+            .in_flight
+            .iter()
+            .position(|(f, _)| Arc::ptr_eq(f, shared))
+        {
             self.in_flight.swap_remove(i);
         }
     }
@@ -627,6 +643,9 @@ impl PartitionState {
         match verdict {
             Verdict::Acked(ack) => {
                 self.acked_in_epoch = true;
+                if let Some(seq) = b.base_sequence {
+                    self.note_acked(increment_sequence(seq, b.records - 1));
+                }
                 b.shared.complete(Ok(ack));
             }
             Verdict::Retry { error, .. }
@@ -635,6 +654,15 @@ impl PartitionState {
                 if expired || out_of_retries =>
             {
                 effects.bump = idempotent;
+                let error = if expired {
+                    Error::Timeout(format!(
+                        "delivery.timeout.ms ({:?}) expired after {} attempt(s); last error: {error}",
+                        settings.delivery_timeout,
+                        b.attempts + 1
+                    ))
+                } else {
+                    error
+                };
                 b.shared.complete(Err(error));
             }
             Verdict::Retry { error, stale } => {
@@ -644,14 +672,11 @@ impl PartitionState {
                 self.requeue(b);
             }
             Verdict::OutOfOrder(error) => {
-                // An earlier batch of this partition already came back for a retry: this
-                // one is out of order only because of it.
-                let earlier_retry = b.base_sequence.is_some_and(|seq| {
-                    self.queue
-                        .iter()
-                        .any(|q| q.base_sequence.is_some_and(|x| x < seq))
-                });
-                if !earlier_retry && idempotent {
+                // Out of order only because an earlier batch has not been written yet (it
+                // is being retried, or still on the wire): retry behind it. A gap is when
+                // this batch is the very next after the last one acknowledged, and still
+                // refused (the Java client's rule).
+                if idempotent && self.is_next_sequence(b.base_sequence) {
                     tracing::warn!(topic = %b.partition.topic, partition = b.partition.index, %error, "sequence gap: bumping the producer epoch");
                     effects.bump = true;
                 }
@@ -686,6 +711,24 @@ impl PartitionState {
         effects
     }
 
+    /// Records that the broker acknowledged up to sequence `last` (acknowledgements of
+    /// retried duplicates may come late: the furthest one counts).
+    fn note_acked(&mut self, last: i32) {
+        let ahead = |a: i32, b: i32| (a.wrapping_sub(b) as u32) < (1 << 30);
+        if self.last_acked.is_none_or(|current| ahead(last, current)) {
+            self.last_acked = Some(last);
+        }
+    }
+
+    /// Whether a batch starting at `base` is the next the broker should take: right
+    /// after the last acknowledged sequence (or the first of the epoch).
+    fn is_next_sequence(&self, base: Option<i32>) -> bool {
+        let expected = self
+            .last_acked
+            .map_or(0, |last| increment_sequence(last, 1));
+        base == Some(expected)
+    }
+
     /// After an epoch bump (nothing in flight): batches already sent are restamped with
     /// the new id and epoch and renumbered from 0, in queue order; unsent ones get their
     /// sequences when they go.
@@ -712,6 +755,7 @@ impl PartitionState {
         self.next_sequence = next;
         self.hold_until_drained = false;
         self.acked_in_epoch = false;
+        self.last_acked = None;
     }
 
     /// Fails every batch not on the wire (open and queued) with `error`.
@@ -728,7 +772,7 @@ impl PartitionState {
     /// runtime are gone).
     pub fn fail_all(&mut self, error: &Error) {
         self.fail_unsent(error);
-        for shared in self.in_flight.drain(..) {
+        for (shared, _) in self.in_flight.drain(..) {
             shared.complete(Err(error.clone()));
         }
     }
@@ -739,7 +783,7 @@ impl PartitionState {
             .iter()
             .map(|o| o.shared.clone())
             .chain(self.queue.iter().map(|q| q.shared.clone()))
-            .chain(self.in_flight.iter().cloned())
+            .chain(self.in_flight.iter().map(|(f, _)| f.clone()))
             .collect()
     }
 }

@@ -293,6 +293,12 @@ impl Sink {
         self.wake_at
     }
 
+    /// Requests on the wire.
+    #[cfg(test)]
+    pub fn requests_in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
     /// Whether any partition of this sink, or any request, is unsettled.
     pub fn has_pending(&self) -> bool {
         !self.in_flight.is_empty() || self.partitions.iter().any(|p| p.state().has_pending())

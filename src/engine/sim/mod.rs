@@ -1,0 +1,1518 @@
+//! The deterministic simulation: a producer and a consumer built from kring's engines
+//! (connection cores, per-broker producer sinks and partition rules, fetchers, the
+//! consumer's partition reader) against a simulated cluster (`cluster.rs`), in one
+//! thread, with virtual time and faults drawn from a seed: requests dropped, answers
+//! dropped, delayed, reordered, duplicated or split, connections cut mid-request,
+//! leaders moved, retriable produce errors (with and without the write having happened),
+//! fetch sessions forgotten. After each run it checks that nothing acknowledged was lost,
+//! nothing was written twice, each partition's order held, every delivery resolved, and
+//! the consumer read every offset exactly once.
+//!
+//! A failing seed prints itself and the run's last events; `KRING_SIM_SEED=<seed> cargo
+//! test --lib engine::sim::replay -- --nocapture` runs it again, exactly. Nothing here
+//! reads the clock (virtual time starts at one `Instant` and only moves forward by
+//! simulated amounts) or iterates a hash map where order could matter.
+
+mod cluster;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+
+use self::cluster::{ProduceFault, Reply, SimCluster, fetch_deadline};
+use crate::buf::MemoryBudget;
+use crate::consumer::reader::{Advance, PartitionReader};
+use crate::engine::backoff::SplitMix64;
+use crate::engine::connection::{
+    Connection, ConnectionConfig, EncodeRequest, Event, RawResponse, TypedRequest,
+};
+use crate::engine::error::IoError;
+use crate::engine::fetch::{Chunk, FetchSettings, FetchTarget, Fetcher, Next};
+use crate::engine::produce::arenas::ArenaPools;
+use crate::engine::produce::completion::{BatchShared, Resolved};
+use crate::engine::produce::partition::{
+    Appended, ProducePartition, ProduceSettings, ProducerId, RecordParts, Wake,
+};
+use crate::engine::produce::sink::{Leaders, Sink, SinkContext, SinkEvent};
+use crate::error::Error;
+use crate::protocol::messages::{
+    FetchRequest, FetchResponse, InitProducerIdRequest, InitProducerIdResponse, MetadataRequest,
+    MetadataResponse,
+};
+use crate::protocol::{
+    FrameCutter, ResponseKind, decode_request_frame, decode_response_body,
+    encode_response_frame_with,
+};
+use crate::record::{Compression, RecordBatchRef};
+
+/// Seeded randomness.
+struct Rng(SplitMix64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.0.next_u64() % n }
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        self.0.next_f64() < p
+    }
+
+    fn millis(&mut self, lo: u64, hi: u64) -> Duration {
+        Duration::from_millis(lo + self.below(hi.saturating_sub(lo) + 1))
+    }
+}
+
+/// The fault rates of one run, drawn from its seed (some runs are calm, some rough).
+#[derive(Debug, Clone)]
+struct Faults {
+    drop_request: f64,
+    drop_response: f64,
+    delay: f64,
+    reorder: f64,
+    duplicate: f64,
+    split: f64,
+    /// How often a connection is cut, on average.
+    cut_every: Option<Duration>,
+    /// How often a partition's leader moves, on average.
+    move_every: Option<Duration>,
+    produce_refuse: f64,
+    produce_write_then_time_out: f64,
+    /// How often the brokers forget their fetch sessions, on average.
+    forget_every: Option<Duration>,
+}
+
+impl Faults {
+    fn draw(rng: &mut Rng) -> Faults {
+        let level = [0.0, 0.005, 0.02, 0.06][rng.below(4) as usize];
+        let mut rate = |scale: f64| if rng.chance(0.7) { level * scale } else { 0.0 };
+        let (drop_request, drop_response, delay) = (rate(1.0), rate(1.0), rate(4.0));
+        let (reorder, duplicate, split) = (rate(0.5), rate(0.3), rate(5.0));
+        let (produce_refuse, produce_write_then_time_out) = (rate(3.0), rate(3.0));
+        let mut every = |mean_ms: u64| {
+            (level > 0.0 && rng.chance(0.6))
+                .then(|| Duration::from_millis(mean_ms / 2 + rng.below(mean_ms)))
+        };
+        Faults {
+            drop_request,
+            drop_response,
+            delay,
+            reorder,
+            duplicate,
+            split,
+            cut_every: every(400),
+            move_every: every(600),
+            produce_refuse,
+            produce_write_then_time_out,
+            forget_every: every(800),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Side {
+    Producer,
+    Consumer,
+}
+
+/// What a request on a connection was for.
+#[derive(Debug)]
+enum Token {
+    Produce(u64),
+    Fetch,
+    Metadata,
+    InitProducerId,
+}
+
+/// One TCP connection between a client and a broker.
+struct Link {
+    side: Side,
+    broker: i32,
+    engine: Connection<Token>,
+    to_server: VecDeque<(Instant, Bytes)>,
+    /// Answers in transit, delivered in `Instant` order (a reorder fault inserts one
+    /// ahead of another).
+    to_client: Vec<(Instant, u64, Bytes)>,
+    server_cutter: FrameCutter,
+}
+
+/// A fetch the cluster holds until data arrives or its long poll runs out.
+struct Parked {
+    link: u64,
+    correlation_id: i32,
+    version: i16,
+    request: FetchRequest,
+    deadline: Instant,
+}
+
+/// A client's connection to one broker: the current link, and when it may reconnect.
+#[derive(Default)]
+struct Slot {
+    link: Option<u64>,
+    retry_at: Option<Instant>,
+}
+
+/// A sink's driver wakes nothing in the simulation: every step drains every sink.
+struct NoWake;
+
+impl Wake for NoWake {
+    fn wake(&self) {}
+}
+
+/// The producer: partitions, one sink per broker, the producer id and its bump.
+struct SimProducer {
+    settings: ProduceSettings,
+    pools: ArenaPools,
+    partitions: Vec<Arc<ProducePartition>>,
+    sinks: BTreeMap<i32, Sink>,
+    /// The client's view of leaders (from its Metadata answers).
+    leaders: Vec<Option<i32>>,
+    identity: Option<ProducerId>,
+    bump_needed: bool,
+    bump_in_flight: bool,
+    metadata_wanted: bool,
+    metadata_in_flight: bool,
+    /// Records not appended yet: (when, partition, index).
+    to_send: VecDeque<(Instant, usize, u32)>,
+    sent: Vec<Sent>,
+}
+
+struct Sent {
+    partition: usize,
+    index: u32,
+    shared: Arc<BatchShared>,
+    position: usize,
+}
+
+struct VecLeaders<'a>(&'a [Option<i32>]);
+
+impl Leaders for VecLeaders<'_> {
+    fn leader_of(&self, _topic: &str, partition: i32) -> Option<i32> {
+        self.0.get(partition as usize).copied().flatten()
+    }
+}
+
+/// A partition as the simulated consumer's fetcher sees it.
+#[derive(Debug)]
+struct Target {
+    topic: Arc<str>,
+    partition: i32,
+    position: AtomicI64,
+    high_watermark: AtomicI64,
+    closed: AtomicBool,
+    queue: Mutex<VecDeque<Chunk>>,
+    errors: Mutex<Vec<String>>,
+}
+
+const TARGET_CAPACITY: usize = 2;
+
+impl FetchTarget for Target {
+    fn topic(&self) -> &Arc<str> {
+        &self.topic
+    }
+    fn partition(&self) -> i32 {
+        self.partition
+    }
+    fn fetch_position(&self) -> i64 {
+        self.position.load(Ordering::SeqCst)
+    }
+    fn set_fetch_position(&self, offset: i64) {
+        self.position.store(offset, Ordering::SeqCst);
+    }
+    fn high_watermark(&self) -> i64 {
+        self.high_watermark.load(Ordering::SeqCst)
+    }
+    fn set_high_watermark(&self, offset: i64) {
+        self.high_watermark.store(offset, Ordering::SeqCst);
+    }
+    fn paused(&self) -> bool {
+        false
+    }
+    fn has_room(&self) -> bool {
+        self.queue
+            .lock()
+            .map_or(false, |q| q.len() < TARGET_CAPACITY)
+    }
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+    fn deliver(&self, chunk: Chunk) -> bool {
+        let mut q = self
+            .queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if q.len() >= TARGET_CAPACITY {
+            return false;
+        }
+        q.push_back(chunk);
+        true
+    }
+    fn report(&self, error: Error) {
+        if let Ok(mut e) = self.errors.lock() {
+            e.push(error.to_string());
+        }
+    }
+}
+
+enum FetchSlot {
+    Idle,
+    InFlight,
+}
+
+/// The consumer: one fetcher per broker, one reader per partition.
+struct SimConsumer {
+    settings: FetchSettings,
+    budget: MemoryBudget,
+    targets: Vec<Arc<Target>>,
+    readers: Vec<PartitionReader>,
+    fetchers: BTreeMap<i32, (Fetcher<Target>, FetchSlot, Option<crate::buf::Permit>)>,
+    leaders: Vec<Option<i32>>,
+    /// Partitions waiting for a leader (handed back by a fetcher).
+    homeless: Vec<Arc<Target>>,
+    metadata_wanted: bool,
+    metadata_in_flight: bool,
+    /// What the user read, per partition: (offset, record index).
+    seen: Vec<Vec<(i64, u32)>>,
+}
+
+/// One run.
+struct World {
+    now: Instant,
+    start: Instant,
+    rng: Rng,
+    faults: Faults,
+    cluster: SimCluster,
+    conn_config: Arc<ConnectionConfig>,
+    links: BTreeMap<u64, Link>,
+    next_link: u64,
+    next_packet: u64,
+    slots: BTreeMap<(Side, i32), Slot>,
+    parked: Vec<Parked>,
+    producer: SimProducer,
+    consumer: SimConsumer,
+    trace: VecDeque<String>,
+    /// How many of the last events the trace keeps.
+    trace_limit: usize,
+}
+
+/// What a run found.
+#[derive(Debug, Default)]
+struct Report {
+    records: usize,
+    acked: usize,
+    timed_out: usize,
+    steps: u64,
+}
+
+const STEP_LIMIT: u64 = 400_000;
+const VIRTUAL_LIMIT: Duration = Duration::from_secs(600);
+
+impl World {
+    fn new(seed: u64) -> World {
+        let mut rng = Rng(SplitMix64::new(seed));
+        let faults = Faults::draw(&mut rng);
+        let partitions = 1 + rng.below(4) as i32;
+        let cluster = SimCluster::new(3, partitions);
+        let start = Instant::now();
+        let records = 5 + rng.below(150) as u32;
+        let mut at = start + Duration::from_millis(50);
+        let mut to_send = VecDeque::new();
+        for i in 0..records {
+            at += rng.millis(0, 3);
+            to_send.push_back((at, rng.below(partitions as u64) as usize, i));
+        }
+        let batch_size = 256 + rng.below(4096) as usize;
+        let settings = ProduceSettings {
+            acks: -1,
+            idempotent: true,
+            linger: rng.millis(0, 10),
+            batch_size,
+            max_request_size: 1 << 20,
+            delivery_timeout: Duration::from_secs(120),
+            retries: u32::MAX,
+            retry_backoff: Duration::from_millis(50),
+            retry_backoff_max: Duration::from_millis(500),
+            request_timeout: Duration::from_secs(3),
+            max_in_flight: 5,
+            transactional_id: None,
+            codec: [Compression::None, Compression::Lz4, Compression::Zstd][rng.below(3) as usize],
+        };
+        let topic: Arc<str> = Arc::from(cluster.topic.as_str());
+        let producer = SimProducer {
+            pools: ArenaPools::new(batch_size, MemoryBudget::new(64 << 20)),
+            partitions: (0..partitions)
+                .map(|p| ProducePartition::new(topic.clone(), p))
+                .collect(),
+            settings,
+            sinks: BTreeMap::new(),
+            leaders: vec![None; partitions as usize],
+            identity: None,
+            bump_needed: false,
+            bump_in_flight: false,
+            metadata_wanted: true,
+            metadata_in_flight: false,
+            to_send,
+            sent: Vec::new(),
+        };
+        let targets: Vec<Arc<Target>> = (0..partitions)
+            .map(|p| {
+                Arc::new(Target {
+                    topic: topic.clone(),
+                    partition: p,
+                    position: AtomicI64::new(0),
+                    high_watermark: AtomicI64::new(-1),
+                    closed: AtomicBool::new(false),
+                    queue: Mutex::new(VecDeque::new()),
+                    errors: Mutex::new(Vec::new()),
+                })
+            })
+            .collect();
+        let consumer = SimConsumer {
+            settings: FetchSettings {
+                max_wait: Duration::from_millis(500),
+                min_bytes: 1,
+                max_bytes: 1 << 20,
+                partition_max_bytes: 1024 + rng.below(8192) as i32,
+                isolation_level: 0,
+                error_backoff: Duration::from_millis(100),
+            },
+            budget: MemoryBudget::new(64 << 20),
+            readers: (0..partitions)
+                .map(|_| PartitionReader::new(0, false, true))
+                .collect(),
+            homeless: targets.clone(),
+            targets,
+            fetchers: BTreeMap::new(),
+            leaders: vec![None; partitions as usize],
+            metadata_wanted: true,
+            metadata_in_flight: false,
+            seen: vec![Vec::new(); partitions as usize],
+        };
+        World {
+            now: start,
+            start,
+            rng,
+            faults,
+            cluster,
+            conn_config: Arc::new(ConnectionConfig {
+                client_id: "sim".into(),
+                connect_timeout: Duration::from_secs(2),
+                request_timeout: Duration::from_secs(3),
+                max_in_flight: 5,
+                reconnect_backoff: Duration::from_millis(50),
+                drain_timeout: Duration::from_secs(1),
+                read_chunk_size: 4096,
+                ..ConnectionConfig::default()
+            }),
+            links: BTreeMap::new(),
+            next_link: 0,
+            next_packet: 0,
+            slots: BTreeMap::new(),
+            parked: Vec::new(),
+            producer,
+            consumer,
+            trace: VecDeque::new(),
+            trace_limit: 300,
+        }
+    }
+
+    fn log(&mut self, what: impl FnOnce() -> String) {
+        if self.trace.len() >= self.trace_limit {
+            self.trace.pop_front();
+        }
+        let at = (self.now - self.start).as_micros();
+        self.trace.push_back(format!("{at:>10}µs {}", what()));
+    }
+
+    // ------------------------------------------------------------------ network
+
+    /// Hands `request` to `side`'s connection to `broker`, connecting if needed; an error
+    /// when that connection is in reconnect backoff.
+    fn send(
+        &mut self,
+        side: Side,
+        broker: i32,
+        request: Box<dyn EncodeRequest>,
+        token: Token,
+    ) -> Result<(), (Token, IoError)> {
+        let addr = format!("sim:{broker}");
+        let slot = self.slots.entry((side, broker)).or_default();
+        let link_id = match slot.link {
+            Some(id) => id,
+            None => {
+                if let Some(at) = slot.retry_at
+                    && self.now < at
+                {
+                    return Err((
+                        token,
+                        IoError::NotConnected {
+                            addr,
+                            retry_in: at - self.now,
+                        },
+                    ));
+                }
+                let id = self.next_link;
+                self.next_link += 1;
+                slot.link = Some(id);
+                let engine = Connection::new(
+                    Arc::from(addr.as_str()),
+                    self.conn_config.clone(),
+                    self.now + self.conn_config.connect_timeout,
+                );
+                self.links.insert(
+                    id,
+                    Link {
+                        side,
+                        broker,
+                        engine,
+                        to_server: VecDeque::new(),
+                        to_client: Vec::new(),
+                        server_cutter: FrameCutter::new(100 << 20, 4096),
+                    },
+                );
+                id
+            }
+        };
+        let now = self.now;
+        if let Some(link) = self.links.get_mut(&link_id) {
+            link.engine.send(request, token, now);
+        }
+        Ok(())
+    }
+
+    fn latency(&mut self) -> Duration {
+        let base = Duration::from_micros(50 + self.rng.below(400));
+        if self.rng.chance(self.faults.delay) {
+            base + self.rng.millis(10, 800)
+        } else {
+            base
+        }
+    }
+
+    /// Moves what the engines want written onto the wire.
+    fn transmit(&mut self) {
+        let ids: Vec<u64> = self.links.keys().copied().collect();
+        for id in ids {
+            let mut out = Vec::new();
+            let Some(link) = self.links.get_mut(&id) else {
+                continue;
+            };
+            if !link.engine.poll_transmit(&mut out) {
+                continue;
+            }
+            link.engine.handle_transmitted();
+            let mut bytes = BytesMut::new();
+            for segment in out {
+                bytes.extend_from_slice(&segment);
+            }
+            let at = self.now + self.latency();
+            if let Some(link) = self.links.get_mut(&id) {
+                link.to_server.push_back((at, bytes.freeze()));
+            }
+        }
+    }
+
+    /// Delivers what is due, both ways.
+    fn deliver(&mut self) {
+        let ids: Vec<u64> = self.links.keys().copied().collect();
+        for id in ids {
+            loop {
+                let Some(link) = self.links.get_mut(&id) else {
+                    break;
+                };
+                match link.to_server.front() {
+                    Some((at, _)) if *at <= self.now => {}
+                    _ => break,
+                }
+                let Some((_, bytes)) = link.to_server.pop_front() else {
+                    break;
+                };
+                link.server_cutter.extend(&bytes);
+                self.serve(id);
+            }
+            loop {
+                let now = self.now;
+                let Some(link) = self.links.get_mut(&id) else {
+                    break;
+                };
+                let Some(pos) = link.to_client.iter().position(|(at, _, _)| *at <= now) else {
+                    break;
+                };
+                let (_, _, bytes) = link.to_client.remove(pos);
+                link.engine.handle_bytes(&bytes, now);
+            }
+        }
+    }
+
+    /// The broker side of link `id`: every whole request frame is answered.
+    fn serve(&mut self, id: u64) {
+        loop {
+            let Some(link) = self.links.get_mut(&id) else {
+                return;
+            };
+            let broker = link.broker;
+            let frame = match link.server_cutter.next_frame() {
+                Ok(Some(f)) => f,
+                Ok(None) => return,
+                Err(e) => panic!("the client sent a malformed frame: {e}"),
+            };
+            let (header, request) =
+                decode_request_frame(frame).unwrap_or_else(|e| panic!("undecodable request: {e}"));
+            if self.rng.chance(self.faults.drop_request) {
+                self.log(|| format!("link {id}: request {} dropped", header.correlation_id));
+                continue;
+            }
+            let fault = if self.rng.chance(self.faults.produce_refuse) {
+                ProduceFault::RefuseRetriable
+            } else if self.rng.chance(self.faults.produce_write_then_time_out) {
+                ProduceFault::WriteThenTimeOut
+            } else {
+                ProduceFault::None
+            };
+            let version = header.request_api_version;
+            let api = request.api_key();
+            let reply = self.cluster.handle(broker, version, request, fault);
+            for e in std::mem::take(&mut self.cluster.events) {
+                self.log(|| e);
+            }
+            match reply {
+                None => panic!("the simulation does not answer {api:?}"),
+                Some(Reply::Park(request)) => {
+                    let deadline = fetch_deadline(self.now, &request);
+                    self.parked.push(Parked {
+                        link: id,
+                        correlation_id: header.correlation_id,
+                        version,
+                        request,
+                        deadline,
+                    });
+                }
+                Some(Reply::Respond(response)) => {
+                    if fault != ProduceFault::None && api == crate::protocol::ApiKey::Produce {
+                        self.log(|| format!("link {id}: produce answered with fault {fault:?}"));
+                    }
+                    self.respond(id, header.correlation_id, version, response);
+                }
+            }
+        }
+    }
+
+    /// Sends an answer back on link `id`, through the answer faults.
+    fn respond(&mut self, id: u64, correlation_id: i32, version: i16, response: ResponseKind) {
+        let mut buf = BytesMut::new();
+        encode_response_frame_with(&mut buf, response.api_key(), version, correlation_id, |b| {
+            response.encode(b, version)
+        })
+        .unwrap_or_else(|e| panic!("encoding a simulated answer: {e}"));
+        let bytes = buf.freeze();
+        if self.rng.chance(self.faults.drop_response) {
+            self.log(|| format!("link {id}: answer {correlation_id} dropped"));
+            return;
+        }
+        let mut at = self.now + self.latency();
+        let reorder = self.rng.chance(self.faults.reorder);
+        let duplicate = self.rng.chance(self.faults.duplicate);
+        let split = self.rng.chance(self.faults.split) && bytes.len() > 2;
+        let cut_at = 1 + self.rng.below(bytes.len() as u64 - 1) as usize;
+        let mut packets = Vec::new();
+        if split {
+            packets.push(bytes.slice(..cut_at));
+            packets.push(bytes.slice(cut_at..));
+        } else {
+            packets.push(bytes.clone());
+        }
+        if duplicate {
+            self.log(|| format!("link {id}: answer {correlation_id} duplicated"));
+            packets.push(bytes);
+        }
+        let Some(link) = self.links.get_mut(&id) else {
+            return;
+        };
+        if let Some(last) = link.to_client.iter().map(|(t, _, _)| *t).max() {
+            at = if reorder {
+                // Ahead of the answer before it.
+                last.checked_sub(Duration::from_micros(1)).unwrap_or(last)
+            } else {
+                // A stream: never before what was sent earlier.
+                at.max(last)
+            };
+        }
+        for p in packets {
+            self.next_packet += 1;
+            link.to_client.push((at, self.next_packet, p));
+            at += Duration::from_micros(1);
+        }
+        link.to_client.sort_by_key(|(t, n, _)| (*t, *n));
+        if reorder {
+            self.log(|| format!("link {id}: answer {correlation_id} reordered"));
+        }
+    }
+
+    /// Answers parked fetches whose data arrived or whose long poll ran out.
+    fn wake_parked(&mut self) {
+        let parked = std::mem::take(&mut self.parked);
+        for p in parked {
+            let Some(link) = self.links.get(&p.link) else {
+                continue;
+            };
+            let broker = link.broker;
+            let expired = self.now >= p.deadline;
+            if !expired && !self.cluster.fetch_ready(broker, &p.request) {
+                self.parked.push(p);
+                continue;
+            }
+            match self.cluster.fetch(broker, p.version, p.request, true) {
+                Reply::Respond(r) => self.respond(p.link, p.correlation_id, p.version, r),
+                Reply::Park(_) => unreachable!("an expired fetch is answered"),
+            }
+        }
+    }
+
+    /// Cuts link `id`: bytes in transit are lost, the client sees the connection close.
+    fn cut(&mut self, id: u64) {
+        let now = self.now;
+        if !self.links.contains_key(&id) {
+            return;
+        }
+        self.log(|| format!("link {id} cut"));
+        let Some(link) = self.links.get_mut(&id) else {
+            return;
+        };
+        link.to_server.clear();
+        link.to_client.clear();
+        link.engine.handle_eof(now);
+        self.parked.retain(|p| p.link != id);
+    }
+
+    // ------------------------------------------------------------------ faults
+
+    /// Whether a fault that comes about every `mean` is due now (a step covers the
+    /// virtual time since the previous one).
+    fn due(&mut self, mean: Option<Duration>, elapsed: Duration) -> bool {
+        mean.is_some_and(|m| self.rng.chance(elapsed.as_secs_f64() / m.as_secs_f64()))
+    }
+
+    fn inject_faults(&mut self, elapsed: Duration) {
+        if self.due(self.faults.cut_every, elapsed) && !self.links.is_empty() {
+            let ids: Vec<u64> = self.links.keys().copied().collect();
+            let id = ids[self.rng.below(ids.len() as u64) as usize];
+            self.cut(id);
+        }
+        if self.due(self.faults.move_every, elapsed) {
+            let p = self.rng.below(self.cluster.partition_count() as u64) as usize;
+            let to =
+                self.cluster.brokers[self.rng.below(self.cluster.brokers.len() as u64) as usize];
+            self.log(|| format!("partition {p}: leader moves to {to}"));
+            self.cluster.move_leader(p, to);
+        }
+        if self.due(self.faults.forget_every, elapsed) {
+            self.log(|| "fetch sessions forgotten".into());
+            self.cluster.forget_sessions();
+        }
+    }
+
+    // ------------------------------------------------------------------ events
+
+    fn handle_events(&mut self) {
+        let ids: Vec<u64> = self.links.keys().copied().collect();
+        for id in ids {
+            loop {
+                let Some(link) = self.links.get_mut(&id) else {
+                    break;
+                };
+                let (side, broker) = (link.side, link.broker);
+                let Some(event) = link.engine.poll_event() else {
+                    break;
+                };
+                match event {
+                    Event::Ready(_) => {}
+                    Event::Response(token, result) => self.on_answer(side, broker, token, result),
+                    Event::Broken(error) => {
+                        self.log(|| format!("link {id} ({side:?} → {broker}) broken: {error}"));
+                        self.drop_link(id);
+                    }
+                    Event::Closed => self.drop_link(id),
+                }
+            }
+        }
+    }
+
+    fn drop_link(&mut self, id: u64) {
+        if let Some(link) = self.links.remove(&id) {
+            let slot = self.slots.entry((link.side, link.broker)).or_default();
+            if slot.link == Some(id) {
+                slot.link = None;
+                slot.retry_at = Some(self.now + self.conn_config.reconnect_backoff);
+            }
+        }
+        self.parked.retain(|p| p.link != id);
+    }
+
+    fn on_answer(
+        &mut self,
+        side: Side,
+        broker: i32,
+        token: Token,
+        result: Result<RawResponse, IoError>,
+    ) {
+        match (side, token) {
+            (Side::Producer, Token::Produce(t)) => {
+                let what = match &result {
+                    Err(e) => format!("failed: {e}"),
+                    Ok(raw) => decode_response_body::<crate::protocol::messages::ProduceResponse>(
+                        raw.body.clone(),
+                        raw.version,
+                    )
+                    .map(|r| {
+                        r.responses
+                            .iter()
+                            .flat_map(|t| t.partition_responses.iter())
+                            .map(|p| {
+                                format!(
+                                    "p{} code {} offset {}",
+                                    p.index, p.error_code, p.base_offset
+                                )
+                            })
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .unwrap_or_else(|e| format!("undecodable: {e}")),
+                };
+                self.log(|| format!("sink {broker}: request {t} answered: {what}"));
+                let now = self.now;
+                let settings = self.producer.settings.clone();
+                if let Some(sink) = self.producer.sinks.get_mut(&broker) {
+                    sink.handle_response(t, result, now, &settings);
+                }
+            }
+            (Side::Producer, Token::Metadata) => {
+                self.producer.metadata_in_flight = false;
+                match decode::<MetadataResponse>(result) {
+                    Some(m) => {
+                        self.producer.leaders = leaders_of(&m, self.producer.partitions.len());
+                        self.producer.metadata_wanted = false;
+                    }
+                    None => self.producer.metadata_wanted = true,
+                }
+            }
+            (Side::Producer, Token::InitProducerId) => {
+                self.producer.bump_in_flight = false;
+                if let Some(r) = decode::<InitProducerIdResponse>(result)
+                    && r.error_code == 0
+                {
+                    let id = ProducerId {
+                        id: r.producer_id,
+                        epoch: r.producer_epoch,
+                    };
+                    self.log(|| format!("producer id {} epoch {}", id.id, id.epoch));
+                    let bumped = self.producer.identity.is_some();
+                    self.producer.identity = Some(id);
+                    if bumped {
+                        for p in &self.producer.partitions {
+                            p.state().restamp(id);
+                        }
+                    }
+                    self.producer.bump_needed = false;
+                }
+            }
+            (Side::Consumer, Token::Metadata) => {
+                self.consumer.metadata_in_flight = false;
+                if let Some(m) = decode::<MetadataResponse>(result) {
+                    self.consumer.leaders = leaders_of(&m, self.consumer.targets.len());
+                }
+            }
+            (Side::Consumer, Token::Fetch) => self.on_fetch_answer(broker, result),
+            (side, token) => panic!("{side:?} got an answer to {token:?}"),
+        }
+    }
+
+    fn on_fetch_answer(&mut self, broker: i32, result: Result<RawResponse, IoError>) {
+        let now = self.now;
+        let Some((fetcher, slot, permit)) = self.consumer.fetchers.get_mut(&broker) else {
+            return;
+        };
+        *slot = FetchSlot::Idle;
+        let permit = permit.take();
+        let version = result.as_ref().map_or(12, |r| r.version);
+        let response = result
+            .ok()
+            .and_then(|raw| decode_response_body::<FetchResponse>(raw.body, raw.version).ok());
+        match (response, permit) {
+            (Some(r), Some(permit)) => {
+                let outcome = fetcher.handle_response(r, version, permit, now);
+                assert!(
+                    outcome.reset.is_empty(),
+                    "offset out of range: the consumer skipped ahead"
+                );
+                if !outcome.moved.is_empty() {
+                    self.consumer.metadata_wanted = true;
+                }
+                self.consumer.homeless.extend(outcome.moved);
+            }
+            _ => {
+                let back = fetcher.handle_failure();
+                self.consumer.metadata_wanted = true;
+                self.consumer.homeless.extend(back);
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ producer
+
+    fn drive_producer(&mut self) {
+        let now = self.now;
+        if self.producer.metadata_wanted && !self.producer.metadata_in_flight {
+            let broker = self.any_broker();
+            self.producer.metadata_in_flight = true;
+            if let Err((_, e)) = self.send(
+                Side::Producer,
+                broker,
+                typed(MetadataRequest::default()),
+                Token::Metadata,
+            ) {
+                self.log(|| format!("producer metadata: {e}"));
+                self.producer.metadata_in_flight = false;
+            }
+        }
+        if self.producer.leaders.iter().all(Option::is_none) {
+            return;
+        }
+        let requests_in_flight: usize = self
+            .producer
+            .sinks
+            .values()
+            .map(Sink::requests_in_flight)
+            .sum();
+        let wants_id = self.producer.identity.is_none() || self.producer.bump_needed;
+        if wants_id && !self.producer.bump_in_flight && requests_in_flight == 0 {
+            let current = self.producer.identity;
+            let request = InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(current.map_or(-1, |c| c.id))
+                .with_producer_epoch(current.map_or(-1, |c| c.epoch));
+            let broker = self.any_broker();
+            self.producer.bump_in_flight = true;
+            if self
+                .send(
+                    Side::Producer,
+                    broker,
+                    typed(request),
+                    Token::InitProducerId,
+                )
+                .is_err()
+            {
+                self.producer.bump_in_flight = false;
+            }
+        }
+        if self.producer.identity.is_none() {
+            return;
+        }
+        self.route_unowned();
+        self.append_due();
+        let brokers: Vec<i32> = self.producer.sinks.keys().copied().collect();
+        for broker in brokers {
+            let p = &mut self.producer;
+            let leaders = VecLeaders(&p.leaders);
+            let cx = SinkContext {
+                settings: &p.settings,
+                pools: &p.pools,
+                producer: p.identity,
+                bumping: p.bump_needed,
+                flushing: p.to_send.is_empty(),
+                leaders: &leaders,
+            };
+            let Some(sink) = p.sinks.get_mut(&broker) else {
+                continue;
+            };
+            sink.drain(now, &cx);
+            let mut requests = Vec::new();
+            while let Some(r) = sink.poll_request() {
+                requests.push(r);
+            }
+            let mut events = Vec::new();
+            while let Some(e) = sink.poll_event() {
+                events.push(e);
+            }
+            for (token, request) in requests {
+                let what = describe_batches(&request);
+                self.log(|| format!("sink {broker}: request {token} carries {what}"));
+                let sent = self.send(
+                    Side::Producer,
+                    broker,
+                    Box::new(request),
+                    Token::Produce(token),
+                );
+                if let Err((_, e)) = sent {
+                    let settings = self.producer.settings.clone();
+                    if let Some(sink) = self.producer.sinks.get_mut(&broker) {
+                        sink.handle_response(token, Err(e), now, &settings);
+                    }
+                }
+            }
+            for e in events {
+                match e {
+                    SinkEvent::Moved(p) => {
+                        self.log(|| format!("partition {} leaves sink {broker}", p.index));
+                        self.adopt(p);
+                    }
+                    SinkEvent::Refresh(_) => self.producer.metadata_wanted = true,
+                    SinkEvent::BumpEpoch => {
+                        self.log(|| "epoch bump wanted".into());
+                        self.producer.bump_needed = true;
+                    }
+                }
+            }
+        }
+    }
+
+    fn any_broker(&mut self) -> i32 {
+        self.cluster.brokers[self.rng.below(self.cluster.brokers.len() as u64) as usize]
+    }
+
+    /// Hands a partition to the sink of its leader (or of broker 1 while unknown).
+    fn adopt(&mut self, p: Arc<ProducePartition>) {
+        let leader = self.producer.leaders[p.index as usize].unwrap_or(1);
+        let sink = self
+            .producer
+            .sinks
+            .entry(leader)
+            .or_insert_with(|| Sink::new(leader, Arc::from(format!("sim:{leader}").as_str())));
+        sink.adopt(p, Arc::new(NoWake));
+    }
+
+    /// At the start, every partition goes to its leader's sink.
+    fn route_unowned(&mut self) {
+        if !self.producer.sinks.is_empty() {
+            return;
+        }
+        for p in self.producer.partitions.clone() {
+            self.adopt(p);
+        }
+    }
+
+    fn append_due(&mut self) {
+        while let Some(&(at, partition, index)) = self.producer.to_send.front() {
+            if at > self.now {
+                break;
+            }
+            self.producer.to_send.pop_front();
+            let value = index.to_be_bytes();
+            let now = self.now;
+            let p = &self.producer;
+            let appended = p.partitions[partition].state().append(
+                RecordParts {
+                    key: None,
+                    value: Some(&value),
+                    headers: &[],
+                    timestamp: 1,
+                },
+                None,
+                &p.settings,
+                &p.pools,
+                || now,
+            );
+            match appended {
+                Ok(Appended::Done {
+                    shared,
+                    index: position,
+                }) => self.producer.sent.push(Sent {
+                    partition,
+                    index,
+                    shared,
+                    position,
+                }),
+                Ok(Appended::NeedArena(_)) => panic!("the simulation's arena budget ran out"),
+                Err(e) => panic!("append failed: {e}"),
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ consumer
+
+    fn drive_consumer(&mut self) {
+        let now = self.now;
+        if self.consumer.metadata_wanted && !self.consumer.metadata_in_flight {
+            let broker = self.any_broker();
+            self.consumer.metadata_in_flight = true;
+            self.consumer.metadata_wanted = false;
+            let request = typed(MetadataRequest::default());
+            if self
+                .send(Side::Consumer, broker, request, Token::Metadata)
+                .is_err()
+            {
+                self.consumer.metadata_in_flight = false;
+                self.consumer.metadata_wanted = true;
+            }
+        }
+        // Partitions handed back go to their leader's fetcher once a metadata answer
+        // newer than the hand-back says where that is.
+        if !self.consumer.metadata_in_flight && !self.consumer.metadata_wanted {
+            for t in std::mem::take(&mut self.consumer.homeless) {
+                match self.consumer.leaders[t.partition as usize] {
+                    Some(leader) => {
+                        let settings = self.consumer.settings.clone();
+                        self.consumer
+                            .fetchers
+                            .entry(leader)
+                            .or_insert_with(|| (Fetcher::new(settings), FetchSlot::Idle, None))
+                            .0
+                            .add(t);
+                    }
+                    None => {
+                        self.consumer.homeless.push(t);
+                        self.consumer.metadata_wanted = true;
+                    }
+                }
+            }
+        }
+        let brokers: Vec<i32> = self.consumer.fetchers.keys().copied().collect();
+        let topic_id = self.cluster.topic_id;
+        for broker in brokers {
+            let capacity = self.consumer.budget.capacity();
+            let Some((fetcher, slot, permit)) = self.consumer.fetchers.get_mut(&broker) else {
+                continue;
+            };
+            if !matches!(slot, FetchSlot::Idle) {
+                continue;
+            }
+            let Next::Fetch {
+                max_bytes,
+                short_poll,
+            } = fetcher.poll_next(now, capacity)
+            else {
+                continue;
+            };
+            let Ok(acquired) = self.consumer.budget.try_acquire(max_bytes) else {
+                continue;
+            };
+            let version = crate::protocol::ApiKey::Fetch.max_stable_version();
+            let request = fetcher.build_request(version, max_bytes, short_poll, &|_| topic_id);
+            *slot = FetchSlot::InFlight;
+            *permit = Some(acquired);
+            let typed = Box::new(TypedRequest {
+                request,
+                version: Some(version),
+                addr: Arc::from("sim"),
+            });
+            if let Err((_, e)) = self.send(Side::Consumer, broker, typed, Token::Fetch) {
+                self.on_fetch_answer(broker, Err(e));
+            }
+        }
+        self.read_some();
+    }
+
+    /// The user reads: a chunk now and then from each partition.
+    fn read_some(&mut self) {
+        for p in 0..self.consumer.targets.len() {
+            if !self.rng.chance(0.5) {
+                continue;
+            }
+            let chunk = self.consumer.targets[p]
+                .queue
+                .lock()
+                .ok()
+                .and_then(|mut q| q.pop_front());
+            let Some(chunk) = chunk else { continue };
+            let reader = &mut self.consumer.readers[p];
+            reader.push_chunk(chunk);
+            loop {
+                match reader.advance() {
+                    Advance::NeedChunk => break,
+                    Advance::Error(e) => panic!("partition {p}: the reader failed: {e}"),
+                    Advance::Ready => {
+                        let batch = match reader.take_ready() {
+                            Some(Ok(b)) => b,
+                            Some(Err(e)) => panic!("partition {p}: {e}"),
+                            None => break,
+                        };
+                        for r in batch.records() {
+                            let r = r.unwrap_or_else(|e| panic!("partition {p}: {e}"));
+                            let index = value_index(r.value());
+                            self.consumer.seen[p].push((r.offset(), index));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ time
+
+    /// The next moment anything happens.
+    fn next_time(&self) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        let mut at = |t: Option<Instant>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n: Instant| n.min(t)));
+            }
+        };
+        for link in self.links.values() {
+            at(link.to_server.front().map(|(t, _)| *t));
+            at(link.to_client.iter().map(|(t, _, _)| *t).min());
+            at(link.engine.poll_timeout());
+        }
+        for p in &self.parked {
+            at(Some(p.deadline));
+        }
+        for sink in self.producer.sinks.values() {
+            at(sink.poll_timeout());
+        }
+        at(self.producer.to_send.front().map(|(t, _, _)| *t));
+        for slot in self.slots.values() {
+            at(slot.retry_at.filter(|t| *t > self.now));
+        }
+        next
+    }
+
+    /// Time moves to the next thing that happens; by a millisecond while the user has
+    /// fetched data to read (or nothing is scheduled: fetchers poll each step).
+    fn next_step(&self) -> Instant {
+        let reading = self
+            .consumer
+            .targets
+            .iter()
+            .any(|t| t.queue.lock().is_ok_and(|q| !q.is_empty()));
+        let tick = self.now + Duration::from_millis(1);
+        let floor = self.now + Duration::from_micros(100);
+        match self.next_time() {
+            Some(t) if reading => t.max(floor).min(tick),
+            Some(t) => t.max(floor),
+            None => tick,
+        }
+    }
+
+    fn done(&self) -> bool {
+        let deliveries_done = self.producer.to_send.is_empty()
+            && self.producer.sent.iter().all(|s| resolved(s).is_some());
+        let read_all = (0..self.cluster.partition_count())
+            .all(|p| self.consumer.readers[p].position() >= self.cluster.log_end(p));
+        deliveries_done && read_all
+    }
+
+    fn run(&mut self) -> Result<Report, String> {
+        let mut steps = 0u64;
+        let mut previous = self.now;
+        while !self.done() {
+            steps += 1;
+            if steps > STEP_LIMIT || self.now - self.start > VIRTUAL_LIMIT {
+                return Err(format!(
+                    "no progress: {steps} steps, {:?} virtual; {}",
+                    self.now - self.start,
+                    self.progress()
+                ));
+            }
+            self.deliver();
+            self.wake_parked();
+            let now = self.now;
+            for link in self.links.values_mut() {
+                if link.engine.poll_timeout().is_some_and(|t| t <= now) {
+                    link.engine.handle_timeout(now);
+                }
+            }
+            self.handle_events();
+            self.inject_faults(self.now - previous);
+            previous = self.now;
+            self.handle_events();
+            self.drive_producer();
+            self.drive_consumer();
+            self.transmit();
+            self.handle_events();
+            self.now = self.next_step();
+        }
+        self.verify()?;
+        let (mut acked, mut timed_out) = (0, 0);
+        for s in &self.producer.sent {
+            match resolved(s) {
+                Some(Ok(_)) => acked += 1,
+                Some(Err(_)) => timed_out += 1,
+                None => {}
+            }
+        }
+        Ok(Report {
+            records: self.producer.sent.len(),
+            acked,
+            timed_out,
+            steps,
+        })
+    }
+
+    fn progress(&self) -> String {
+        let unresolved = self
+            .producer
+            .sent
+            .iter()
+            .filter(|s| resolved(s).is_none())
+            .count();
+        let positions: Vec<(i64, i64)> = (0..self.cluster.partition_count())
+            .map(|p| (self.consumer.readers[p].position(), self.cluster.log_end(p)))
+            .collect();
+        format!(
+            "{unresolved} deliveries unresolved, {} not sent; consumer (position, end): {positions:?}; bump {} id {:?}",
+            self.producer.to_send.len(),
+            self.producer.bump_needed,
+            self.producer.identity
+        )
+    }
+
+    // ------------------------------------------------------------------ invariants
+
+    fn verify(&self) -> Result<(), String> {
+        for p in 0..self.cluster.partition_count() {
+            let log = log_of(&self.cluster, p)?;
+            // Nothing written twice, order kept.
+            for w in log.windows(2) {
+                if w[1].1 <= w[0].1 {
+                    return Err(format!(
+                        "partition {p}: record {} at offset {} after record {} at {} (duplicate or reordered)",
+                        w[1].1, w[1].0, w[0].1, w[0].0
+                    ));
+                }
+            }
+            // The consumer read every offset exactly once, as written.
+            if self.consumer.seen[p] != log {
+                return Err(format!(
+                    "partition {p}: the consumer read {:?}, the log holds {:?}",
+                    first_difference(&self.consumer.seen[p], &log),
+                    log.len()
+                ));
+            }
+            let errors = self.consumer.targets[p]
+                .errors
+                .lock()
+                .map(|e| e.clone())
+                .unwrap_or_default();
+            if let Some(e) = errors.first() {
+                return Err(format!("partition {p}: the consumer was told: {e}"));
+            }
+        }
+        for s in &self.producer.sent {
+            match resolved(s) {
+                None => return Err(format!("record {} never resolved", s.index)),
+                Some(Ok(offset)) => {
+                    let log = log_of(&self.cluster, s.partition)?;
+                    let at = log.iter().find(|(o, _)| *o == offset).map(|(_, i)| *i);
+                    if at != Some(s.index) {
+                        return Err(format!(
+                            "record {} acknowledged at {}-{offset}, where the log holds {at:?}",
+                            s.index, s.partition
+                        ));
+                    }
+                }
+                Some(Err(Error::Timeout(_))) => {}
+                Some(Err(e)) => return Err(format!("record {} failed: {e}", s.index)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The outcome of one record: the offset it was acknowledged at, or its error.
+fn resolved(s: &Sent) -> Option<Result<i64, Error>> {
+    let mut shared = s.shared.clone();
+    let mut index = s.position;
+    loop {
+        match shared.poll_record(index, None) {
+            std::task::Poll::Pending => return None,
+            std::task::Poll::Ready(Resolved::Done(r)) => {
+                return Some(r.map(|ack| ack.base_offset + index as i64));
+            }
+            std::task::Poll::Ready(Resolved::Moved(next)) => {
+                shared = next;
+                index = 0;
+            }
+        }
+    }
+}
+
+fn value_index(value: Option<&[u8]>) -> u32 {
+    value
+        .and_then(|v| v.try_into().ok())
+        .map(u32::from_be_bytes)
+        .unwrap_or(u32::MAX)
+}
+
+/// (offset, record index) of every record in a partition's log.
+fn log_of(cluster: &SimCluster, partition: usize) -> Result<Vec<(i64, u32)>, String> {
+    let mut out = Vec::new();
+    let mut decompressor = crate::record::Decompressor::default();
+    let mut scratch = Vec::new();
+    for bytes in cluster.log(partition) {
+        let batch = RecordBatchRef::new(bytes).map_err(|e| e.to_string())?;
+        let records = batch
+            .decompress_records(&mut decompressor, &mut scratch)
+            .map_err(|e| e.to_string())?;
+        for r in records {
+            let r = r.map_err(|e| e.to_string())?;
+            out.push((r.offset(), value_index(r.value())));
+        }
+    }
+    Ok(out)
+}
+
+fn first_difference(a: &[(i64, u32)], b: &[(i64, u32)]) -> String {
+    match a.iter().zip(b).position(|(x, y)| x != y) {
+        Some(i) => format!("at #{i}: read {:?}, logged {:?}", a[i], b[i]),
+        None => format!("read {} records, logged {}", a.len(), b.len()),
+    }
+}
+
+fn leaders_of(m: &MetadataResponse, partitions: usize) -> Vec<Option<i32>> {
+    let mut leaders = vec![None; partitions];
+    for t in &m.topics {
+        for p in &t.partitions {
+            if let Some(slot) = leaders.get_mut(p.partition_index as usize) {
+                *slot = (p.leader_id >= 0).then_some(p.leader_id);
+            }
+        }
+    }
+    leaders
+}
+
+/// "p0 seq 4+3, p2 seq 0+1" for the trace.
+fn describe_batches(request: &crate::engine::produce::request::ProduceBatches) -> String {
+    request
+        .topics
+        .iter()
+        .flat_map(|(_, parts)| parts.iter())
+        .map(|p| match RecordBatchRef::new(&p.batch) {
+            Ok(b) => format!(
+                "p{} epoch {} seq {}+{}",
+                p.partition,
+                b.producer_epoch(),
+                b.base_sequence(),
+                b.record_count()
+            ),
+            Err(e) => format!("p{} ({e})", p.partition),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn typed<R: crate::protocol::Request + Send + 'static>(request: R) -> Box<dyn EncodeRequest> {
+    Box::new(TypedRequest {
+        request,
+        version: None,
+        addr: Arc::from("sim"),
+    })
+}
+
+fn decode<R: crate::protocol::Response>(result: Result<RawResponse, IoError>) -> Option<R> {
+    let raw = result.ok()?;
+    decode_response_body::<R>(raw.body, raw.version).ok()
+}
+
+/// Runs one seed; the error says what broke, with the run's last events (all of
+/// them, and in full, with `full_trace`).
+fn run_seed(seed: u64) -> Result<Report, String> {
+    run_traced(seed, false)
+}
+
+fn run_traced(seed: u64, full_trace: bool) -> Result<Report, String> {
+    let mut world = World::new(seed);
+    if full_trace {
+        world.trace_limit = usize::MAX;
+    }
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| world.run()));
+    let failure = match outcome {
+        Ok(Ok(report)) => return Ok(report),
+        Ok(Err(e)) => e,
+        Err(panic) => panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panicked".into()),
+    };
+    let keep = if full_trace { usize::MAX } else { 40 };
+    let trace: Vec<String> = world.trace.iter().rev().take(keep).rev().cloned().collect();
+    Err(format!(
+        "seed {seed} failed: {failure}\nfaults: {:?}\nlast events:\n  {}\nreplay: KRING_SIM_SEED={seed} cargo test --lib engine::sim::replay -- --nocapture",
+        world.faults,
+        trace.join("\n  ")
+    ))
+}
+
+/// Runs `count` seeds from `first`; panics with every failure found.
+fn run_seeds(first: u64, count: u64) {
+    let mut failures = Vec::new();
+    let mut totals = Report::default();
+    for seed in first..first + count {
+        match run_seed(seed) {
+            Ok(r) => {
+                totals.records += r.records;
+                totals.acked += r.acked;
+                totals.timed_out += r.timed_out;
+                totals.steps += r.steps;
+            }
+            Err(e) => {
+                failures.push(e);
+                if failures.len() >= 3 {
+                    break;
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    eprintln!(
+        "seeds {first}..{}: {} records, {} acknowledged, {} timed out, {} steps",
+        first + count,
+        totals.records,
+        totals.acked,
+        totals.timed_out,
+        totals.steps
+    );
+}
+
+/// Seeds per test; four tests run in parallel, so the whole runs 4 × this many.
+const SEEDS_PER_TEST: u64 = 2_500;
+
+fn seeds_per_test() -> u64 {
+    std::env::var("KRING_SIM_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(SEEDS_PER_TEST)
+}
+
+#[test]
+fn seeds_a() {
+    run_seeds(0, seeds_per_test());
+}
+
+#[test]
+fn seeds_b() {
+    run_seeds(1_000_000, seeds_per_test());
+}
+
+#[test]
+fn seeds_c() {
+    run_seeds(2_000_000, seeds_per_test());
+}
+
+#[test]
+fn seeds_d() {
+    run_seeds(3_000_000, seeds_per_test());
+}
+
+/// Replays the seed in `KRING_SIM_SEED` (nothing without it).
+#[test]
+fn replay() {
+    let Some(seed) = std::env::var("KRING_SIM_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    else {
+        return;
+    };
+    match run_traced(seed, true) {
+        Ok(r) => eprintln!("seed {seed}: {r:?}"),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn the_same_seed_runs_the_same_way() {
+    let a = run_seed(42).map(|r| (r.records, r.acked, r.steps));
+    let b = run_seed(42).map(|r| (r.records, r.acked, r.steps));
+    assert_eq!(a, b);
+}
