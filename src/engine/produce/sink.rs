@@ -249,9 +249,14 @@ impl Sink {
                 stale: true,
             }),
             Ok(_) if settings.acks == 0 => Ok(None),
+            // An answer that does not decode says nothing of what was written: retried
+            // like a lost answer (idempotence deduplicates what landed).
             Ok(raw) => decode_response_body::<ProduceResponse>(raw.body, raw.version)
                 .map(Some)
-                .map_err(|e| Verdict::Fatal(Error::Decode(e))),
+                .map_err(|e| Verdict::Retry {
+                    error: Error::Decode(e),
+                    stale: true,
+                }),
         };
         let mut bump = false;
         for b in batches {

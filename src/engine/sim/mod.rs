@@ -133,8 +133,8 @@ struct Link {
     engine: Connection<Token>,
     to_server: VecDeque<(Instant, Bytes)>,
     /// Answers in transit, delivered in `Instant` order (a reorder fault inserts one
-    /// ahead of another).
-    to_client: Vec<(Instant, u64, Bytes)>,
+    /// ahead of another): (when, order, frame, bytes).
+    to_client: Vec<(Instant, u64, u64, Bytes)>,
     server_cutter: FrameCutter,
 }
 
@@ -537,10 +537,10 @@ impl World {
                 let Some(link) = self.links.get_mut(&id) else {
                     break;
                 };
-                let Some(pos) = link.to_client.iter().position(|(at, _, _)| *at <= now) else {
+                let Some(pos) = link.to_client.iter().position(|(at, _, _, _)| *at <= now) else {
                     break;
                 };
-                let (_, _, bytes) = link.to_client.remove(pos);
+                let (_, _, _, bytes) = link.to_client.remove(pos);
                 link.engine.handle_bytes(&bytes, now);
             }
         }
@@ -611,40 +611,53 @@ impl World {
             self.log(|| format!("link {id}: answer {correlation_id} dropped"));
             return;
         }
-        let mut at = self.now + self.latency();
         let reorder = self.rng.chance(self.faults.reorder);
         let duplicate = self.rng.chance(self.faults.duplicate);
         let split = self.rng.chance(self.faults.split) && bytes.len() > 2;
         let cut_at = 1 + self.rng.below(bytes.len() as u64 - 1) as usize;
-        let mut packets = Vec::new();
-        if split {
-            packets.push(bytes.slice(..cut_at));
-            packets.push(bytes.slice(cut_at..));
+        // Frames, each in one or two pieces: the answer, and its duplicate.
+        let mut frames = vec![if split {
+            vec![bytes.slice(..cut_at), bytes.slice(cut_at..)]
         } else {
-            packets.push(bytes.clone());
-        }
+            vec![bytes.clone()]
+        }];
         if duplicate {
             self.log(|| format!("link {id}: answer {correlation_id} duplicated"));
-            packets.push(bytes);
+            frames.push(vec![bytes]);
         }
+        let mut at = self.now + self.latency();
         let Some(link) = self.links.get_mut(&id) else {
             return;
         };
-        if let Some(last) = link.to_client.iter().map(|(t, _, _)| *t).max() {
+        if let Some(&(last, _, frame, _)) =
+            link.to_client.iter().max_by_key(|(t, n, _, _)| (*t, *n))
+        {
             at = if reorder {
-                // Ahead of the answer before it.
-                last.checked_sub(Duration::from_micros(1)).unwrap_or(last)
+                // Ahead of the whole answer before it: frames move, the bytes of one
+                // frame never do.
+                let first = link
+                    .to_client
+                    .iter()
+                    .filter(|(_, _, f, _)| *f == frame)
+                    .map(|(t, _, _, _)| *t)
+                    .min()
+                    .unwrap_or(last);
+                first.checked_sub(Duration::from_micros(1)).unwrap_or(first)
             } else {
                 // A stream: never before what was sent earlier.
                 at.max(last)
             };
         }
-        for p in packets {
+        for pieces in frames {
             self.next_packet += 1;
-            link.to_client.push((at, self.next_packet, p));
-            at += Duration::from_micros(1);
+            let frame = self.next_packet;
+            for piece in pieces {
+                self.next_packet += 1;
+                link.to_client.push((at, self.next_packet, frame, piece));
+                at += Duration::from_micros(1);
+            }
         }
-        link.to_client.sort_by_key(|(t, n, _)| (*t, *n));
+        link.to_client.sort_by_key(|(t, n, _, _)| (*t, *n));
         if reorder {
             self.log(|| format!("link {id}: answer {correlation_id} reordered"));
         }
@@ -1151,7 +1164,7 @@ impl World {
         };
         for link in self.links.values() {
             at(link.to_server.front().map(|(t, _)| *t));
-            at(link.to_client.iter().map(|(t, _, _)| *t).min());
+            at(link.to_client.iter().map(|(t, _, _, _)| *t).min());
             at(link.engine.poll_timeout());
         }
         for p in &self.parked {
