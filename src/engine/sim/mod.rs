@@ -132,10 +132,17 @@ struct Link {
     broker: i32,
     engine: Connection<Token>,
     to_server: VecDeque<(Instant, Bytes)>,
-    /// Answers in transit, delivered in `Instant` order (a reorder fault inserts one
-    /// ahead of another): (when, order, frame, bytes).
-    to_client: Vec<(Instant, u64, u64, Bytes)>,
+    /// Answers in transit, in stream order (a reorder fault puts one ahead of the
+    /// answer before it); each delivered piece by piece, never interleaved.
+    to_client: VecDeque<Answer>,
     server_cutter: FrameCutter,
+}
+
+/// One answer frame on its way to the client, in one or more pieces with their times.
+struct Answer {
+    pieces: VecDeque<(Instant, Bytes)>,
+    /// A piece was delivered already: nothing may be put ahead of it any more.
+    started: bool,
 }
 
 /// A fetch the cluster holds until data arrives or its long poll runs out.
@@ -287,7 +294,6 @@ struct World {
     conn_config: Arc<ConnectionConfig>,
     links: BTreeMap<u64, Link>,
     next_link: u64,
-    next_packet: u64,
     slots: BTreeMap<(Side, i32), Slot>,
     parked: Vec<Parked>,
     producer: SimProducer,
@@ -408,7 +414,6 @@ impl World {
             }),
             links: BTreeMap::new(),
             next_link: 0,
-            next_packet: 0,
             slots: BTreeMap::new(),
             parked: Vec::new(),
             producer,
@@ -468,7 +473,7 @@ impl World {
                         broker,
                         engine,
                         to_server: VecDeque::new(),
-                        to_client: Vec::new(),
+                        to_client: VecDeque::new(),
                         server_cutter: FrameCutter::new(100 << 20, 4096),
                     },
                 );
@@ -532,16 +537,21 @@ impl World {
                 link.server_cutter.extend(&bytes);
                 self.serve(id);
             }
-            loop {
-                let now = self.now;
-                let Some(link) = self.links.get_mut(&id) else {
+            let now = self.now;
+            let Some(link) = self.links.get_mut(&id) else {
+                continue;
+            };
+            while let Some(answer) = link.to_client.front_mut() {
+                while answer.pieces.front().is_some_and(|(at, _)| *at <= now) {
+                    if let Some((_, bytes)) = answer.pieces.pop_front() {
+                        answer.started = true;
+                        link.engine.handle_bytes(&bytes, now);
+                    }
+                }
+                if !answer.pieces.is_empty() {
                     break;
-                };
-                let Some(pos) = link.to_client.iter().position(|(at, _, _, _)| *at <= now) else {
-                    break;
-                };
-                let (_, _, _, bytes) = link.to_client.remove(pos);
-                link.engine.handle_bytes(&bytes, now);
+                }
+                link.to_client.pop_front();
             }
         }
     }
@@ -629,35 +639,28 @@ impl World {
         let Some(link) = self.links.get_mut(&id) else {
             return;
         };
-        if let Some(&(last, _, frame, _)) =
-            link.to_client.iter().max_by_key(|(t, n, _, _)| (*t, *n))
-        {
-            at = if reorder {
-                // Ahead of the whole answer before it: frames move, the bytes of one
-                // frame never do.
-                let first = link
-                    .to_client
-                    .iter()
-                    .filter(|(_, _, f, _)| *f == frame)
-                    .map(|(t, _, _, _)| *t)
-                    .min()
-                    .unwrap_or(last);
-                first.checked_sub(Duration::from_micros(1)).unwrap_or(first)
-            } else {
-                // A stream: never before what was sent earlier.
-                at.max(last)
-            };
+        // A stream: never before what was sent earlier.
+        if let Some(last) = link.to_client.back().and_then(|a| a.pieces.back()) {
+            at = at.max(last.0);
         }
+        let reorder = reorder && link.to_client.back().is_some_and(|a| !a.started);
         for pieces in frames {
-            self.next_packet += 1;
-            let frame = self.next_packet;
+            let mut answer = Answer {
+                pieces: VecDeque::new(),
+                started: false,
+            };
             for piece in pieces {
-                self.next_packet += 1;
-                link.to_client.push((at, self.next_packet, frame, piece));
+                answer.pieces.push_back((at, piece));
                 at += Duration::from_micros(1);
             }
+            if reorder {
+                // Ahead of the whole answer before it.
+                let before = link.to_client.len().saturating_sub(1);
+                link.to_client.insert(before, answer);
+            } else {
+                link.to_client.push_back(answer);
+            }
         }
-        link.to_client.sort_by_key(|(t, n, _, _)| (*t, *n));
         if reorder {
             self.log(|| format!("link {id}: answer {correlation_id} reordered"));
         }
@@ -1164,7 +1167,11 @@ impl World {
         };
         for link in self.links.values() {
             at(link.to_server.front().map(|(t, _)| *t));
-            at(link.to_client.iter().map(|(t, _, _, _)| *t).min());
+            at(link
+                .to_client
+                .front()
+                .and_then(|a| a.pieces.front())
+                .map(|p| p.0));
             at(link.engine.poll_timeout());
         }
         for p in &self.parked {
@@ -1478,8 +1485,9 @@ fn run_seeds(first: u64, count: u64) {
     );
 }
 
-/// Seeds per test; four tests run in parallel, so the whole runs 4 × this many.
-const SEEDS_PER_TEST: u64 = 2_500;
+/// Seeds per test: four tests run in parallel, 20,000 seeds in all (`KRING_SIM_SEEDS`
+/// changes it).
+const SEEDS_PER_TEST: u64 = 5_000;
 
 fn seeds_per_test() -> u64 {
     std::env::var("KRING_SIM_SEEDS")
