@@ -238,9 +238,7 @@ impl FetchTarget for Target {
         false
     }
     fn has_room(&self) -> bool {
-        self.queue
-            .lock()
-            .map_or(false, |q| q.len() < TARGET_CAPACITY)
+        self.queue.lock().is_ok_and(|q| q.len() < TARGET_CAPACITY)
     }
     fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
@@ -523,15 +521,9 @@ impl World {
     fn deliver(&mut self) {
         let ids: Vec<u64> = self.links.keys().copied().collect();
         for id in ids {
-            loop {
-                let Some(link) = self.links.get_mut(&id) else {
-                    break;
-                };
-                match link.to_server.front() {
-                    Some((at, _)) if *at <= self.now => {}
-                    _ => break,
-                }
-                let Some((_, bytes)) = link.to_server.pop_front() else {
+            while let Some(link) = self.links.get_mut(&id) {
+                let Some((_, bytes)) = link.to_server.pop_front_if(|(at, _)| *at <= self.now)
+                else {
                     break;
                 };
                 link.server_cutter.extend(&bytes);
@@ -734,10 +726,7 @@ impl World {
     fn handle_events(&mut self) {
         let ids: Vec<u64> = self.links.keys().copied().collect();
         for id in ids {
-            loop {
-                let Some(link) = self.links.get_mut(&id) else {
-                    break;
-                };
+            while let Some(link) = self.links.get_mut(&id) {
                 let (side, broker) = (link.side, link.broker);
                 let Some(event) = link.engine.poll_event() else {
                     break;
