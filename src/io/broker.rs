@@ -9,15 +9,14 @@
 //! (`send_blocking`).
 //!
 //! ```no_run
-//! use kring::io::{Broker, ConnectionConfig};
 //! use kring::protocol::messages::MetadataRequest;
-//! use kring::runtime::{Runtime, RuntimeConfig};
+//! use kring::{Client, Config};
 //!
-//! let runtime = Runtime::new(RuntimeConfig::default())?;
-//! let broker = Broker::open(&runtime, 1, "127.0.0.1:9092", ConnectionConfig::default())?;
+//! let client = Client::connect_blocking(Config::new(["127.0.0.1:9092"]))?;
+//! let broker = client.any_broker()?;
 //! let metadata = broker.send_blocking(MetadataRequest::default().with_topics(None))?;
 //! println!("{} brokers", metadata.brokers.len());
-//! # Ok::<(), kring::io::IoError>(())
+//! # Ok::<(), kring::Error>(())
 //! ```
 
 use std::sync::Arc;
