@@ -43,9 +43,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KAFKA = os.path.join(ROOT, "scripts", "kafka")
 BOOTSTRAP = "127.0.0.1:9092"
 CLIENTS = ["kring", "librdkafka", "sarama", "franz-go", "java"]
-CONTRACT_CLIENTS = ["kring", "librdkafka", "sarama", "franz-go"]
-COLORS = {"kring": "#c0392b", "librdkafka": "#2c7fb8", "sarama": "#31a354",
-          "franz-go": "#e6850e", "java": "#756bb1"}
+# `kring-base`: another kring build (--kring-base PATH), e.g. the commit before a change,
+# measured interleaved with this tree's kring as a client of its own.
+CONTRACT_CLIENTS = ["kring", "kring-base", "librdkafka", "sarama", "franz-go"]
+KRING_LIKE = ("kring", "kring-base")
+COLORS = {"kring": "#c0392b", "kring-base": "#e8a598", "librdkafka": "#2c7fb8",
+          "sarama": "#31a354", "franz-go": "#e6850e", "java": "#756bb1"}
 PAYLOAD_LINES = 4096
 JAVA_PRODUCER = "org.apache.kafka.tools.ProducerPerformance"
 JAVA_CONSUMER = "org.apache.kafka.tools.ConsumerPerformance"
@@ -251,7 +254,7 @@ def failure_reason(r, timeout):
 
 def peer_command(client, binary, op, w, topic, payload):
     """A contract peer's command line; kring's peer is the `perf` command of its CLI."""
-    return [binary] + (["perf"] if client == "kring" else []) + contract_args(op, w, topic, payload)
+    return [binary] + (["perf"] if client in KRING_LIKE else []) + contract_args(op, w, topic, payload)
 
 
 def contract_args(op, w, topic, payload):
@@ -672,12 +675,19 @@ def parse_args(argv):
     ap.add_argument("--fill-client", default="kring",
                     help="contract client that fills the consume topic (default kring; falls "
                          "back to librdkafka when kring has no `perf` command)")
+    ap.add_argument("--kring-base", metavar="PATH",
+                    help="a kring binary built elsewhere (say, the commit before a change): "
+                         "measured as client `kring-base`, interleaved with the others")
     ap.add_argument("--out-dir", default=os.path.join("perf", "results"),
                     help="where run.md, run.svg and run-raw.jsonl go (default perf/results)")
     ap.add_argument("--report-only", action="store_true", help="rewrite run.md/run.svg from run-raw.jsonl")
     a = ap.parse_args(argv)
     a.clients = [c.strip() for c in a.clients.split(",") if c.strip()]
-    bad = [c for c in a.clients if c not in CLIENTS]
+    if a.kring_base:
+        if not os.access(a.kring_base, os.X_OK):
+            ap.error(f"--kring-base {a.kring_base}: not an executable")
+        a.clients.append("kring-base")
+    bad = [c for c in a.clients if c not in CLIENTS + ["kring-base"]]
     if bad:
         ap.error(f"unknown clients {bad}; known: {CLIENTS}")
     a.workloads = [w.strip() for w in a.workloads.split(",") if w.strip()]
@@ -738,6 +748,8 @@ def main(argv):
     consume_wanted = any(w["op"] == "consume" for w in a.wl.values())
     need_kring = "kring" in a.clients or a.admin == "kring" or (consume_wanted and a.fill_client == "kring")
     bins, build_errors, build_notes = build(a.clients, a.no_build, need_kring)
+    if a.kring_base:
+        bins["kring-base"] = os.path.abspath(a.kring_base)
 
     kring_bin = bins.get("kring") or (os.path.join(ROOT, "target", "release", "kring")
                                       if os.access(os.path.join(ROOT, "target", "release", "kring"), os.X_OK) else None)
