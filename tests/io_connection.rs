@@ -5,6 +5,8 @@
 //! After each fault the error must be clear and retriable where it should be, and no
 //! in-flight entry, task or thread may be left behind.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
@@ -12,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
+use common::threads_named;
 use kring::internals::{Backend, BackendChoice, Broker, ConnectionConfig, IoError};
 use kring::internals::{Runtime, RuntimeConfig};
 use kring::protocol::messages::{
@@ -48,15 +51,6 @@ fn quick_config() -> ConnectionConfig {
         drain_timeout: Duration::from_millis(500),
         ..ConnectionConfig::default()
     }
-}
-
-/// Threads whose name starts with `prefix` (from /proc, so it sees every thread).
-fn threads_named(prefix: &str) -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .filter(|comm| comm.trim_end().starts_with(prefix))
-        .count()
 }
 
 /// Shuts `rt` down and checks that nothing it started is left.

@@ -7,20 +7,11 @@ mod common;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{bootstrap, client, config, create_topic, unique};
+use common::{bootstrap, client, config, create_topic, threads_named, unique};
 use kring::internals::{Broker, ConnectionConfig, Runtime, RuntimeConfig, live_tasks};
 use kring::producer::{DeliveryFuture, Producer, ProducerRecord, RecordMetadata};
 use kring::protocol::messages::{FetchRequest, fetch::FetchPartition, fetch::FetchTopic};
 use kring::{Client, Error};
-
-/// Threads whose name starts with `prefix` (from /proc, so it sees every thread).
-fn threads_named(prefix: &str) -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .filter(|comm| comm.trim_end().starts_with(prefix))
-        .count()
-}
 
 fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -184,6 +175,13 @@ fn dropping_a_runtime_or_client_in_async_code_does_not_wait_for_the_drain() {
             .enqueue(held_fetch(&topic, Duration::from_secs(20)), Some(12))
             .await
             .unwrap();
+        // On the wire (not still queued behind the handshake, which a close would
+        // refuse at once).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while broker.in_flight() == 0 {
+            assert!(Instant::now() < deadline, "the held fetch never went out");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         drop(broker);
         drop(client);
         assert!(

@@ -540,4 +540,6 @@ fn complete_batches(
 }
 
 #[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
 mod tests;

@@ -220,3 +220,12 @@ pub fn read_partition(client: &Client, topic: &str, partition: i32, count: usize
     }
     out
 }
+
+/// Threads whose name starts with `prefix` (from /proc, so it sees every thread).
+pub fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim_end().starts_with(prefix))
+        .count()
+}

@@ -1,80 +1,18 @@
 //! The fetcher's decisions, driven by hand with time passed in.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::Ordering;
 
+use super::testing::TestTarget;
 use super::*;
 use crate::buf::MemoryBudget;
 use crate::protocol::messages::fetch::{FetchableTopicResponse, PartitionData};
 use crate::record::{BatchBuilder, BatchOptions};
 
-#[derive(Debug)]
-struct Target {
-    topic: Arc<str>,
-    partition: i32,
-    position: AtomicI64,
-    high_watermark: AtomicI64,
-    paused: AtomicBool,
-    room: AtomicBool,
-    closed: AtomicBool,
-    chunks: Mutex<Vec<Chunk>>,
-    errors: Mutex<Vec<Error>>,
-}
+type Target = TestTarget;
 
-impl Target {
-    fn new(partition: i32, position: i64) -> Arc<Self> {
-        Arc::new(Target {
-            topic: Arc::from("t"),
-            partition,
-            position: AtomicI64::new(position),
-            high_watermark: AtomicI64::new(-1),
-            paused: AtomicBool::new(false),
-            room: AtomicBool::new(true),
-            closed: AtomicBool::new(false),
-            chunks: Mutex::new(Vec::new()),
-            errors: Mutex::new(Vec::new()),
-        })
-    }
-}
-
-impl FetchTarget for Target {
-    fn topic(&self) -> &Arc<str> {
-        &self.topic
-    }
-    fn partition(&self) -> i32 {
-        self.partition
-    }
-    fn fetch_position(&self) -> i64 {
-        self.position.load(Ordering::SeqCst)
-    }
-    fn set_fetch_position(&self, offset: i64) {
-        self.position.store(offset, Ordering::SeqCst);
-    }
-    fn high_watermark(&self) -> i64 {
-        self.high_watermark.load(Ordering::SeqCst)
-    }
-    fn set_high_watermark(&self, offset: i64) {
-        self.high_watermark.store(offset, Ordering::SeqCst);
-    }
-    fn paused(&self) -> bool {
-        self.paused.load(Ordering::SeqCst)
-    }
-    fn has_room(&self) -> bool {
-        self.room.load(Ordering::SeqCst)
-    }
-    fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst)
-    }
-    fn deliver(&self, chunk: Chunk) -> bool {
-        if !self.has_room() {
-            return false;
-        }
-        self.chunks.lock().unwrap().push(chunk);
-        true
-    }
-    fn report(&self, error: Error) {
-        self.errors.lock().unwrap().push(error);
-    }
+/// A partition whose consumer holds any number of chunks.
+fn target(partition: i32, position: i64) -> Arc<Target> {
+    TestTarget::new("t", partition, position, usize::MAX)
 }
 
 fn settings() -> FetchSettings {
@@ -153,7 +91,7 @@ fn sent_partitions(request: &FetchRequest) -> Vec<(i32, i64)> {
 fn complete_batches_become_spans_and_a_cut_batch_is_fetched_again() {
     let now = Instant::now();
     let mut fetcher = Fetcher::new(settings());
-    let p = Target::new(0, 10);
+    let p = target(0, 10);
     fetcher.add(p.clone());
     fetch(&mut fetcher, now);
     let mut records = batch(10, 3);
@@ -164,7 +102,7 @@ fn complete_batches_become_spans_and_a_cut_batch_is_fetched_again() {
     let outcome =
         fetcher.handle_response(response(vec![(0, 0, 100, records)], 0), 12, permit(), now);
     assert!(outcome.moved.is_empty() && outcome.reset.is_empty());
-    let chunks = p.chunks.lock().unwrap();
+    let chunks = p.queue();
     let chunk = &chunks[0];
     assert_eq!(chunk.records.len(), complete, "the cut batch is left out");
     let spans: Vec<(i64, i64)> = chunk
@@ -185,10 +123,10 @@ fn complete_batches_become_spans_and_a_cut_batch_is_fetched_again() {
 fn a_full_consumer_is_refetched_from_the_same_position() {
     let now = Instant::now();
     let mut fetcher = Fetcher::new(settings());
-    let p = Target::new(0, 0);
+    let p = target(0, 0);
     fetcher.add(p.clone());
     fetch(&mut fetcher, now);
-    p.room.store(false, Ordering::SeqCst);
+    p.capacity.store(0, Ordering::SeqCst);
     fetcher.handle_response(
         response(vec![(0, 0, 10, batch(0, 5))], 0),
         12,
@@ -208,7 +146,7 @@ fn a_full_consumer_is_refetched_from_the_same_position() {
 fn the_session_sends_only_what_changed_and_forgets_what_left() {
     let now = Instant::now();
     let mut fetcher = Fetcher::new(settings());
-    let (a, b) = (Target::new(0, 0), Target::new(1, 50));
+    let (a, b) = (target(0, 0), target(1, 50));
     fetcher.add(a.clone());
     fetcher.add(b.clone());
     let first = fetch(&mut fetcher, now);
@@ -251,7 +189,7 @@ fn the_session_sends_only_what_changed_and_forgets_what_left() {
 fn moved_and_out_of_range_partitions_are_handed_back() {
     let now = Instant::now();
     let mut fetcher = Fetcher::new(settings());
-    let (a, b, c) = (Target::new(0, 0), Target::new(1, 0), Target::new(2, 0));
+    let (a, b, c) = (target(0, 0), target(1, 0), target(2, 0));
     for t in [&a, &b, &c] {
         fetcher.add(t.clone());
     }
@@ -273,11 +211,7 @@ fn moved_and_out_of_range_partitions_are_handed_back() {
     assert!(Arc::ptr_eq(&outcome.moved[0], &a));
     assert_eq!(outcome.reset.len(), 1);
     assert!(Arc::ptr_eq(&outcome.reset[0], &b));
-    assert_eq!(
-        c.errors.lock().unwrap().len(),
-        1,
-        "other codes are reported"
-    );
+    assert_eq!(c.errors().len(), 1, "other codes are reported");
     let next = fetch(&mut fetcher, now);
     assert_eq!(
         sent_partitions(&next),
@@ -296,7 +230,7 @@ fn moved_and_out_of_range_partitions_are_handed_back() {
 fn a_failed_fetch_backs_off() {
     let now = Instant::now();
     let mut fetcher = Fetcher::new(settings());
-    fetcher.add(Target::new(0, 0));
+    fetcher.add(target(0, 0));
     fetch(&mut fetcher, now);
     let mut failed = response(vec![], 0);
     failed.error_code = KafkaCode::UNKNOWN_SERVER_ERROR.code();
@@ -313,8 +247,8 @@ fn a_failed_fetch_backs_off() {
 fn caught_up_partitions_wait_for_room_then_short_poll() {
     let now = Instant::now();
     let mut fetcher = Fetcher::new(settings());
-    let (full, at_end) = (Target::new(0, 10), Target::new(1, 700));
-    full.room.store(false, Ordering::SeqCst);
+    let (full, at_end) = (target(0, 10), target(1, 700));
+    full.capacity.store(0, Ordering::SeqCst);
     full.high_watermark.store(500, Ordering::SeqCst);
     at_end.high_watermark.store(700, Ordering::SeqCst);
     fetcher.add(full.clone());
@@ -337,7 +271,7 @@ fn caught_up_partitions_wait_for_room_then_short_poll() {
     assert_eq!(request.max_wait_ms, SHORT_POLL.as_millis() as i32);
     assert_eq!(sent_partitions(&request), vec![(1, 700)]);
     // The full one made room: a normal fetch at once.
-    full.room.store(true, Ordering::SeqCst);
+    full.capacity.store(usize::MAX, Ordering::SeqCst);
     assert!(matches!(
         fetcher.poll_next(until, 1 << 20),
         Next::Fetch {
@@ -377,7 +311,7 @@ fn the_decision_that_avoids_long_polls() {
 fn topics_are_fetched_by_id_from_v13() {
     let now = Instant::now();
     let mut fetcher = Fetcher::new(settings());
-    let p = Target::new(0, 0);
+    let p = target(0, 0);
     fetcher.add(p.clone());
     let Next::Fetch { max_bytes, .. } = fetcher.poll_next(now, 1 << 20) else {
         panic!()
@@ -399,7 +333,7 @@ fn an_incremental_answer_for_a_partition_left_out_of_the_request_is_delivered() 
     // still answers with its new data, by topic id.
     let now = Instant::now();
     let mut fetcher = Fetcher::new(settings());
-    let p = Target::new(0, 100);
+    let p = target(0, 100);
     fetcher.add(p.clone());
     let id = Uuid([9; 16]);
     let ids = |_: &str| id;
@@ -419,5 +353,5 @@ fn an_incremental_answer_for_a_partition_left_out_of_the_request_is_delivered() 
     data.responses[0].topic_id = id;
     fetcher.handle_response(data, 13, permit(), now);
     assert_eq!(p.fetch_position(), 101);
-    assert_eq!(p.chunks.lock().unwrap().len(), 1);
+    assert_eq!(p.queue().len(), 1);
 }

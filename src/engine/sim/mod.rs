@@ -16,8 +16,7 @@
 mod cluster;
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -30,7 +29,8 @@ use crate::engine::connection::{
     Connection, ConnectionConfig, EncodeRequest, Event, RawResponse, TypedRequest,
 };
 use crate::engine::error::IoError;
-use crate::engine::fetch::{Chunk, FetchSettings, FetchTarget, Fetcher, Next};
+use crate::engine::fetch::testing::TestTarget;
+use crate::engine::fetch::{FetchSettings, FetchTarget, Fetcher, Next};
 use crate::engine::produce::arenas::ArenaPools;
 use crate::engine::produce::completion::{BatchShared, Resolved};
 use crate::engine::produce::partition::{
@@ -201,65 +201,11 @@ impl Leaders for VecLeaders<'_> {
     }
 }
 
-/// A partition as the simulated consumer's fetcher sees it.
-#[derive(Debug)]
-struct Target {
-    topic: Arc<str>,
-    partition: i32,
-    position: AtomicI64,
-    high_watermark: AtomicI64,
-    closed: AtomicBool,
-    queue: Mutex<VecDeque<Chunk>>,
-    errors: Mutex<Vec<String>>,
-}
+/// A partition as the simulated consumer's fetcher sees it: its consumer holds two
+/// chunks at most.
+type Target = TestTarget;
 
 const TARGET_CAPACITY: usize = 2;
-
-impl FetchTarget for Target {
-    fn topic(&self) -> &Arc<str> {
-        &self.topic
-    }
-    fn partition(&self) -> i32 {
-        self.partition
-    }
-    fn fetch_position(&self) -> i64 {
-        self.position.load(Ordering::SeqCst)
-    }
-    fn set_fetch_position(&self, offset: i64) {
-        self.position.store(offset, Ordering::SeqCst);
-    }
-    fn high_watermark(&self) -> i64 {
-        self.high_watermark.load(Ordering::SeqCst)
-    }
-    fn set_high_watermark(&self, offset: i64) {
-        self.high_watermark.store(offset, Ordering::SeqCst);
-    }
-    fn paused(&self) -> bool {
-        false
-    }
-    fn has_room(&self) -> bool {
-        self.queue.lock().is_ok_and(|q| q.len() < TARGET_CAPACITY)
-    }
-    fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst)
-    }
-    fn deliver(&self, chunk: Chunk) -> bool {
-        let mut q = self
-            .queue
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if q.len() >= TARGET_CAPACITY {
-            return false;
-        }
-        q.push_back(chunk);
-        true
-    }
-    fn report(&self, error: Error) {
-        if let Ok(mut e) = self.errors.lock() {
-            e.push(error.to_string());
-        }
-    }
-}
 
 enum FetchSlot {
     Idle,
@@ -361,17 +307,7 @@ impl World {
             sent: Vec::new(),
         };
         let targets: Vec<Arc<Target>> = (0..partitions)
-            .map(|p| {
-                Arc::new(Target {
-                    topic: topic.clone(),
-                    partition: p,
-                    position: AtomicI64::new(0),
-                    high_watermark: AtomicI64::new(-1),
-                    closed: AtomicBool::new(false),
-                    queue: Mutex::new(VecDeque::new()),
-                    errors: Mutex::new(Vec::new()),
-                })
-            })
+            .map(|p| TestTarget::new(&topic, p, 0, TARGET_CAPACITY))
             .collect();
         let consumer = SimConsumer {
             settings: FetchSettings {
@@ -1056,7 +992,7 @@ impl World {
         // newer than the hand-back says where that is.
         if !self.consumer.metadata_in_flight && !self.consumer.metadata_wanted {
             for t in std::mem::take(&mut self.consumer.homeless) {
-                match self.consumer.leaders[t.partition as usize] {
+                match self.consumer.leaders[t.partition() as usize] {
                     Some(leader) => {
                         let settings = self.consumer.settings.clone();
                         self.consumer
@@ -1115,11 +1051,7 @@ impl World {
             if !self.rng.chance(0.5) {
                 continue;
             }
-            let chunk = self.consumer.targets[p]
-                .queue
-                .lock()
-                .ok()
-                .and_then(|mut q| q.pop_front());
+            let chunk = self.consumer.targets[p].queue().pop_front();
             let Some(chunk) = chunk else { continue };
             let reader = &mut self.consumer.readers[p];
             reader.push_chunk(chunk);
@@ -1179,11 +1111,7 @@ impl World {
     /// Time moves to the next thing that happens; by a millisecond while the user has
     /// fetched data to read (or nothing is scheduled: fetchers poll each step).
     fn next_step(&self) -> Instant {
-        let reading = self
-            .consumer
-            .targets
-            .iter()
-            .any(|t| t.queue.lock().is_ok_and(|q| !q.is_empty()));
+        let reading = self.consumer.targets.iter().any(|t| !t.queue().is_empty());
         let tick = self.now + Duration::from_millis(1);
         let floor = self.now + Duration::from_micros(100);
         match self.next_time() {
@@ -1288,11 +1216,7 @@ impl World {
                     log.len()
                 ));
             }
-            let errors = self.consumer.targets[p]
-                .errors
-                .lock()
-                .map(|e| e.clone())
-                .unwrap_or_default();
+            let errors = self.consumer.targets[p].errors();
             if let Some(e) = errors.first() {
                 return Err(format!("partition {p}: the consumer was told: {e}"));
             }
