@@ -92,6 +92,19 @@ fn handshake(conn: &mut Connection<u32>, now: Instant) {
     assert!(matches!(events(conn).as_slice(), [Event::Ready(_)]));
 }
 
+/// A ready connection with three Metadata requests (tokens 0, 1, 2) written, and the
+/// version they went at.
+fn ready_with_three_requests(now: Instant) -> (Connection<u32>, i16) {
+    let mut conn = engine(now);
+    handshake(&mut conn, now);
+    for token in 0..3 {
+        conn.send(metadata(), token, now);
+    }
+    let sent = written(&mut conn);
+    let version = sent[0].0.request_api_version;
+    (conn, version)
+}
+
 fn metadata() -> Box<dyn EncodeRequest> {
     Box::new(TypedRequest {
         request: MetadataRequest::default().with_topics(None),
@@ -190,13 +203,7 @@ fn requests_wait_for_the_handshake_then_pipeline_within_the_window() {
 #[test]
 fn a_response_out_of_order_breaks_the_connection_and_fails_everything_once() {
     let now = t0();
-    let mut conn = engine(now);
-    handshake(&mut conn, now);
-    for token in 0..3 {
-        conn.send(metadata(), token, now);
-    }
-    let sent = written(&mut conn);
-    let version = sent[0].0.request_api_version;
+    let (mut conn, version) = ready_with_three_requests(now);
     // The answer to the second request arrives first.
     conn.handle_bytes(&frame(&MetadataResponse::default(), version, 2), now);
     let ev = events(&mut conn);
@@ -408,13 +415,7 @@ fn unanswered_requests_complete_when_written() {
 #[test]
 fn close_drains_what_is_in_flight_and_refuses_the_rest() {
     let now = t0();
-    let mut conn = engine(now);
-    handshake(&mut conn, now);
-    for token in 0..3 {
-        conn.send(metadata(), token, now);
-    }
-    let sent = written(&mut conn);
-    let version = sent[0].0.request_api_version;
+    let (mut conn, version) = ready_with_three_requests(now);
     conn.close(IoError::ShuttingDown, now);
     conn.send(metadata(), 9, now);
     // The queued third request and the new one are refused.

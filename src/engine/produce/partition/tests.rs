@@ -27,6 +27,24 @@ fn pools() -> ArenaPools {
     ArenaPools::new(16 * 1024, MemoryBudget::new(1 << 20))
 }
 
+/// Appends one record with `value` (and nothing else) to an open batch.
+fn append_value(
+    s: &mut PartitionState,
+    value: &[u8],
+    settings: &ProduceSettings,
+    pools: &ArenaPools,
+    now: Instant,
+) {
+    let record = RecordParts {
+        key: None,
+        value: Some(value),
+        headers: &[],
+        timestamp: 1,
+    };
+    let appended = s.append(record, None, settings, pools, || now).unwrap();
+    assert!(matches!(appended, Appended::Done { .. }));
+}
+
 const PRODUCER: ProducerId = ProducerId { id: 7, epoch: 0 };
 
 /// A partition with `batches` sealed batches of `per_batch` records each.
@@ -41,22 +59,13 @@ fn partition_with(
         let mut s = p.state();
         for b in 0..batches {
             for r in 0..per_batch {
-                let value = format!("{b}-{r}");
-                let appended = s
-                    .append(
-                        RecordParts {
-                            key: None,
-                            value: Some(value.as_bytes()),
-                            headers: &[],
-                            timestamp: 1,
-                        },
-                        None,
-                        &settings,
-                        &pools,
-                        || now,
-                    )
-                    .unwrap();
-                assert!(matches!(appended, Appended::Done { .. }));
+                append_value(
+                    &mut s,
+                    format!("{b}-{r}").as_bytes(),
+                    &settings,
+                    &pools,
+                    now,
+                );
             }
             s.seal(SealReason::Due, &settings, &pools);
         }
@@ -309,19 +318,7 @@ fn linger_seals_only_when_due_unless_flushing() {
     let (settings, pools) = (settings(), pools());
     let p = ProducePartition::new(Arc::from("t"), 0);
     let mut s = p.state();
-    s.append(
-        RecordParts {
-            key: None,
-            value: Some(b"v"),
-            headers: &[],
-            timestamp: 1,
-        },
-        None,
-        &settings,
-        &pools,
-        || now,
-    )
-    .unwrap();
+    append_value(&mut s, b"v", &settings, &pools, now);
     assert_eq!(
         s.seal_if_due(now, false, &settings, &pools),
         Some(now + settings.linger)
