@@ -10,6 +10,10 @@
 //!   (increments) before it reads whether a bump is pending; the bump sets its flag
 //!   before it waits for `active` to reach zero. So no batch is stamped with an epoch
 //!   the bump is about to replace, and the bump never runs with a request on the wire.
+//! - While a bump is pending, sinks send only batches whose earlier attempt may have
+//!   been written, one at a time under the old epoch, until the broker says whether it
+//!   was (acknowledged, as a duplicate) or not (out of order); the bump waits for that,
+//!   so it never renumbers a batch that already landed.
 //! - A sink task ends when the producer is closed (or dropped) and its partitions have
 //!   nothing left to settle, or when the runtime shuts down (everything unsettled fails).
 
@@ -173,6 +177,11 @@ impl ProducerShared {
         }
     }
 
+    /// Whether every partition may be renumbered by an epoch bump now.
+    fn ready_for_bump(&self) -> bool {
+        self.all_partitions().iter().all(|p| p.state().ready_for_bump())
+    }
+
     fn producer(&self) -> Option<ProducerId> {
         self.identity.lock().ok().and_then(|p| *p)
     }
@@ -323,12 +332,18 @@ fn settle(
 /// the sinks send again.
 async fn bump_epoch(shared: Arc<ProducerShared>) {
     loop {
-        while shared.active.load(Ordering::SeqCst) > 0 {
+        // Nothing on the wire, and every batch that may have been written under the
+        // current epoch resolved by the sinks (they keep sending those alone meanwhile):
+        // renumbering one that landed would write it twice.
+        while shared.active.load(Ordering::SeqCst) > 0 || !shared.ready_for_bump() {
             let idle = shared.idle.notified();
             tokio::pin!(idle);
             idle.as_mut().enable();
-            if shared.active.load(Ordering::SeqCst) == 0 {
+            if shared.active.load(Ordering::SeqCst) == 0 && shared.ready_for_bump() {
                 break;
+            }
+            if shared.abandoned.load(Ordering::Acquire) && shared.closed.load(Ordering::Acquire) {
+                return;
             }
             let _ = tokio::time::timeout(Duration::from_millis(100), idle).await;
         }

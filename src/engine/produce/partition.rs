@@ -32,6 +32,7 @@ use super::arenas::{ArenaPools, next_class};
 use super::completion::{BatchAck, BatchShared};
 use crate::buf::PooledBuf;
 use crate::error::Error;
+use crate::protocol::KafkaCode;
 use crate::record::{
     BATCH_HEADER_LEN, BatchBuilder, BatchOptions, Compression, Compressor, Decompressor, Header,
     RecordBatchRef, SealedBatch, record_encoded_len,
@@ -190,8 +191,12 @@ struct QueuedBatch {
     created: Instant,
     attempts: u32,
     base_sequence: Option<i32>,
-    /// Sent at least once: its fate on the broker may be unknown.
+    /// Sent at least once.
     sent: bool,
+    /// An attempt ended without a definite answer (the connection broke, the request
+    /// timed out, the broker said REQUEST_TIMED_OUT): it may have been written. Such a
+    /// batch must be resolved under its own epoch before an epoch bump renumbers it.
+    maybe_written: bool,
 }
 
 /// A batch taken off its partition into a Produce request.
@@ -204,6 +209,7 @@ pub(crate) struct Outgoing {
     created: Instant,
     attempts: u32,
     base_sequence: Option<i32>,
+    maybe_written: bool,
     /// The k-th batch of its partition in this drain: goes into request k (brokers take
     /// one batch per partition per request).
     pub round: usize,
@@ -465,6 +471,7 @@ impl PartitionState {
                 attempts: 0,
                 base_sequence: None,
                 sent: false,
+                maybe_written: false,
             }),
             Err(e) => open.shared.complete(Err(Error::Batch(e.to_string()))),
         }
@@ -523,15 +530,23 @@ impl PartitionState {
 
     /// Takes the batches that may go out now into `out` (assigning sequences to first
     /// sends). Returns when to look again if a retry backoff holds the partition.
+    ///
+    /// While an epoch bump is pending (`bumping`), only batches that may have been
+    /// written go out, one at a time under their own epoch, to learn their fate.
+    #[allow(clippy::too_many_arguments)]
     pub fn take_sendable(
         &mut self,
         this: &Arc<ProducePartition>,
         now: Instant,
         producer: Option<ProducerId>,
+        bumping: bool,
         settings: &ProduceSettings,
         out: &mut Vec<Outgoing>,
     ) -> Option<Instant> {
         if self.queue.is_empty() || (self.hold_until_drained && !self.in_flight.is_empty()) {
+            return None;
+        }
+        if bumping && !(self.in_flight.is_empty() && self.queue.front().is_some_and(|q| q.maybe_written)) {
             return None;
         }
         if let Some(at) = self.retry_at {
@@ -541,7 +556,9 @@ impl PartitionState {
             self.retry_at = None;
         }
         self.hold_until_drained = false;
-        let limit = if settings.idempotent && (!self.acked_in_epoch || self.retrying()) {
+        let limit = if bumping
+            || (settings.idempotent && (!self.acked_in_epoch || self.retrying()))
+        {
             1
         } else {
             settings.per_partition_in_flight()
@@ -572,6 +589,7 @@ impl PartitionState {
                 created: q.created,
                 attempts: q.attempts,
                 base_sequence: q.base_sequence,
+                maybe_written: q.maybe_written,
                 round,
             });
             round += 1;
@@ -600,7 +618,7 @@ impl PartitionState {
 
     /// Puts a batch that came back in sequence order at the head of the queue, and holds
     /// the partition until the rest of its batches in flight have answered.
-    fn requeue(&mut self, b: Outgoing) {
+    fn requeue(&mut self, b: Outgoing, maybe_written: bool) {
         let batch = QueuedBatch {
             data: BatchData::Frozen(b.batch),
             records: b.records,
@@ -609,6 +627,7 @@ impl PartitionState {
             attempts: b.attempts + 1,
             base_sequence: b.base_sequence,
             sent: true,
+            maybe_written,
         };
         self.insert_in_order(batch);
         self.hold_until_drained = true;
@@ -669,7 +688,8 @@ impl PartitionState {
                 tracing::debug!(topic = %b.partition.topic, partition = b.partition.index, %error, "produce retry");
                 effects.refresh = stale;
                 self.retry_at = Some(now + settings.backoff(b.attempts));
-                self.requeue(b);
+                let maybe_written = b.maybe_written || !refused_before_writing(&error);
+                self.requeue(b, maybe_written);
             }
             Verdict::OutOfOrder(error) => {
                 // Out of order only because an earlier batch has not been written yet (it
@@ -680,12 +700,17 @@ impl PartitionState {
                     tracing::warn!(topic = %b.partition.topic, partition = b.partition.index, %error, "sequence gap: bumping the producer epoch");
                     effects.bump = true;
                 }
-                self.requeue(b);
+                // Refused: not written now, nor by an earlier attempt (that would still
+                // be among the five batches the broker remembers, and be answered as a
+                // duplicate: while retrying, nothing new goes out).
+                self.requeue(b, false);
             }
             Verdict::UnknownProducer(error) => {
                 tracing::warn!(topic = %b.partition.topic, partition = b.partition.index, %error, "bumping the producer epoch");
                 effects.bump = true;
-                self.requeue(b);
+                // The broker has no state for the producer: an earlier attempt's fate can
+                // no longer be learned; the batch goes again under the new epoch.
+                self.requeue(b, false);
             }
             Verdict::TooLarge(error) if b.records > 1 => match split(&b, settings) {
                 Ok(parts) => {
@@ -709,6 +734,12 @@ impl PartitionState {
             }
         }
         effects
+    }
+
+    /// Whether an epoch bump may renumber this partition now: nothing on the wire, and
+    /// nothing queued that may have been written under the current epoch.
+    pub fn ready_for_bump(&self) -> bool {
+        self.in_flight.is_empty() && !self.queue.iter().any(|q| q.maybe_written)
     }
 
     /// Records that the broker acknowledged up to sequence `last` (acknowledgements of
@@ -788,6 +819,25 @@ impl PartitionState {
     }
 }
 
+/// Whether a produce error means the broker did not write the batch. Connection errors,
+/// timeouts and answers that were lost or garbled leave its fate unknown; so do
+/// REQUEST_TIMED_OUT and NOT_ENOUGH_REPLICAS_AFTER_APPEND, which come after the write.
+fn refused_before_writing(error: &Error) -> bool {
+    matches!(
+        error.code(),
+        Some(
+            KafkaCode::NOT_LEADER_OR_FOLLOWER
+                | KafkaCode::UNKNOWN_TOPIC_OR_PARTITION
+                | KafkaCode::LEADER_NOT_AVAILABLE
+                | KafkaCode::NOT_ENOUGH_REPLICAS
+                | KafkaCode::FENCED_LEADER_EPOCH
+                | KafkaCode::UNKNOWN_LEADER_EPOCH
+                | KafkaCode::UNKNOWN_TOPIC_ID
+                | KafkaCode::INCONSISTENT_TOPIC_ID
+        )
+    )
+}
+
 /// One single-record batch per record of `b`, with the sequences `b` had (so the
 /// partition's sequence range does not change).
 fn split(b: &Outgoing, settings: &ProduceSettings) -> Result<Vec<QueuedBatch>, Error> {
@@ -832,6 +882,7 @@ fn split(b: &Outgoing, settings: &ProduceSettings) -> Result<Vec<QueuedBatch>, E
             attempts: b.attempts,
             base_sequence: sequence,
             sent: false,
+            maybe_written: false,
         });
     }
     Ok(out)

@@ -52,7 +52,7 @@ pub(crate) struct SinkContext<'a> {
     pub pools: &'a ArenaPools,
     /// The idempotent producer's id and epoch.
     pub producer: Option<ProducerId>,
-    /// An epoch bump is pending: send nothing.
+    /// An epoch bump is pending: send only what must be resolved before it.
     pub bumping: bool,
     /// A flush (or close) wants every open batch sealed now.
     pub flushing: bool,
@@ -154,11 +154,17 @@ impl Sink {
                         wake_at = earliest(wake_at, Some(now + cx.settings.retry_backoff));
                     }
                 }
-                Some(_) if !cx.bumping => {
-                    let retry = s.take_sendable(&p, now, cx.producer, cx.settings, &mut outgoing);
+                Some(_) => {
+                    let retry = s.take_sendable(
+                        &p,
+                        now,
+                        cx.producer,
+                        cx.bumping,
+                        cx.settings,
+                        &mut outgoing,
+                    );
                     wake_at = earliest(wake_at, retry);
                 }
-                Some(_) => {}
             }
             drop(s);
             self.partitions.push(p);

@@ -827,7 +827,8 @@ impl World {
             .map(Sink::requests_in_flight)
             .sum();
         let wants_id = self.producer.identity.is_none() || self.producer.bump_needed;
-        if wants_id && !self.producer.bump_in_flight && requests_in_flight == 0 {
+        let resolved = self.producer.partitions.iter().all(|p| p.state().ready_for_bump());
+        if wants_id && !self.producer.bump_in_flight && requests_in_flight == 0 && resolved {
             let current = self.producer.identity;
             let request = InitProducerIdRequest::default()
                 .with_transactional_id(None)

@@ -76,7 +76,7 @@ fn partition_with(
 fn take(p: &Arc<ProducePartition>, now: Instant, settings: &ProduceSettings) -> Vec<Outgoing> {
     let mut out = Vec::new();
     p.state()
-        .take_sendable(p, now, Some(PRODUCER), settings, &mut out);
+        .take_sendable(p, now, Some(PRODUCER), false, settings, &mut out);
     out
 }
 
@@ -149,7 +149,7 @@ fn a_retry_goes_back_in_sequence_order_and_holds_the_partition() {
     let mut out = Vec::new();
     let again = p
         .state()
-        .take_sendable(&p, now, Some(PRODUCER), &settings, &mut out);
+        .take_sendable(&p, now, Some(PRODUCER), false, &settings, &mut out);
     assert_eq!(again, Some(now + settings.backoff(0)));
     // Resent with their first sequences, in order, one at a time while retrying.
     let later = now + Duration::from_secs(1);
@@ -362,4 +362,42 @@ fn while_a_retry_is_unresolved_one_batch_goes_at_a_time_and_nothing_new() {
     // Resolved: a full window of new batches again.
     let next = take(&p, later + Duration::from_secs(10), &settings);
     assert_eq!(next.iter().map(sequence_of).collect::<Vec<_>>(), vec![6, 7]);
+}
+
+#[test]
+fn a_batch_that_may_have_been_written_is_resolved_before_a_bump_renumbers_it() {
+    let now = Instant::now();
+    let (p, settings, _) = partition_with(3, 1, now);
+    let first = take(&p, now, &settings).remove(0);
+    p.state().settle(first, ack(), now, &settings);
+    let mut round = take(&p, now, &settings);
+    let (second, first_of_two) = (round.remove(1), round.remove(0));
+    // The connection broke under the first: it may have been written.
+    let lost = Verdict::Retry {
+        error: Error::Io(crate::engine::error::IoError::ShuttingDown),
+        stale: true,
+    };
+    p.state().settle(first_of_two, lost, now, &settings);
+    // The second was refused before writing: certainly not written.
+    let refused = Verdict::Retry {
+        error: Error::broker(KafkaCode::NOT_LEADER_OR_FOLLOWER, crate::protocol::ApiKey::Produce, None, None),
+        stale: true,
+    };
+    p.state().settle(second, refused, now, &settings);
+    assert!(!p.state().ready_for_bump(), "the first must be resolved first");
+    // While a bump is pending, only that batch goes out, under the old epoch.
+    let later = now + Duration::from_secs(5);
+    let mut out = Vec::new();
+    p.state()
+        .take_sendable(&p, later, Some(PRODUCER), true, &settings, &mut out);
+    assert_eq!(out.iter().map(sequence_of).collect::<Vec<_>>(), vec![1]);
+    assert_eq!(RecordBatchRef::new(&out[0].batch).unwrap().producer_epoch(), 0);
+    // The broker refuses it as out of order: it was never written. Ready.
+    let probe = out.remove(0);
+    p.state().settle(probe, Verdict::OutOfOrder(Error::ShuttingDown), later, &settings);
+    assert!(p.state().ready_for_bump());
+    let mut none = Vec::new();
+    p.state()
+        .take_sendable(&p, later + Duration::from_secs(5), Some(PRODUCER), true, &settings, &mut none);
+    assert!(none.is_empty(), "nothing else goes while the bump is pending");
 }
