@@ -179,7 +179,9 @@ impl ProducerShared {
 
     /// Whether every partition may be renumbered by an epoch bump now.
     fn ready_for_bump(&self) -> bool {
-        self.all_partitions().iter().all(|p| p.state().ready_for_bump())
+        self.all_partitions()
+            .iter()
+            .all(|p| p.state().ready_for_bump())
     }
 
     fn producer(&self) -> Option<ProducerId> {

@@ -546,7 +546,9 @@ impl PartitionState {
         if self.queue.is_empty() || (self.hold_until_drained && !self.in_flight.is_empty()) {
             return None;
         }
-        if bumping && !(self.in_flight.is_empty() && self.queue.front().is_some_and(|q| q.maybe_written)) {
+        if bumping
+            && !(self.in_flight.is_empty() && self.queue.front().is_some_and(|q| q.maybe_written))
+        {
             return None;
         }
         if let Some(at) = self.retry_at {
@@ -556,8 +558,7 @@ impl PartitionState {
             self.retry_at = None;
         }
         self.hold_until_drained = false;
-        let limit = if bumping
-            || (settings.idempotent && (!self.acked_in_epoch || self.retrying()))
+        let limit = if bumping || (settings.idempotent && (!self.acked_in_epoch || self.retrying()))
         {
             1
         } else {

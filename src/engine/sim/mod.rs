@@ -9,7 +9,10 @@
 //! the consumer read every offset exactly once.
 //!
 //! A failing seed prints itself and the run's last events; `KRING_SIM_SEED=<seed> cargo
-//! test --lib engine::sim::replay -- --nocapture` runs it again, exactly. Nothing here
+//! test --lib engine::sim::replay -- --nocapture` runs it again, exactly, and prints its
+//! whole trace (also when it passes). `KRING_SIM_SHOW_TIMEOUTS=1` names the seeds whose
+//! records ran into `delivery.timeout.ms` (allowed: some seeds cut connections every few
+//! hundred milliseconds). Nothing here
 //! reads the clock (virtual time starts at one `Instant` and only moves forward by
 //! simulated amounts) or iterates a hash map where order could matter.
 
@@ -827,7 +830,11 @@ impl World {
             .map(Sink::requests_in_flight)
             .sum();
         let wants_id = self.producer.identity.is_none() || self.producer.bump_needed;
-        let resolved = self.producer.partitions.iter().all(|p| p.state().ready_for_bump());
+        let resolved = self
+            .producer
+            .partitions
+            .iter()
+            .all(|p| p.state().ready_for_bump());
         if wants_id && !self.producer.bump_in_flight && requests_in_flight == 0 && resolved {
             let current = self.producer.identity;
             let request = InitProducerIdRequest::default()
@@ -1351,7 +1358,15 @@ fn run_traced(seed: u64, full_trace: bool) -> Result<Report, String> {
     }
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| world.run()));
     let failure = match outcome {
-        Ok(Ok(report)) => return Ok(report),
+        Ok(Ok(report)) => {
+            if full_trace {
+                eprintln!("faults: {:?}", world.faults);
+                for line in &world.trace {
+                    eprintln!("  {line}");
+                }
+            }
+            return Ok(report);
+        }
         Ok(Err(e)) => e,
         Err(panic) => panic
             .downcast_ref::<String>()
@@ -1375,6 +1390,12 @@ fn run_seeds(first: u64, count: u64) {
     for seed in first..first + count {
         match run_seed(seed) {
             Ok(r) => {
+                if r.timed_out > 0 && std::env::var("KRING_SIM_SHOW_TIMEOUTS").is_ok() {
+                    eprintln!(
+                        "seed {seed}: {} of {} records timed out",
+                        r.timed_out, r.records
+                    );
+                }
                 totals.records += r.records;
                 totals.acked += r.acked;
                 totals.timed_out += r.timed_out;

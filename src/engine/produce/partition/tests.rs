@@ -380,24 +380,49 @@ fn a_batch_that_may_have_been_written_is_resolved_before_a_bump_renumbers_it() {
     p.state().settle(first_of_two, lost, now, &settings);
     // The second was refused before writing: certainly not written.
     let refused = Verdict::Retry {
-        error: Error::broker(KafkaCode::NOT_LEADER_OR_FOLLOWER, crate::protocol::ApiKey::Produce, None, None),
+        error: Error::broker(
+            KafkaCode::NOT_LEADER_OR_FOLLOWER,
+            crate::protocol::ApiKey::Produce,
+            None,
+            None,
+        ),
         stale: true,
     };
     p.state().settle(second, refused, now, &settings);
-    assert!(!p.state().ready_for_bump(), "the first must be resolved first");
+    assert!(
+        !p.state().ready_for_bump(),
+        "the first must be resolved first"
+    );
     // While a bump is pending, only that batch goes out, under the old epoch.
     let later = now + Duration::from_secs(5);
     let mut out = Vec::new();
     p.state()
         .take_sendable(&p, later, Some(PRODUCER), true, &settings, &mut out);
     assert_eq!(out.iter().map(sequence_of).collect::<Vec<_>>(), vec![1]);
-    assert_eq!(RecordBatchRef::new(&out[0].batch).unwrap().producer_epoch(), 0);
+    assert_eq!(
+        RecordBatchRef::new(&out[0].batch).unwrap().producer_epoch(),
+        0
+    );
     // The broker refuses it as out of order: it was never written. Ready.
     let probe = out.remove(0);
-    p.state().settle(probe, Verdict::OutOfOrder(Error::ShuttingDown), later, &settings);
+    p.state().settle(
+        probe,
+        Verdict::OutOfOrder(Error::ShuttingDown),
+        later,
+        &settings,
+    );
     assert!(p.state().ready_for_bump());
     let mut none = Vec::new();
-    p.state()
-        .take_sendable(&p, later + Duration::from_secs(5), Some(PRODUCER), true, &settings, &mut none);
-    assert!(none.is_empty(), "nothing else goes while the bump is pending");
+    p.state().take_sendable(
+        &p,
+        later + Duration::from_secs(5),
+        Some(PRODUCER),
+        true,
+        &settings,
+        &mut none,
+    );
+    assert!(
+        none.is_empty(),
+        "nothing else goes while the bump is pending"
+    );
 }
