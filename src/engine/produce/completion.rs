@@ -69,6 +69,7 @@ impl BatchShared {
     }
 
     /// The result for record `index`, or the batch it moved to; registers `waker` if pending.
+    #[inline]
     pub(crate) fn poll_record(&self, index: usize, waker: Option<&Waker>) -> Poll<Resolved> {
         let Ok(mut o) = self.outcome.lock() else {
             return Poll::Ready(Resolved::Done(Err(Error::ShuttingDown)));
@@ -90,6 +91,7 @@ impl BatchShared {
         }
     }
 
+    #[inline]
     pub(crate) fn wait_record(&self, index: usize) -> Resolved {
         let Ok(mut o) = self.outcome.lock() else {
             return Resolved::Done(Err(Error::ShuttingDown));

@@ -334,7 +334,9 @@ impl PartitionState {
     }
 
     /// Appends a record (on the appending thread). `arena` is one waited for after an
-    /// earlier [`Appended::NeedArena`]; `now` is read only when a batch opens.
+    /// earlier [`Appended::NeedArena`]; `now` is read only when a batch opens. Inlined:
+    /// this is the per-record path, and the record encoder belongs inside it.
+    #[inline]
     pub fn append(
         &mut self,
         record: RecordParts<'_>,
