@@ -21,7 +21,10 @@ use kring::protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
     ProduceRequest, api_versions::ApiVersion, metadata::MetadataResponseBroker,
 };
-use kring::protocol::{Encode, FrameCutter, RequestHeader, RequestKind, decode_request_frame};
+use kring::protocol::{
+    Encode, FrameCutter, RequestHeader, RequestKind, decode_request_frame,
+    encode_response_frame_with,
+};
 
 fn bootstrap() -> String {
     std::env::var("KRING_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9092".into())
@@ -105,15 +108,12 @@ fn read_frame(stream: &mut TcpStream, cutter: &mut FrameCutter) -> Option<Bytes>
 /// Writes `body` as a response frame to `header`'s request, with the right header version.
 fn respond<M: Encode>(stream: &mut TcpStream, header: &RequestHeader, body: &M) {
     let api = ApiKey::from_i16(header.request_api_key).unwrap();
+    let version = header.request_api_version;
     let mut buf = BytesMut::new();
-    buf.put_i32(0);
-    buf.put_i32(header.correlation_id);
-    if api.response_header_version(header.request_api_version) >= 1 {
-        buf.put_u8(0); // empty tagged fields
-    }
-    body.encode(&mut buf, header.request_api_version).unwrap();
-    let len = (buf.len() - 4) as i32;
-    buf[..4].copy_from_slice(&len.to_be_bytes());
+    encode_response_frame_with(&mut buf, api, version, header.correlation_id, |b| {
+        body.encode(b, version)
+    })
+    .unwrap();
     let _ = stream.write_all(&buf);
 }
 

@@ -17,11 +17,11 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use kring::protocol::messages::ApiVersionsResponse;
 use kring::protocol::{
-    ApiKey, Decode, Encode, EncodeError, FRAME_PREFIX, FrameCutter, KafkaCode, RequestHeader,
-    RequestKind, ResponseHeader, ResponseKind,
+    ApiKey, Decode, Encode, EncodeError, FrameCutter, KafkaCode, RequestHeader, RequestKind,
+    ResponseKind, encode_response_frame_with,
 };
 
 use super::{Action, MockError, ReceivedRequest, Reply, error_response};
@@ -383,7 +383,8 @@ fn decode(frame: Bytes, broker_id: i32, connection: u64) -> Result<ReceivedReque
     })
 }
 
-/// Encodes a whole response frame: size, header (at the API's header version), body.
+/// Encodes a whole response frame: size, header (at the API's header version), body —
+/// kring's own server-side framing.
 pub(crate) fn encode_response(
     correlation_id: i32,
     api: ApiKey,
@@ -391,17 +392,7 @@ pub(crate) fn encode_response(
     body: &dyn Fn(&mut BytesMut) -> Result<(), EncodeError>,
 ) -> Result<BytesMut, EncodeError> {
     let mut buf = BytesMut::with_capacity(128);
-    buf.put_i32(0);
-    ResponseHeader::default()
-        .with_correlation_id(correlation_id)
-        .encode(&mut buf, api.response_header_version(version))?;
-    body(&mut buf)?;
-    let size = buf.len() - FRAME_PREFIX;
-    let size = i32::try_from(size).map_err(|_| EncodeError::TooLong {
-        what: "response frame",
-        len: size,
-    })?;
-    buf[..FRAME_PREFIX].copy_from_slice(&size.to_be_bytes());
+    encode_response_frame_with(&mut buf, api, version, correlation_id, body)?;
     Ok(buf)
 }
 

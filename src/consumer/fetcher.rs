@@ -17,6 +17,7 @@ use crate::engine::fetch::{Chunk, FetchSettings, FetchTarget, Fetcher, Next};
 use crate::error::Error;
 use crate::io::Broker;
 use crate::protocol::{ApiKey, Uuid};
+use crate::runtime::sleep_until;
 
 use super::ConsumerInner;
 
@@ -136,11 +137,6 @@ pub(crate) fn settings_of(config: &Config) -> FetchSettings {
     }
 }
 
-/// Sleeps until `deadline`.
-async fn sleep_until(deadline: Instant) {
-    tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)).await;
-}
-
 /// The fetcher task for one broker. Ends when the consumer is gone and no partition
 /// remains, or when the connection fails (its partitions go back to the consumer).
 pub(crate) async fn run(
@@ -181,7 +177,7 @@ pub(crate) async fn run(
                         None => return,
                     },
                     _ = wake.notified() => {}
-                    _ = sleep_until(until) => {}
+                    _ = sleep_until(Some(until)) => {}
                 }
                 continue;
             }

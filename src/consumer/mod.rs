@@ -399,11 +399,7 @@ pub struct PartitionConsumer {
 
 impl PartitionConsumer {
     fn error(&self, error: Error) -> ConsumerError {
-        ConsumerError {
-            topic: self.shared.topic.to_string(),
-            partition: self.shared.partition,
-            error,
-        }
+        consumer_error(&self.shared, error)
     }
 
     /// The topic.
@@ -492,15 +488,10 @@ impl PartitionConsumer {
                 Advance::Error(e) => return Some(Err(self.error(e))),
             }
         }
-        let topic = &self.shared.topic;
-        let partition = self.shared.partition;
-        self.reader.take_ready().map(|r| {
-            r.map_err(|error| ConsumerError {
-                topic: topic.to_string(),
-                partition,
-                error,
-            })
-        })
+        let shared = &self.shared;
+        self.reader
+            .take_ready()
+            .map(|r| r.map_err(|error| consumer_error(shared, error)))
     }
 
     /// [`PartitionConsumer::next_batch`] for plain threads.
@@ -580,6 +571,15 @@ impl PartitionConsumer {
         &mut self,
     ) -> Option<std::result::Result<Vec<Message>, ConsumerError>> {
         crate::client::block_on(self.next_messages())
+    }
+}
+
+/// `error` as the partition's consumer reports it.
+fn consumer_error(shared: &PartitionShared, error: Error) -> ConsumerError {
+    ConsumerError {
+        topic: shared.topic.to_string(),
+        partition: shared.partition,
+        error,
     }
 }
 

@@ -31,6 +31,7 @@ use crate::engine::connection::{Connection, Event};
 use crate::engine::error::IoError;
 use crate::io::transport::{Connector, TransportRead, TransportWrite};
 use crate::protocol::negotiation::ApiVersionsTable;
+use crate::runtime::sleep_until;
 
 pub use crate::engine::connection::{ConnectionConfig, EncodeRequest, RawResponse, TypedRequest};
 
@@ -275,14 +276,6 @@ async fn connect<C: Connector>(
         })
 }
 
-/// Sleeps until `deadline`, or forever when there is none.
-async fn sleep_until_opt(deadline: Option<std::time::Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(Instant::from_std(d)).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// One connected socket's life: the engine, and what the driver keeps beside it.
 struct Session {
     engine: RefCell<Connection<Reply>>,
@@ -421,7 +414,7 @@ impl Session {
                         session.close(rx, error);
                     }
                 },
-                _ = sleep_until_opt(timeout) => {
+                _ = sleep_until(timeout) => {
                     session.engine.borrow_mut().handle_timeout(Self::now());
                 }
             }
@@ -482,7 +475,7 @@ impl Session {
                         return false;
                     }
                 }
-                _ = sleep_until_opt(timeout) => {
+                _ = sleep_until(timeout) => {
                     self.engine.borrow_mut().handle_timeout(Self::now());
                     self.dispatch();
                     if self.ended() {

@@ -34,6 +34,7 @@ use crate::engine::produce::sink::{Leaders, Sink, SinkContext, SinkEvent};
 use crate::error::{Error, Result};
 use crate::protocol::messages::InitProducerIdRequest;
 use crate::protocol::{ApiKey, KafkaCode};
+use crate::runtime::sleep_until;
 
 /// Wakes a sink's task.
 #[derive(Debug, Default)]
@@ -220,14 +221,6 @@ impl ProducerShared {
     }
 }
 
-/// Sleeps until `deadline`, or forever when there is none.
-async fn sleep_until_opt(deadline: Option<Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
-        None => std::future::pending().await,
-    }
-}
-
 type Answer = (u64, std::result::Result<RawResponse, IoError>);
 
 /// One broker's sink task.
@@ -270,7 +263,7 @@ async fn run_sink(
                 }
             }
             _ = handle.waker.0.notified() => {}
-            _ = sleep_until_opt(timeout) => {}
+            _ = sleep_until(timeout) => {}
         }
     }
     // Whatever answers were still awaited when the runtime went away are dropped here;

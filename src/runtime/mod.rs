@@ -259,6 +259,16 @@ impl Drop for Inner {
     }
 }
 
+/// Sleeps until `deadline` (a `std` instant, as the engines speak), or forever when
+/// there is none: the one timer the drivers on a worker arm from an engine's
+/// `poll_timeout`.
+pub(crate) async fn sleep_until(deadline: Option<std::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
+        None => std::future::pending().await,
+    }
+}
+
 fn worker_main(backend: Backend, mut rx: mpsc::Receiver<TaskFn>, live: Arc<AtomicUsize>) {
     ON_WORKER.with(|w| w.set(true));
     let main = async move {

@@ -505,18 +505,18 @@ impl PartitionState {
     pub fn expire(&mut self, now: Instant, settings: &ProduceSettings) -> bool {
         let timeout = settings.delivery_timeout;
         let mut unknown_fate = false;
-        let queue = std::mem::take(&mut self.queue);
-        for q in queue {
-            if now >= q.created + timeout {
-                unknown_fate |= q.sent;
-                q.shared.complete(Err(Error::Timeout(format!(
-                    "delivery.timeout.ms ({timeout:?}) expired after {} attempt(s)",
-                    q.attempts + u32::from(q.sent)
-                ))));
-            } else {
-                self.queue.push_back(q);
+        // In place: this runs on every drain and should not reallocate the queue.
+        self.queue.retain(|q| {
+            if now < q.created + timeout {
+                return true;
             }
-        }
+            unknown_fate |= q.sent;
+            q.shared.complete(Err(Error::Timeout(format!(
+                "delivery.timeout.ms ({timeout:?}) expired after {} attempt(s)",
+                q.attempts + u32::from(q.sent)
+            ))));
+            false
+        });
         unknown_fate && settings.idempotent
     }
 

@@ -134,7 +134,9 @@ impl Sink {
         let mut outgoing = Vec::new();
         let mut wake_at = None;
         let mut bump = false;
-        for p in std::mem::take(&mut self.partitions) {
+        let (broker, events) = (self.broker, &mut self.events);
+        // Kept in place: a drain runs on every wake-up and should not reallocate the list.
+        self.partitions.retain(|p| {
             let leader = cx.leaders.leader_of(&p.topic, p.index);
             let mut s = p.state();
             wake_at = earliest(
@@ -143,20 +145,20 @@ impl Sink {
             );
             bump |= s.expire(now, cx.settings);
             match leader {
-                Some(id) if id != self.broker => {
+                Some(id) if id != broker => {
                     drop(s);
-                    self.events.push_back(SinkEvent::Moved(p));
-                    continue;
+                    events.push_back(SinkEvent::Moved(p.clone()));
+                    return false;
                 }
                 None => {
                     if s.has_sendable() {
-                        self.events.push_back(SinkEvent::Refresh(p.topic.clone()));
+                        events.push_back(SinkEvent::Refresh(p.topic.clone()));
                         wake_at = earliest(wake_at, Some(now + cx.settings.retry_backoff));
                     }
                 }
                 Some(_) => {
                     let retry = s.take_sendable(
-                        &p,
+                        p,
                         now,
                         cx.producer,
                         cx.bumping,
@@ -166,9 +168,8 @@ impl Sink {
                     wake_at = earliest(wake_at, retry);
                 }
             }
-            drop(s);
-            self.partitions.push(p);
-        }
+            true
+        });
         if bump {
             self.events.push_back(SinkEvent::BumpEpoch);
         }
