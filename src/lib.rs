@@ -61,4 +61,11 @@ pub mod internals {
     pub fn live_tasks(client: &crate::Client) -> usize {
         client.runtime().live_tasks()
     }
+
+    /// The connection settings `config` implies (security files read).
+    pub fn connection_config(
+        config: &crate::Config,
+    ) -> Result<ConnectionConfig, crate::config::ConfigurationError> {
+        config.connection_config()
+    }
 }

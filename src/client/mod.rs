@@ -300,7 +300,7 @@ impl Client {
     #[doc(hidden)]
     pub async fn connect_with_runtime(config: Config, runtime: Runtime) -> Result<Client> {
         config.validate()?;
-        let conn_config = config.connection_config();
+        let conn_config = config.connection_config()?;
         let mut seeds = Vec::new();
         for addr in &config.bootstrap_servers {
             seeds.push(Broker::open(

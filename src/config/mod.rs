@@ -8,6 +8,7 @@
 //! combination and names the field at fault.
 
 mod properties;
+pub mod security;
 
 use std::time::Duration;
 
@@ -16,6 +17,10 @@ pub use crate::io::{Backend, BackendChoice};
 use crate::runtime::RuntimeConfig;
 
 pub use properties::PROPERTIES;
+pub use security::{
+    OAuthToken, PemSource, SaslConfig, SaslMechanism, Secret, SecurityConfig, SecurityProtocol,
+    TlsConfig, TokenProvider, UnsecuredJwt,
+};
 
 /// A configuration value that is missing, malformed or inconsistent with another.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -66,6 +71,8 @@ pub struct Config {
     pub group: GroupConfig,
     /// Admin operations.
     pub admin: AdminConfig,
+    /// TLS and SASL (`security.protocol`, `ssl.*`, `sasl.*`).
+    pub security: SecurityConfig,
 }
 
 /// Connection and runtime settings.
@@ -381,6 +388,7 @@ impl Default for Config {
             consumer: ConsumerConfig::default(),
             group: GroupConfig::default(),
             admin: AdminConfig::default(),
+            security: SecurityConfig::default(),
         }
     }
 }
@@ -565,12 +573,12 @@ impl Config {
         if self.admin.timeout.is_zero() {
             return Err(inconsistent("admin.timeout", "must be above zero"));
         }
-        Ok(())
+        self.security.validate()
     }
 
     /// The connection settings this configuration implies.
-    pub(crate) fn connection_config(&self) -> ConnectionConfig {
-        ConnectionConfig {
+    pub(crate) fn connection_config(&self) -> Result<ConnectionConfig, ConfigurationError> {
+        Ok(ConnectionConfig {
             client_id: self.client_id.clone(),
             connect_timeout: self.net.connect_timeout,
             request_timeout: self.net.request_timeout,
@@ -579,8 +587,9 @@ impl Config {
             reconnect_backoff: self.net.reconnect_backoff,
             reconnect_backoff_max: self.net.reconnect_backoff_max,
             queue_capacity: self.net.queue_capacity,
+            security: crate::io::security::connection_security(&self.security)?,
             ..ConnectionConfig::default()
-        }
+        })
     }
 
     /// The runtime settings this configuration implies.

@@ -27,10 +27,18 @@
 //! - Once broken or closed the engine emits [`Event::Broken`] or [`Event::Closed`] once;
 //!   later calls are no-ops (new requests fail at once).
 //!
-//! Phases: `Handshake` (ApiVersions) → `Ready`. TLS will sit below the frame cutter
-//! (bytes read are decrypted before [`FrameCutter`], transmit is encrypted after
-//! encoding) and SASL is a phase between `Handshake` and `Ready` that exchanges
-//! SaslHandshake/SaslAuthenticate frames through the same in-flight queue.
+//! Phases: `Handshake` (ApiVersions) → `Sasl` (when SASL is configured:
+//! SaslHandshake, then SaslAuthenticate rounds) → `Ready`. TLS sits below the frame
+//! cutter ([`crate::engine::tls`]): bytes read are decrypted before they reach the
+//! [`FrameCutter`], and what is to be written is encrypted after encoding; the TLS
+//! handshake runs under the ApiVersions request, which rustls holds until it is done.
+//! The frame cap stays at [`HANDSHAKE_MAX_FRAME`] until authentication succeeds.
+//!
+//! Re-authentication (KIP-368): when the broker gives the session a lifetime, the
+//! engine asks for fresh credentials ([`Event::ReauthenticationNeeded`]) at 85–95% of
+//! it; once the driver hands them over ([`Connection::reauthenticate`]) new requests
+//! wait until the in-flight ones are answered, the SASL exchange runs again, and the
+//! waiting requests go out.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -38,8 +46,14 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
+use crate::engine::backoff::SplitMix64;
 use crate::engine::error::IoError;
-use crate::protocol::messages::{ApiVersionsRequest, ProduceRequest};
+use crate::engine::sasl::{SaslCredentials, SaslExchange, SaslSetup, Step};
+use crate::engine::tls::{TlsLayer, TlsSetup};
+use crate::protocol::messages::{
+    ApiVersionsRequest, ProduceRequest, SaslAuthenticateRequest, SaslAuthenticateResponse,
+    SaslHandshakeRequest, SaslHandshakeResponse,
+};
 use crate::protocol::negotiation::{self, ApiVersionsTable};
 use crate::protocol::{self, ApiKey, Decode, DecodeError, FrameCutter, KafkaCode, Request};
 use crate::protocol::{ResponseHeader, messages::ApiVersionsResponse};
@@ -77,6 +91,30 @@ pub struct ConnectionConfig {
     pub read_chunk_size: usize,
     /// How long a closing connection waits for in-flight responses before giving up.
     pub drain_timeout: Duration,
+    /// TLS and SASL (`security.protocol` and its settings); none for PLAINTEXT.
+    pub security: ConnectionSecurity,
+}
+
+/// The security layers of a connection.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectionSecurity {
+    /// TLS (SSL, SASL_SSL).
+    pub tls: Option<TlsSetup>,
+    /// SASL (SASL_PLAINTEXT, SASL_SSL).
+    pub sasl: Option<SaslSetup>,
+}
+
+/// What a driver hands a new connection besides its settings: the SASL credentials
+/// resolved for it (a token obtained from the application's provider, say), the SCRAM
+/// nonce, and a seed for the re-authentication jitter.
+#[derive(Debug, Clone, Default)]
+pub struct Start {
+    /// Credentials for the SASL exchange; `None` takes the password from the settings.
+    pub credentials: Option<SaslCredentials>,
+    /// SCRAM's client nonce (printable ASCII without `,`), drawn from a CSPRNG.
+    pub nonce: String,
+    /// Seeds the jitter of the re-authentication time.
+    pub seed: u64,
 }
 
 impl Default for ConnectionConfig {
@@ -94,6 +132,7 @@ impl Default for ConnectionConfig {
             queue_capacity: 1024,
             read_chunk_size: 64 * 1024,
             drain_timeout: Duration::from_secs(5),
+            security: ConnectionSecurity::default(),
         }
     }
 }
@@ -206,6 +245,9 @@ pub enum Event<T> {
     Closed,
     /// The connection failed; every request already has its outcome. The end.
     Broken(IoError),
+    /// The broker's SASL session is about to expire (KIP-368): hand fresh credentials
+    /// to [`Connection::reauthenticate`].
+    ReauthenticationNeeded,
 }
 
 struct Queued<T> {
@@ -237,9 +279,28 @@ enum Phase {
         correlation_id: i32,
         retried: bool,
     },
+    /// Authenticating: a SaslHandshake (`authenticating` false) or SaslAuthenticate
+    /// request is on the wire with `correlation_id`, at `version`.
+    Sasl {
+        correlation_id: i32,
+        version: i16,
+        authenticating: bool,
+    },
     Ready,
     /// Broken or closed: every call is a no-op.
     Done,
+}
+
+/// Re-authentication (KIP-368) bookkeeping.
+#[derive(Debug, Default)]
+enum Reauth {
+    /// Nothing to do (no session lifetime, or its time has not come).
+    #[default]
+    Idle,
+    /// The driver was asked for credentials.
+    Asked,
+    /// Credentials are here: the exchange starts once nothing is in flight.
+    Pending(SaslCredentials, String),
 }
 
 /// One broker connection's protocol state. `T` is the driver's token for a request
@@ -262,6 +323,24 @@ pub struct Connection<T> {
     unanswered: Vec<Unanswered<T>>,
     writing: Vec<Unanswered<T>>,
     events: VecDeque<Event<T>>,
+    tls: Option<TlsLayer>,
+    /// The ciphertext buffer lent to reads when TLS is on.
+    tls_read: BytesMut,
+    /// The SASL exchange in progress, and credentials waiting for the SaslHandshake.
+    sasl: Option<SaslExchange>,
+    sasl_start: Option<(SaslCredentials, String)>,
+    /// The first SaslAuthenticate message, sent once the mechanism is accepted.
+    sasl_first: Option<Vec<u8>>,
+    /// When the SASL exchange in progress must be done.
+    sasl_deadline: Instant,
+    reauth: Reauth,
+    /// When to ask for re-authentication.
+    reauth_at: Option<Instant>,
+    /// Whether `Ready` was emitted (a re-authentication does not emit it again).
+    announced: bool,
+    /// Requests answered on this connection.
+    answered: u64,
+    jitter: SplitMix64,
 }
 
 impl<T> std::fmt::Debug for Connection<T> {
@@ -277,8 +356,20 @@ impl<T> std::fmt::Debug for Connection<T> {
 
 impl<T> Connection<T> {
     /// A connection whose TCP stream was just established: the ApiVersions request is
-    /// ready to transmit, and the handshake must finish by `setup_deadline`.
+    /// ready to transmit, and the handshake must finish by `setup_deadline`. SASL, if
+    /// configured, takes its password from the settings.
+    #[cfg(test)]
     pub fn new(addr: Arc<str>, config: Arc<ConnectionConfig>, setup_deadline: Instant) -> Self {
+        Self::start(addr, config, setup_deadline, Start::default())
+    }
+
+    /// [`Connection::new`] with what the driver resolved for this connection.
+    pub fn start(
+        addr: Arc<str>,
+        config: Arc<ConnectionConfig>,
+        setup_deadline: Instant,
+        start: Start,
+    ) -> Self {
         let version = ApiKey::ApiVersions.max_stable_version();
         let placeholder = Phase::Handshake {
             version,
@@ -286,6 +377,33 @@ impl<T> Connection<T> {
             retried: false,
         };
         let mut conn = Self::with_phase(addr, config, placeholder, setup_deadline);
+        conn.jitter = SplitMix64::new(start.seed);
+        if let Some(tls) = &conn.config.security.tls {
+            match TlsLayer::new(tls, &conn.addr) {
+                Ok(layer) => conn.tls = Some(layer),
+                Err(failure) => {
+                    let error = conn.tls_error(failure.0);
+                    conn.fail(error);
+                    return conn;
+                }
+            }
+        }
+        if let Some(sasl) = &conn.config.security.sasl {
+            match start.credentials.or_else(|| sasl.static_credentials()) {
+                Some(credentials) => conn.sasl_start = Some((credentials, start.nonce)),
+                None => {
+                    let error = IoError::Authentication {
+                        addr: conn.addr.to_string(),
+                        reason: format!(
+                            "{} needs credentials and none were given",
+                            sasl.mechanism.name()
+                        ),
+                    };
+                    conn.fail(error);
+                    return conn;
+                }
+            }
+        }
         conn.send_api_versions(version, false);
         conn
     }
@@ -321,12 +439,24 @@ impl<T> Connection<T> {
             unanswered: Vec::new(),
             writing: Vec::new(),
             events: VecDeque::new(),
+            tls: None,
+            tls_read: BytesMut::new(),
+            sasl: None,
+            sasl_start: None,
+            sasl_first: None,
+            sasl_deadline: setup_deadline,
+            reauth: Reauth::Idle,
+            reauth_at: None,
+            announced: false,
+            answered: 0,
+            jitter: SplitMix64::new(0),
         }
     }
 
-    /// Whether the handshake is done and the connection neither broken nor closed.
+    /// Whether the handshake (and authentication) is done and the connection neither
+    /// broken nor closed; a KIP-368 re-authentication in progress does not change it.
     pub fn is_ready(&self) -> bool {
-        self.phase == Phase::Ready
+        self.phase != Phase::Done && (self.announced || self.phase == Phase::Ready)
     }
 
     /// Whether the engine has ended (broken or closed). Events may still be pending.
@@ -395,6 +525,7 @@ impl<T> Connection<T> {
             return;
         }
         self.queued.push_back(Queued { request, token });
+        self.check_reauthentication(now);
         self.encode_queued(now);
     }
 
@@ -411,6 +542,16 @@ impl<T> Connection<T> {
     fn encode_queued(&mut self, now: Instant) {
         if self.phase != Phase::Ready {
             return;
+        }
+        match self.reauth {
+            Reauth::Pending(..) => {
+                self.start_reauthentication(now);
+                return;
+            }
+            // Requests sent now could reach the broker after the session expired (it
+            // would close the connection): they wait for the credentials.
+            Reauth::Asked => return,
+            Reauth::Idle => {}
         }
         let Some(versions) = self.versions.clone() else {
             return;
@@ -449,12 +590,24 @@ impl<T> Connection<T> {
     /// Moves every byte waiting to be written into `out` (segments in order, for one
     /// vectored write). Returns whether there was any.
     pub fn poll_transmit(&mut self, out: &mut Vec<Bytes>) -> bool {
-        if self.transmit.is_empty() {
-            return false;
+        let Some(tls) = self.tls.as_mut() else {
+            if self.transmit.is_empty() {
+                return false;
+            }
+            out.append(&mut self.transmit);
+            self.writing.append(&mut self.unanswered);
+            return true;
+        };
+        if !self.transmit.is_empty() {
+            if let Err(failure) = tls.encrypt(&self.transmit) {
+                let error = self.tls_error(failure.0);
+                self.fail(error);
+                return false;
+            }
+            self.transmit.clear();
+            self.writing.append(&mut self.unanswered);
         }
-        out.append(&mut self.transmit);
-        self.writing.append(&mut self.unanswered);
-        true
+        tls.poll_ciphertext(out)
     }
 
     /// The driver wrote everything [`Connection::poll_transmit`] handed it: requests
@@ -477,13 +630,53 @@ impl<T> Connection<T> {
     /// and its spare capacity holds at least the rest of the frame being read. Give it
     /// back through [`Connection::handle_read`].
     pub fn lend_read_buffer(&mut self) -> BytesMut {
-        self.cutter.lend()
+        if self.tls.is_none() {
+            return self.cutter.lend();
+        }
+        let mut buf = std::mem::take(&mut self.tls_read);
+        buf.clear();
+        buf.reserve(self.config.read_chunk_size.max(TLS_RECORD));
+        buf
     }
 
     /// The read buffer is back, with the bytes read appended.
     pub fn handle_read(&mut self, buf: BytesMut, now: Instant) {
-        self.cutter.restore(buf);
-        self.cut_frames(now);
+        if self.tls.is_none() {
+            self.cutter.restore(buf);
+            self.cut_frames(now);
+            return;
+        }
+        self.handle_ciphertext(&buf, now);
+        self.tls_read = buf;
+    }
+
+    /// Ciphertext read: decrypted into the frame cutter, then cut.
+    fn handle_ciphertext(&mut self, data: &[u8], now: Instant) {
+        let Some(tls) = self.tls.as_mut() else {
+            return;
+        };
+        if self.phase == Phase::Done || data.is_empty() {
+            return;
+        }
+        match tls.read_ciphertext(data, &mut self.cutter) {
+            Ok(closed) => {
+                self.cut_frames(now);
+                if closed {
+                    self.handle_eof(now);
+                }
+            }
+            Err(failure) => {
+                let error = self.tls_error(failure.0);
+                self.fail(error);
+            }
+        }
+    }
+
+    fn tls_error(&self, reason: String) -> IoError {
+        IoError::Tls {
+            addr: self.addr.to_string(),
+            reason,
+        }
     }
 
     /// Bytes read into a buffer of the driver's own (one copy): the tests' and the
@@ -491,6 +684,10 @@ impl<T> Connection<T> {
     #[cfg(test)]
     pub fn handle_bytes(&mut self, data: &[u8], now: Instant) {
         if self.phase == Phase::Done {
+            return;
+        }
+        if self.tls.is_some() {
+            self.handle_ciphertext(data, now);
             return;
         }
         self.cutter.extend(data);
@@ -505,6 +702,16 @@ impl<T> Connection<T> {
         read: impl FnOnce(&mut [u8]) -> Result<usize, E>,
         now: Instant,
     ) -> Result<usize, E> {
+        if self.tls.is_some() {
+            let mut buf = std::mem::take(&mut self.tls_read);
+            buf.resize(self.config.read_chunk_size.max(TLS_RECORD), 0);
+            let result = read(&mut buf);
+            let n = *result.as_ref().unwrap_or(&0);
+            self.handle_ciphertext(&buf[..n.min(buf.len())], now);
+            buf.clear();
+            self.tls_read = buf;
+            return result;
+        }
         let result = self.cutter.fill_with(read);
         if matches!(result, Ok(n) if n > 0) {
             self.cut_frames(now);
@@ -518,7 +725,21 @@ impl<T> Connection<T> {
             return;
         }
         let pending = self.cutter.buffered().len();
+        let tls_handshaking = self.tls.as_ref().is_some_and(TlsLayer::is_handshaking);
         let error = match self.phase {
+            Phase::Handshake { .. } if tls_handshaking => self.disconnected(
+                "closed by the peer during the TLS handshake: the listener may not expect TLS \
+                 (a PLAINTEXT or SASL_PLAINTEXT listener?), or it refused this client"
+                    .into(),
+            ),
+            Phase::Sasl { .. } => IoError::Authentication {
+                addr: self.addr.to_string(),
+                reason: format!(
+                    "the broker closed the connection during SASL authentication ({}): \
+                     the listener may not expect SASL, or it refused the credentials",
+                    self.sasl_mechanism_name()
+                ),
+            },
             Phase::Handshake { .. } => self.foreign_protocol().unwrap_or_else(|| {
                 self.disconnected(if pending == 0 {
                     "closed by the peer during the Kafka handshake (ApiVersions): the port may \
@@ -531,6 +752,18 @@ impl<T> Connection<T> {
             _ if pending > 0 => self.disconnected(format!(
                 "closed by the broker mid-response ({pending} bytes unread)"
             )),
+            Phase::Ready
+                if self.answered == 0
+                    && !self.in_flight.is_empty()
+                    && self.config.security.sasl.is_none() =>
+            {
+                self.disconnected(
+                    "closed by the broker before answering the first request: the listener \
+                     may require SASL authentication (security.protocol SASL_PLAINTEXT or \
+                     SASL_SSL)"
+                        .into(),
+                )
+            }
             _ => self.disconnected("closed by the broker".into()),
         };
         self.fail(error);
@@ -542,7 +775,11 @@ impl<T> Connection<T> {
             return;
         }
         let step = match self.phase {
+            Phase::Handshake { .. } if self.tls.as_ref().is_some_and(TlsLayer::is_handshaking) => {
+                " during the TLS handshake"
+            }
             Phase::Handshake { .. } => " during the Kafka handshake",
+            Phase::Sasl { .. } => " during SASL authentication",
             _ => "",
         };
         let error = self.disconnected(format!("{}{step}: {error}", error.kind()));
@@ -554,13 +791,32 @@ impl<T> Connection<T> {
         match self.phase {
             Phase::Done => {}
             Phase::Handshake { .. } if now >= self.setup_deadline => {
-                self.fail(IoError::HandshakeTimedOut {
-                    addr: self.addr.to_string(),
-                    after: self.config.connect_timeout,
-                });
+                let error = if self.tls.as_ref().is_some_and(TlsLayer::is_handshaking) {
+                    IoError::SetupTimedOut {
+                        addr: self.addr.to_string(),
+                        step: "the TLS handshake".into(),
+                        after: self.config.connect_timeout,
+                    }
+                } else {
+                    IoError::HandshakeTimedOut {
+                        addr: self.addr.to_string(),
+                        after: self.config.connect_timeout,
+                    }
+                };
+                self.fail(error);
             }
             Phase::Handshake { .. } => {}
+            Phase::Sasl { .. } if now >= self.sasl_deadline => {
+                let error = IoError::SetupTimedOut {
+                    addr: self.addr.to_string(),
+                    step: format!("SASL authentication ({})", self.sasl_mechanism_name()),
+                    after: self.config.connect_timeout,
+                };
+                self.fail(error);
+            }
+            Phase::Sasl { .. } => {}
             Phase::Ready => {
+                self.check_reauthentication(now);
                 if let Some((deadline, _)) = &self.closing
                     && now >= *deadline
                 {
@@ -592,13 +848,11 @@ impl<T> Connection<T> {
         match self.phase {
             Phase::Done => None,
             Phase::Handshake { .. } => Some(self.setup_deadline),
+            Phase::Sasl { .. } => Some(self.sasl_deadline),
             Phase::Ready => {
                 let front = self.in_flight.front().map(|f| f.deadline);
                 let drain = self.closing.as_ref().map(|(d, _)| *d);
-                match (front, drain) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                }
+                [front, drain, self.reauth_at].into_iter().flatten().min()
             }
         }
     }
@@ -624,7 +878,7 @@ impl<T> Connection<T> {
 
     fn finish_close_if_drained(&mut self) {
         let closing = self.closing.is_some();
-        let handshaking = matches!(self.phase, Phase::Handshake { .. });
+        let handshaking = matches!(self.phase, Phase::Handshake { .. } | Phase::Sasl { .. });
         if closing && (handshaking || (self.in_flight.is_empty() && self.writing.is_empty())) {
             if let Some((_, error)) = self.closing.clone() {
                 self.fail_requests(&error);
@@ -669,6 +923,7 @@ impl<T> Connection<T> {
     }
 
     fn cut_frames(&mut self, now: Instant) {
+        self.check_reauthentication(now);
         while self.phase != Phase::Done {
             match self.cutter.next_frame() {
                 Ok(Some(frame)) => self.handle_frame(frame, now),
@@ -712,6 +967,11 @@ impl<T> Connection<T> {
                 correlation_id,
                 retried,
             } => self.handle_api_versions(frame, version, correlation_id, retried, now),
+            Phase::Sasl {
+                correlation_id,
+                version,
+                authenticating,
+            } => self.handle_sasl_frame(frame, correlation_id, version, authenticating, now),
             Phase::Ready => self.handle_response(frame, now),
             Phase::Done => {}
         }
@@ -761,12 +1021,14 @@ impl<T> Connection<T> {
     ) {
         let code = KafkaCode(response.error_code);
         if code.is_ok() {
-            let table = Arc::new(ApiVersionsTable::from_response(response));
-            self.versions = Some(table.clone());
-            self.cutter.set_max_frame(self.config.max_response_size);
-            self.phase = Phase::Ready;
-            self.events.push_back(Event::Ready(table));
-            self.encode_queued(now);
+            self.versions = Some(Arc::new(ApiVersionsTable::from_response(response)));
+            match self.sasl_start.take() {
+                Some((credentials, nonce)) => {
+                    self.sasl_deadline = self.setup_deadline;
+                    self.send_sasl_handshake(credentials, nonce);
+                }
+                None => self.become_ready(now),
+            }
             return;
         }
         match negotiation::api_versions_fallback(response) {
@@ -807,6 +1069,7 @@ impl<T> Connection<T> {
                 self.fail(error);
             }
             Ok(_) => {
+                self.answered += 1;
                 self.events.push_back(Event::Response(
                     entry.token,
                     Ok(RawResponse {
@@ -819,7 +1082,286 @@ impl<T> Connection<T> {
             }
         }
     }
+
+    /// Authenticated (or no SASL): frames may be large now, and requests go out.
+    fn become_ready(&mut self, now: Instant) {
+        self.cutter.set_max_frame(self.config.max_response_size);
+        self.phase = Phase::Ready;
+        if !self.announced {
+            self.announced = true;
+            if let Some(table) = self.versions.clone() {
+                self.events.push_back(Event::Ready(table));
+            }
+        }
+        self.encode_queued(now);
+    }
+
+    fn sasl_mechanism_name(&self) -> &'static str {
+        self.config
+            .security
+            .sasl
+            .as_ref()
+            .map_or("SASL", |s| s.mechanism.name())
+    }
+
+    fn auth_error(&self, reason: String) -> IoError {
+        IoError::Authentication {
+            addr: self.addr.to_string(),
+            reason,
+        }
+    }
+
+    /// The broker's session expires soon (see [`Event::ReauthenticationNeeded`]): the
+    /// exchange runs again with `credentials` once the requests in flight are answered.
+    pub fn reauthenticate(&mut self, credentials: SaslCredentials, nonce: String, now: Instant) {
+        if self.phase == Phase::Done {
+            return;
+        }
+        self.reauth = Reauth::Pending(credentials, nonce);
+        self.encode_queued(now);
+    }
+
+    /// The driver could not get credentials for a re-authentication: requests flow
+    /// again, and when the session expires the broker closes the connection (the next
+    /// request reconnects and authenticates afresh).
+    pub fn reauthentication_failed(&mut self, now: Instant) {
+        if let Reauth::Asked = self.reauth {
+            self.reauth = Reauth::Idle;
+            self.encode_queued(now);
+        }
+    }
+
+    fn start_reauthentication(&mut self, now: Instant) {
+        if !self.in_flight.is_empty() || self.phase != Phase::Ready {
+            return;
+        }
+        if let Reauth::Pending(credentials, nonce) = std::mem::take(&mut self.reauth) {
+            self.sasl_deadline = now + self.config.request_timeout;
+            self.send_sasl_handshake(credentials, nonce);
+        }
+    }
+
+    /// Encodes one of the engine's own requests (SASL) at `version` into `transmit`.
+    fn send_own<R: Request>(&mut self, request: &R, version: i16) -> Option<i32> {
+        let correlation_id = self.take_correlation_id();
+        let mut buf = BytesMut::with_capacity(64);
+        match protocol::encode_request_frame(
+            &mut buf,
+            request,
+            version,
+            correlation_id,
+            Some(&self.config.client_id),
+        ) {
+            Ok(()) => {
+                self.transmit.push(buf.freeze());
+                Some(correlation_id)
+            }
+            Err(source) => {
+                self.fail(IoError::Encode {
+                    api: R::API_KEY,
+                    source,
+                });
+                None
+            }
+        }
+    }
+
+    fn negotiated(&self, api: ApiKey) -> Option<i16> {
+        self.versions.as_ref().and_then(|v| v.version_for(api))
+    }
+
+    fn send_sasl_handshake(&mut self, credentials: SaslCredentials, nonce: String) {
+        let Some(mechanism) = self.config.security.sasl.as_ref().map(|s| s.mechanism) else {
+            return;
+        };
+        let Some(version) = self.negotiated(ApiKey::SaslHandshake).filter(|&v| v >= 1) else {
+            let error = self.auth_error(
+                "the broker does not offer SaslHandshake v1 (Kafka 1.0 or later), so it \
+                 cannot authenticate this client"
+                    .into(),
+            );
+            self.fail(error);
+            return;
+        };
+        let (exchange, first) = match SaslExchange::start(mechanism, &credentials, nonce) {
+            Ok(started) => started,
+            Err(e) => {
+                let error = self.auth_error(e.to_string());
+                self.fail(error);
+                return;
+            }
+        };
+        self.sasl = Some(exchange);
+        let request = SaslHandshakeRequest::default().with_mechanism(mechanism.name().into());
+        if let Some(correlation_id) = self.send_own(&request, version) {
+            self.phase = Phase::Sasl {
+                correlation_id,
+                version,
+                authenticating: false,
+            };
+            // The first SaslAuthenticate message waits for the mechanism to be accepted.
+            self.sasl_first = Some(first);
+        }
+    }
+
+    fn send_sasl_authenticate(&mut self, auth_bytes: Vec<u8>) {
+        let Some(version) = self.negotiated(ApiKey::SaslAuthenticate) else {
+            let error =
+                self.auth_error("the broker does not offer SaslAuthenticate (KIP-152)".into());
+            self.fail(error);
+            return;
+        };
+        let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(auth_bytes));
+        if let Some(correlation_id) = self.send_own(&request, version) {
+            self.phase = Phase::Sasl {
+                correlation_id,
+                version,
+                authenticating: true,
+            };
+        }
+    }
+
+    fn handle_sasl_frame(
+        &mut self,
+        mut frame: Bytes,
+        correlation_id: i32,
+        version: i16,
+        authenticating: bool,
+        now: Instant,
+    ) {
+        let api = if authenticating {
+            ApiKey::SaslAuthenticate
+        } else {
+            ApiKey::SaslHandshake
+        };
+        let header = ResponseHeader::decode(&mut frame, api.response_header_version(version));
+        match header {
+            Ok(h) if h.correlation_id == correlation_id => {}
+            Ok(h) => {
+                let error = self.disconnected(format!(
+                    "SASL answered with correlation id {} instead of {correlation_id}",
+                    h.correlation_id
+                ));
+                self.fail(error);
+                return;
+            }
+            Err(source) => {
+                self.fail(IoError::Decode {
+                    api,
+                    addr: self.addr.to_string(),
+                    source,
+                });
+                return;
+            }
+        }
+        if authenticating {
+            match protocol::decode_response_body::<SaslAuthenticateResponse>(frame, version) {
+                Ok(r) => self.handle_sasl_authenticate(&r, now),
+                Err(source) => self.fail(IoError::Decode {
+                    api,
+                    addr: self.addr.to_string(),
+                    source,
+                }),
+            }
+        } else {
+            match protocol::decode_response_body::<SaslHandshakeResponse>(frame, version) {
+                Ok(r) => self.handle_sasl_handshake(&r),
+                Err(source) => self.fail(IoError::Decode {
+                    api,
+                    addr: self.addr.to_string(),
+                    source,
+                }),
+            }
+        }
+    }
+
+    fn handle_sasl_handshake(&mut self, response: &SaslHandshakeResponse) {
+        let code = KafkaCode(response.error_code);
+        if !code.is_ok() {
+            let reason = if code == KafkaCode::UNSUPPORTED_SASL_MECHANISM {
+                format!(
+                    "the broker does not enable {} on this listener (it offers {:?})",
+                    self.sasl_mechanism_name(),
+                    response.mechanisms
+                )
+            } else if code == KafkaCode::ILLEGAL_SASL_STATE {
+                "the listener does not expect SASL (security.protocol SSL or PLAINTEXT \
+                 rather than SASL_SSL or SASL_PLAINTEXT?)"
+                    .to_string()
+            } else {
+                format!("SaslHandshake refused: {code}")
+            };
+            let error = self.auth_error(reason);
+            self.fail(error);
+            return;
+        }
+        match self.sasl_first.take() {
+            Some(first) => self.send_sasl_authenticate(first),
+            None => {
+                let error = self.auth_error("SASL exchange lost its first message".into());
+                self.fail(error);
+            }
+        }
+    }
+
+    fn handle_sasl_authenticate(&mut self, response: &SaslAuthenticateResponse, now: Instant) {
+        let Some(exchange) = self.sasl.as_mut() else {
+            let error = self.auth_error("a SASL answer with no exchange in progress".into());
+            self.fail(error);
+            return;
+        };
+        let code = KafkaCode(response.error_code);
+        if !code.is_ok() {
+            let message = response
+                .error_message
+                .clone()
+                .unwrap_or_else(|| code.to_string());
+            let reason = exchange.rejected(&message).to_string();
+            let error = self.auth_error(reason);
+            self.fail(error);
+            return;
+        }
+        match exchange.step(&response.auth_bytes) {
+            Ok(Step::Reply(bytes)) => self.send_sasl_authenticate(bytes),
+            Ok(Step::Done) => {
+                self.sasl = None;
+                self.schedule_reauthentication(response.session_lifetime_ms, now);
+                self.become_ready(now);
+            }
+            Err(e) => {
+                let error = self.auth_error(e.to_string());
+                self.fail(error);
+            }
+        }
+    }
+
+    /// Asks for credentials once the re-authentication time has come. Called wherever
+    /// time comes in (a driver that is kept busy may never see a timer fire).
+    fn check_reauthentication(&mut self, now: Instant) {
+        if self.phase == Phase::Ready && self.reauth_at.is_some_and(|at| now >= at) {
+            self.reauth_at = None;
+            self.reauth = Reauth::Asked;
+            self.events.push_back(Event::ReauthenticationNeeded);
+        }
+    }
+
+    /// KIP-368: ask for re-authentication at 85–95% of the session's lifetime (as the
+    /// Java client does), so it is done before the broker closes the connection.
+    fn schedule_reauthentication(&mut self, lifetime_ms: i64, now: Instant) {
+        self.reauth = Reauth::Idle;
+        if lifetime_ms <= 0 {
+            self.reauth_at = None;
+            return;
+        }
+        let fraction = 0.85 + 0.10 * (self.jitter.next_u64() as f64 / u64::MAX as f64);
+        let after = Duration::from_millis((lifetime_ms as f64 * fraction) as u64);
+        self.reauth_at = Some(now + after);
+    }
 }
+
+/// The largest TLS record (16 KiB of payload plus overhead): a ciphertext read buffer
+/// holds at least one.
+const TLS_RECORD: usize = 16 * 1024 + 512;
 
 /// What a peer that answered a Kafka request in another protocol is, from the first
 /// bytes it sent; `None` when they are not recognisably anything.

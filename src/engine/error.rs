@@ -75,6 +75,46 @@ pub enum IoError {
         /// What it answered, and what to do about it.
         reason: String,
     },
+    /// The TCP connection was made but a later setup step (the TLS handshake, SASL
+    /// authentication) did not finish in time.
+    #[error("connected to {addr}, but {step} did not finish within {after:?}")]
+    SetupTimedOut {
+        /// The broker's address.
+        addr: String,
+        /// The step that did not finish.
+        step: String,
+        /// The connection setup timeout.
+        after: Duration,
+    },
+    /// TLS failed: an untrusted, expired or mismatched certificate, a refused client
+    /// certificate, or a peer that does not speak TLS. Not retriable: the same
+    /// settings fail the same way.
+    #[error("TLS with {addr} failed: {reason}")]
+    Tls {
+        /// The broker's address.
+        addr: String,
+        /// What failed, and what to do about it.
+        reason: String,
+    },
+    /// SASL authentication failed (wrong credentials, a mechanism the listener does not
+    /// enable, a token the broker refused). Not retriable.
+    #[error("authentication with {addr} failed: {reason}")]
+    Authentication {
+        /// The broker's address.
+        addr: String,
+        /// The mechanism and what the broker said (never the secret).
+        reason: String,
+    },
+    /// The application's OAUTHBEARER token provider failed (or took longer than the
+    /// connection setup timeout). Not retriable by the request that saw it; the next
+    /// connection attempt asks the provider again.
+    #[error("no OAUTHBEARER token for {addr}: the token provider failed: {reason}")]
+    TokenProvider {
+        /// The broker's address.
+        addr: String,
+        /// The provider's message.
+        reason: String,
+    },
     /// The request could not be encoded.
     #[error("encoding {api:?} request: {source}")]
     Encode {
@@ -143,6 +183,7 @@ impl IoError {
                 | IoError::RequestTimedOut { .. }
                 | IoError::ConnectTimedOut { .. }
                 | IoError::HandshakeTimedOut { .. }
+                | IoError::SetupTimedOut { .. }
                 | IoError::QueueFull { .. }
         )
     }

@@ -11,6 +11,8 @@
 //!   its deadlines, the ApiVersions handshake, frame cutting, failure classification.
 //! - [`backoff`]: reconnect and retry delays with seeded jitter.
 //! - [`error`]: the connection errors callers see ([`IoError`]).
+//! - [`tls`]: TLS over the connection's bytes (rustls, itself sans-IO).
+//! - [`sasl`]: the SASL mechanisms' client side (PLAIN, SCRAM, OAUTHBEARER).
 //! - `fetch`: the fetcher's decisions for one broker (what to fetch, the session, the
 //!   memory to reserve, what each partition gets).
 //! - `produce`: the producer's partitions (batching, sequences, retries) and its
@@ -21,5 +23,7 @@ pub mod connection;
 pub mod error;
 pub(crate) mod fetch;
 pub(crate) mod produce;
+pub mod sasl;
 #[cfg(test)]
 mod sim;
+pub mod tls;

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 
 use crate::engine::connection::TypedRequest;
-use crate::engine::connection::{Connection, EncodeRequest, Encoded, Event, RawResponse};
+use crate::engine::connection::{Connection, EncodeRequest, Encoded, Event, RawResponse, Start};
+use crate::io::security;
 use crate::io::{ConnectionConfig, IoError};
 use crate::protocol::negotiation::ApiVersionsTable;
 use crate::protocol::{self, ApiKey, Encode, Request};
@@ -23,6 +24,7 @@ use crate::protocol::{self, ApiKey, Encode, Request};
 /// A blocking connection to one broker.
 #[derive(Debug)]
 pub struct BlockingConnection {
+    config: Arc<ConnectionConfig>,
     stream: TcpStream,
     engine: Connection<u64>,
     addr: Arc<str>,
@@ -34,14 +36,17 @@ impl BlockingConnection {
     /// Connects to `addr` (`host:port`) and performs the ApiVersions handshake.
     pub fn connect(addr: &str, options: ConnectionConfig) -> Result<Self, IoError> {
         let started = Instant::now();
+        let start = Self::start_for(&options, addr, options.connect_timeout)?;
         let stream = Self::tcp_connect(addr, &options)?;
         let addr: Arc<str> = Arc::from(addr);
-        let engine = Connection::new(
+        let engine = Connection::start(
             addr.clone(),
             Arc::new(options.clone()),
             started + options.connect_timeout,
+            start,
         );
         let mut conn = BlockingConnection {
+            config: Arc::new(options.clone()),
             stream,
             engine,
             addr,
@@ -52,13 +57,55 @@ impl BlockingConnection {
         Ok(conn)
     }
 
+    /// Resolves credentials (a token provider is awaited on a scratch runtime).
+    fn start_for(
+        options: &ConnectionConfig,
+        addr: &str,
+        timeout: Duration,
+    ) -> Result<Start, IoError> {
+        if options.security.sasl.is_none() {
+            return Ok(Start {
+                nonce: security::nonce(),
+                ..Start::default()
+            });
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .map_err(|e| IoError::Runtime(format!("a runtime for the token provider: {e}")))?;
+        runtime.block_on(security::start_for(&options.security, addr, timeout))
+    }
+
+    /// Hands the engine fresh credentials when it asks (KIP-368).
+    fn reauthenticate(&mut self) -> Result<(), IoError> {
+        let config = self.config.clone();
+        let addr = self.addr.clone();
+        match Self::start_for(&config, &addr, config.request_timeout) {
+            Ok(Start {
+                credentials: Some(credentials),
+                nonce,
+                ..
+            }) => self
+                .engine
+                .reauthenticate(credentials, nonce, Instant::now()),
+            Ok(_) => self.engine.reauthentication_failed(Instant::now()),
+            Err(error) => {
+                tracing::warn!(%addr, %error, "re-authentication: no credentials");
+                self.engine.reauthentication_failed(Instant::now());
+            }
+        }
+        Ok(())
+    }
+
     /// Connects without the handshake: `send` then needs explicit versions
     /// ([`BlockingConnection::send_version`]).
     pub fn connect_raw(addr: &str, options: ConnectionConfig) -> Result<Self, IoError> {
         let stream = Self::tcp_connect(addr, &options)?;
         let addr: Arc<str> = Arc::from(addr);
-        let engine = Connection::without_handshake(addr.clone(), Arc::new(options), Instant::now());
+        let config = Arc::new(options);
+        let engine = Connection::without_handshake(addr.clone(), config.clone(), Instant::now());
         Ok(BlockingConnection {
+            config,
             stream,
             engine,
             addr,
@@ -187,6 +234,7 @@ impl BlockingConnection {
             match self.engine.poll_event() {
                 Some(Event::Response(t, result)) if t == token => return result,
                 Some(Event::Broken(e)) => return Err(e),
+                Some(Event::ReauthenticationNeeded) => self.reauthenticate()?,
                 Some(_) => {}
                 None => self.read_some()?,
             }

@@ -29,6 +29,7 @@ use tokio::time::Instant;
 use crate::engine::backoff::{Backoff, SplitMix64};
 use crate::engine::connection::{Connection, Event};
 use crate::engine::error::IoError;
+use crate::io::security;
 use crate::io::transport::{Connector, TransportRead, TransportWrite};
 use crate::protocol::negotiation::ApiVersionsTable;
 use crate::runtime::sleep_until;
@@ -170,14 +171,23 @@ pub(crate) async fn run_connection<C: Connector>(
         }
         shared.set_state(ConnectionState::Connecting);
         let setup_deadline = Instant::now() + config.connect_timeout;
-        let session = match connect::<C>(&shared.addr, &config).await {
-            Ok((read, write)) => {
-                let engine = Connection::new(
+        let connected =
+            match security::start_for(&config.security, &shared.addr, config.connect_timeout).await
+            {
+                Ok(start) => connect::<C>(&shared.addr, &config)
+                    .await
+                    .map(|halves| (halves, start)),
+                Err(e) => Err(e),
+            };
+        let session = match connected {
+            Ok(((read, write), start)) => {
+                let engine = Connection::start(
                     shared.addr.clone(),
                     config.clone(),
                     setup_deadline.into_std(),
+                    start,
                 );
-                let session = Session::new(engine, shared.clone());
+                let session = Session::new(engine, shared.clone(), config.clone());
                 session.accept(command);
                 session.run::<C>(read, write, &mut rx, &mut shutdown).await
             }
@@ -280,6 +290,9 @@ async fn connect<C: Connector>(
 struct Session {
     engine: RefCell<Connection<Reply>>,
     shared: Arc<ConnectionShared>,
+    config: Arc<ConnectionConfig>,
+    /// The engine asked for re-authentication (KIP-368); the run loop gets credentials.
+    reauth_requested: std::cell::Cell<bool>,
     /// `connect()` callers waiting for the handshake.
     waiters: RefCell<Vec<oneshot::Sender<Result<(), IoError>>>>,
     /// The engine's end, once it came: (closed on purpose?).
@@ -290,10 +303,16 @@ struct Session {
 }
 
 impl Session {
-    fn new(engine: Connection<Reply>, shared: Arc<ConnectionShared>) -> Self {
+    fn new(
+        engine: Connection<Reply>,
+        shared: Arc<ConnectionShared>,
+        config: Arc<ConnectionConfig>,
+    ) -> Self {
         Session {
             engine: RefCell::new(engine),
             shared,
+            config,
+            reauth_requested: std::cell::Cell::new(false),
             waiters: RefCell::new(Vec::new()),
             ended: RefCell::new(None),
             was_ready: std::cell::Cell::new(false),
@@ -347,6 +366,7 @@ impl Session {
                 Event::Closed => {
                     *self.ended.borrow_mut() = Some(Outcome::Closed);
                 }
+                Event::ReauthenticationNeeded => self.reauth_requested.set(true),
                 Event::Broken(error) => {
                     if self.was_ready.get() {
                         tracing::info!(addr = %self.shared.addr, %error, "connection lost");
@@ -383,6 +403,9 @@ impl Session {
             session.dispatch();
             if session.ended() {
                 break;
+            }
+            if session.reauth_requested.replace(false) {
+                tokio::task::spawn_local(reauthenticate(session.clone()));
             }
             if session.engine.borrow_mut().poll_transmit(&mut segments) {
                 if !session.write(&mut write, &mut segments).await {
@@ -483,6 +506,40 @@ impl Session {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Obtains fresh credentials for a KIP-368 re-authentication and hands them to the
+/// engine. If that fails, the broker closes the connection when the session expires and
+/// the next request reconnects (authenticating afresh).
+async fn reauthenticate(session: Rc<Session>) {
+    let config = &session.config;
+    match security::start_for(
+        &config.security,
+        &session.shared.addr,
+        config.request_timeout,
+    )
+    .await
+    {
+        Ok(start) => {
+            let mut engine = session.engine.borrow_mut();
+            match start.credentials {
+                Some(credentials) => {
+                    engine.reauthenticate(credentials, start.nonce, Session::now())
+                }
+                None => engine.reauthentication_failed(Session::now()),
+            }
+            drop(engine);
+            session.wake.notify_one();
+        }
+        Err(error) => {
+            tracing::warn!(addr = %session.shared.addr, %error, "re-authentication: no credentials");
+            session
+                .engine
+                .borrow_mut()
+                .reauthentication_failed(Session::now());
+            session.wake.notify_one();
         }
     }
 }

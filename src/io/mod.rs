@@ -8,12 +8,14 @@
 //!   handshake, reconnection with backoff.
 //! - [`Broker`]: the public, `Send + Sync` handle to a connection (Sarama's Broker).
 //! - [`blocking`]: a plain blocking connection for tools and tests that want no runtime.
+//! - [`security`]: TLS configuration from PEM files, SASL credentials per connection.
 
 pub mod backend;
 pub mod blocking;
 pub mod broker;
 pub mod connection;
 pub mod epoll;
+pub mod security;
 pub mod transport;
 pub mod uring;
 

@@ -125,6 +125,38 @@ where
         .map_err(|e| UsageError::new(format!("{name} {value:?}: {e}")))
 }
 
+/// The `NAME=VALUE` lines of a properties file, with their line numbers (blank lines and
+/// `#` or `!` comments skipped).
+fn properties_file(path: &str) -> Result<Vec<(usize, String)>, UsageError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| UsageError::new(format!("-F {path}: {e}")))?;
+    Ok(text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim().to_string()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!'))
+        .collect())
+}
+
+/// Applies one `NAME=VALUE`; errors name the property and where it came from, never
+/// the value itself (it may be a password).
+fn apply_property(
+    config: &mut Config,
+    given: &mut Vec<String>,
+    property: &str,
+    origin: &str,
+) -> Result<(), UsageError> {
+    let (name, value) = property
+        .split_once('=')
+        .ok_or_else(|| UsageError::new(format!("{origin}: expected NAME=VALUE")))?;
+    let name = name.trim();
+    config
+        .set(name, value.trim())
+        .map_err(|e| UsageError::new(format!("{origin} {name}: {e}")))?;
+    given.push(name.to_string());
+    Ok(())
+}
+
 /// Options every command that talks to a cluster takes.
 #[derive(Debug)]
 pub struct ClusterOptions {
@@ -138,7 +170,9 @@ macro_rules! cluster_usage {
     () => {
         "  -b, --bootstrap HOST:PORT[,...]  brokers to start from (default $KRING_BOOTSTRAP or 127.0.0.1:9092)
   -X NAME=VALUE                    a client property, Java or librdkafka name (repeatable),
-                                   e.g. -X linger.ms=20 -X fetch.max.bytes=1048576"
+                                   e.g. -X linger.ms=20 -X security.protocol=SASL_SSL
+  -F FILE                          client properties from a file (NAME=VALUE lines, # comments),
+                                   read before -X"
     };
 }
 pub(crate) use cluster_usage;
@@ -171,14 +205,14 @@ impl ClusterOptions {
         let mut config = Config::new(servers);
         config.client_id = "kring-cli".into();
         let mut given = Vec::new();
+        for file in args.values(&["-F", "--properties-file"])? {
+            for (line, property) in properties_file(&file)? {
+                let origin = format!("{file}:{line}");
+                apply_property(&mut config, &mut given, &property, &origin)?;
+            }
+        }
         for property in args.values(&["-X", "--property"])? {
-            let (name, value) = property
-                .split_once('=')
-                .ok_or_else(|| UsageError::new(format!("-X {property:?}: expected NAME=VALUE")))?;
-            config
-                .set(name.trim(), value.trim())
-                .map_err(|e| UsageError::new(format!("-X {property:?}: {e}")))?;
-            given.push(name.trim().to_string());
+            apply_property(&mut config, &mut given, &property, "-X")?;
         }
         Ok(ClusterOptions { config, given })
     }

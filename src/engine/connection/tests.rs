@@ -472,3 +472,212 @@ fn without_handshake_requests_go_at_once_at_explicit_versions() {
         Err(IoError::UnsupportedApi { .. })
     ));
 }
+
+mod sasl {
+    //! The SASL phase and KIP-368 re-authentication, with a scripted broker.
+
+    use super::*;
+    use crate::engine::sasl::{CredentialSource, Secret};
+    use crate::protocol::RequestKind;
+    use crate::protocol::messages::{SaslAuthenticateResponse, SaslHandshakeResponse};
+
+    fn plain_config() -> Arc<ConnectionConfig> {
+        Arc::new(ConnectionConfig {
+            security: ConnectionSecurity {
+                tls: None,
+                sasl: Some(SaslSetup {
+                    mechanism: crate::engine::sasl::SaslMechanism::Plain,
+                    source: CredentialSource::Password {
+                        username: "u".into(),
+                        password: Secret::new("p"),
+                    },
+                }),
+            },
+            ..ConnectionConfig::default()
+        })
+    }
+
+    fn sasl_versions() -> ApiVersionsResponse {
+        let apis: Vec<(ApiKey, i16, i16)> = [
+            ApiKey::ApiVersions,
+            ApiKey::Metadata,
+            ApiKey::SaslHandshake,
+            ApiKey::SaslAuthenticate,
+        ]
+        .into_iter()
+        .map(|a| (a, a.versions().min, a.max_stable_version()))
+        .collect();
+        versions_response(KafkaCode::NONE, &apis)
+    }
+
+    /// Answers the one request the engine wrote with `answer(kind)`.
+    fn answer_one(
+        conn: &mut Connection<u32>,
+        now: Instant,
+        answer: impl FnOnce(&RequestKind, i16) -> Vec<u8>,
+    ) -> RequestKind {
+        let mut sent = written(conn);
+        assert_eq!(sent.len(), 1, "one request at a time during authentication");
+        let (header, kind) = sent.remove(0);
+        let bytes = answer(&kind, header.request_api_version);
+        let mut framed = bytes;
+        // `answer` encodes with correlation id 0; stamp the real one.
+        framed[4..8].copy_from_slice(&header.correlation_id.to_be_bytes());
+        conn.handle_bytes(&framed, now);
+        kind
+    }
+
+    fn authenticate(conn: &mut Connection<u32>, now: Instant, lifetime_ms: i64) {
+        let versions = sasl_versions();
+        answer_one(conn, now, |_, v| frame(&versions, v, 0));
+        assert!(events(conn).is_empty(), "not ready before authentication");
+        let handshake = SaslHandshakeResponse::default().with_mechanisms(vec!["PLAIN".into()]);
+        let kind = answer_one(conn, now, |_, v| frame(&handshake, v, 0));
+        assert!(
+            matches!(&kind, RequestKind::SaslHandshake(r) if r.mechanism == "PLAIN"),
+            "{kind:?}"
+        );
+        let ok = SaslAuthenticateResponse::default().with_session_lifetime_ms(lifetime_ms);
+        let kind = answer_one(conn, now, |_, v| frame(&ok, v, 0));
+        assert!(
+            matches!(&kind, RequestKind::SaslAuthenticate(r) if &r.auth_bytes[..] == b"\0u\0p"),
+            "{kind:?}"
+        );
+    }
+
+    #[test]
+    fn requests_wait_for_authentication_and_frames_stay_small_until_then() {
+        let now = t0();
+        let mut conn = Connection::new(
+            Arc::from("b:1"),
+            plain_config(),
+            now + Duration::from_secs(10),
+        );
+        conn.send(metadata(), 7, now);
+        authenticate(&mut conn, now, 0);
+        let evs = events(&mut conn);
+        assert!(matches!(evs.as_slice(), [Event::Ready(_)]), "{evs:?}");
+        let sent = written(&mut conn);
+        assert!(matches!(sent.as_slice(), [(_, RequestKind::Metadata(_))]));
+        assert_eq!(conn.poll_timeout(), Some(now + conn.config.request_timeout));
+    }
+
+    #[test]
+    fn a_refused_password_fails_the_connection_naming_the_mechanism() {
+        let now = t0();
+        let mut conn = Connection::new(
+            Arc::from("b:1"),
+            plain_config(),
+            now + Duration::from_secs(10),
+        );
+        conn.send(metadata(), 1, now);
+        let versions = sasl_versions();
+        answer_one(&mut conn, now, |_, v| frame(&versions, v, 0));
+        let handshake = SaslHandshakeResponse::default();
+        answer_one(&mut conn, now, |_, v| frame(&handshake, v, 0));
+        let refused = SaslAuthenticateResponse::default()
+            .with_error_code(KafkaCode::SASL_AUTHENTICATION_FAILED.code())
+            .with_error_message(Some("Invalid username or password".into()));
+        answer_one(&mut conn, now, |_, v| frame(&refused, v, 0));
+        let evs = events(&mut conn);
+        let broken = evs.iter().find_map(|e| match e {
+            Event::Broken(e) => Some(e.clone()),
+            _ => None,
+        });
+        let err = broken.expect("broken");
+        assert!(matches!(err, IoError::Authentication { .. }), "{err:?}");
+        assert!(!err.is_retriable());
+        let text = err.to_string();
+        assert!(
+            text.contains("PLAIN") && text.contains("Invalid username"),
+            "{text}"
+        );
+        assert!(!text.contains("\0p"));
+        // The queued request got its answer too.
+        assert!(outcomes(evs).get(&1).is_some_and(Result::is_err));
+    }
+
+    #[test]
+    fn an_unsupported_mechanism_names_what_the_broker_offers() {
+        let now = t0();
+        let mut conn = Connection::new(
+            Arc::from("b:1"),
+            plain_config(),
+            now + Duration::from_secs(10),
+        );
+        let versions = sasl_versions();
+        answer_one(&mut conn, now, |_, v| frame(&versions, v, 0));
+        let handshake = SaslHandshakeResponse::default()
+            .with_error_code(KafkaCode::UNSUPPORTED_SASL_MECHANISM.code())
+            .with_mechanisms(vec!["SCRAM-SHA-512".into()]);
+        answer_one(&mut conn, now, |_, v| frame(&handshake, v, 0));
+        let text = events(&mut conn)
+            .into_iter()
+            .find_map(|e| match e {
+                Event::Broken(e) => Some(e.to_string()),
+                _ => None,
+            })
+            .unwrap();
+        assert!(text.contains("SCRAM-SHA-512"), "{text}");
+    }
+
+    #[test]
+    fn sessions_with_a_lifetime_reauthenticate_between_requests() {
+        let now = t0();
+        let mut conn = Connection::new(
+            Arc::from("b:1"),
+            plain_config(),
+            now + Duration::from_secs(10),
+        );
+        authenticate(&mut conn, now, 10_000);
+        assert!(matches!(events(&mut conn).as_slice(), [Event::Ready(_)]));
+        // The time comes at 85-95% of the lifetime.
+        let at = conn.poll_timeout().unwrap();
+        assert!(
+            at >= now + Duration::from_millis(8_500) && at <= now + Duration::from_millis(9_500)
+        );
+        // A request in flight when the time comes is answered before the exchange.
+        conn.send(metadata(), 1, now);
+        let sent = written(&mut conn);
+        conn.handle_timeout(at);
+        assert!(matches!(
+            events(&mut conn).as_slice(),
+            [Event::ReauthenticationNeeded]
+        ));
+        // A request sent now waits for the credentials.
+        conn.send(metadata(), 2, at);
+        assert!(written(&mut conn).is_empty());
+        conn.reauthenticate(
+            SaslCredentials::Password {
+                username: "u".into(),
+                password: Secret::new("p"),
+            },
+            String::new(),
+            at,
+        );
+        assert!(
+            written(&mut conn).is_empty(),
+            "request 1 is still in flight"
+        );
+        let header = &sent[0].0;
+        let version = header.request_api_version;
+        conn.handle_bytes(
+            &frame(&MetadataResponse::default(), version, header.correlation_id),
+            at,
+        );
+        assert!(
+            outcomes(events(&mut conn))
+                .get(&1)
+                .is_some_and(Result::is_ok)
+        );
+        // Now the exchange runs, alone on the wire; then request 2 goes out.
+        let handshake = SaslHandshakeResponse::default();
+        answer_one(&mut conn, at, |_, v| frame(&handshake, v, 0));
+        let ok = SaslAuthenticateResponse::default().with_session_lifetime_ms(10_000);
+        answer_one(&mut conn, at, |_, v| frame(&ok, v, 0));
+        assert!(events(&mut conn).is_empty(), "no second Ready");
+        assert!(conn.is_ready());
+        let sent = written(&mut conn);
+        assert!(matches!(sent.as_slice(), [(_, RequestKind::Metadata(_))]));
+    }
+}

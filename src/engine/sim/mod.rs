@@ -671,7 +671,8 @@ impl World {
                     break;
                 };
                 match event {
-                    Event::Ready(_) => {}
+                    // The simulated cluster runs no SASL.
+                    Event::Ready(_) | Event::ReauthenticationNeeded => {}
                     Event::Response(token, result) => self.on_answer(side, broker, token, result),
                     Event::Broken(error) => {
                         self.log(|| format!("link {id} ({side:?} → {broker}) broken: {error}"));

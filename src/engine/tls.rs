@@ -1,0 +1,205 @@
+//! TLS for a broker connection, sans-IO: rustls's `ClientConnection` (itself a state
+//! machine over bytes) sits between the socket's bytes and the connection engine's frame
+//! cutter. Ciphertext read by the driver goes in ([`TlsLayer::read_ciphertext`]), the
+//! plaintext comes out straight into the frame cutter's buffer (one copy, out of rustls);
+//! request frames go in as plaintext ([`TlsLayer::encrypt`]) and leave as records
+//! ([`TlsLayer::poll_ciphertext`]). So TLS works the same over io_uring, epoll, the
+//! blocking connection and the simulation.
+//!
+//! Failures are named for the person reading them: an untrusted or expired certificate,
+//! a host name the certificate does not cover, a broker that wants a client certificate,
+//! or a peer that does not speak TLS at all.
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use rustls::pki_types::ServerName;
+use rustls::{CertificateError, ClientConfig, ClientConnection};
+
+use crate::protocol::FrameCutter;
+
+/// What a connection needs to start TLS: the verified client configuration (trust
+/// roots, client certificate, protocol versions), built once per client.
+#[derive(Debug, Clone)]
+pub struct TlsSetup {
+    /// The rustls configuration shared by every connection of the client.
+    pub config: Arc<ClientConfig>,
+}
+
+/// Why TLS failed, in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFailure(pub String);
+
+/// One connection's TLS state.
+pub struct TlsLayer {
+    conn: ClientConnection,
+}
+
+impl std::fmt::Debug for TlsLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsLayer")
+            .field("handshaking", &self.conn.is_handshaking())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The host part of `host:port` (brackets of an IPv6 literal removed).
+pub fn host_of(addr: &str) -> &str {
+    let host = match addr.rsplit_once(':') {
+        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
+        _ => addr,
+    };
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+impl TlsLayer {
+    /// Starts a client handshake with the broker at `addr` (`host:port`); the host is
+    /// the name the certificate must cover (an IP address must be in its IP SANs).
+    pub fn new(setup: &TlsSetup, addr: &str) -> Result<Self, TlsFailure> {
+        let host = host_of(addr);
+        let name = ServerName::try_from(host.to_string()).map_err(|_| {
+            TlsFailure(format!(
+                "{host:?} is not a valid DNS name or IP address for TLS"
+            ))
+        })?;
+        let mut conn = ClientConnection::new(setup.config.clone(), name)
+            .map_err(|e| TlsFailure(format!("starting TLS: {e}")))?;
+        // The engine hands over one loop turn's frames at a time and writes all it gets;
+        // bounding here would only split that turn.
+        conn.set_buffer_limit(None);
+        Ok(TlsLayer { conn })
+    }
+
+    /// Whether the TLS handshake is still going on.
+    pub fn is_handshaking(&self) -> bool {
+        self.conn.is_handshaking()
+    }
+
+    /// Feeds ciphertext read from the socket; the plaintext it carries is appended to
+    /// `plain`. Returns whether the peer closed the TLS session (close_notify).
+    pub fn read_ciphertext(
+        &mut self,
+        mut data: &[u8],
+        plain: &mut FrameCutter,
+    ) -> Result<bool, TlsFailure> {
+        let mut closed = false;
+        while !data.is_empty() {
+            let n = self
+                .conn
+                .read_tls(&mut data)
+                .map_err(|e| TlsFailure(format!("reading TLS records: {e}")))?;
+            let state = self.conn.process_new_packets().map_err(|e| describe(&e))?;
+            closed |= state.peer_has_closed();
+            closed |= self.drain_plaintext(plain)?;
+            if n == 0 {
+                break;
+            }
+        }
+        Ok(closed)
+    }
+
+    fn drain_plaintext(&mut self, plain: &mut FrameCutter) -> Result<bool, TlsFailure> {
+        loop {
+            let mut reader = self.conn.reader();
+            match plain.fill_with(|buf| reader.read(buf)) {
+                Ok(0) => return Ok(true),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    return Err(TlsFailure(
+                        "the broker closed the TLS session without close_notify".into(),
+                    ));
+                }
+                Err(e) => return Err(TlsFailure(format!("reading plaintext: {e}"))),
+            }
+        }
+    }
+
+    /// Encrypts request frames (they leave through [`TlsLayer::poll_ciphertext`]).
+    /// Before the handshake is done rustls keeps them until it is.
+    pub fn encrypt(&mut self, plain: &[Bytes]) -> Result<(), TlsFailure> {
+        let mut writer = self.conn.writer();
+        for segment in plain {
+            writer
+                .write_all(segment)
+                .map_err(|e| TlsFailure(format!("encrypting: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// Moves every TLS record waiting to be written (handshake messages, alerts,
+    /// encrypted frames) into `out`. Returns whether there was any.
+    pub fn poll_ciphertext(&mut self, out: &mut Vec<Bytes>) -> bool {
+        if !self.conn.wants_write() {
+            return false;
+        }
+        let mut records = Vec::new();
+        while self.conn.wants_write() {
+            if self.conn.write_tls(&mut records).is_err() {
+                break;
+            }
+        }
+        let any = !records.is_empty();
+        if any {
+            out.push(Bytes::from(records));
+        }
+        any
+    }
+}
+
+/// A rustls error in words that say what to do.
+fn describe(error: &rustls::Error) -> TlsFailure {
+    use rustls::AlertDescription as A;
+    let text = match error {
+        rustls::Error::InvalidCertificate(c) => describe_certificate(c),
+        rustls::Error::AlertReceived(A::CertificateRequired | A::HandshakeFailure)
+        | rustls::Error::AlertReceived(A::BadCertificate) => format!(
+            "the broker refused the TLS handshake ({error}): it may require a client \
+             certificate (ssl.certificate.location and ssl.key.location) signed by a CA it trusts"
+        ),
+        rustls::Error::AlertReceived(a) => format!("the broker sent the TLS alert {a:?}"),
+        rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. } => format!(
+            "the peer does not speak TLS ({error}): the port may be a PLAINTEXT or \
+             SASL_PLAINTEXT listener (security.protocol)"
+        ),
+        other => format!("TLS failed: {other}"),
+    };
+    TlsFailure(text)
+}
+
+fn describe_certificate(c: &CertificateError) -> String {
+    match c {
+        CertificateError::UnknownIssuer | CertificateError::BadSignature => format!(
+            "the broker's certificate is not trusted ({c:?}): set ssl.ca.location to the \
+             CA that signed it"
+        ),
+        CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
+            "the broker's certificate has expired".to_string()
+        }
+        CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+            "the broker's certificate is not valid yet (check the clocks)".to_string()
+        }
+        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+            format!(
+                "the broker's certificate is not valid for the host connected to ({c:?}); \
+                 connect by a name the certificate covers, or set \
+                 ssl.endpoint.identification.algorithm to empty to skip the host name check"
+            )
+        }
+        other => format!("the broker's certificate was refused: {other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_are_taken_from_addresses() {
+        assert_eq!(host_of("127.0.0.1:9093"), "127.0.0.1");
+        assert_eq!(host_of("broker-1.example:9093"), "broker-1.example");
+        assert_eq!(host_of("[::1]:9093"), "::1");
+        assert_eq!(host_of("localhost"), "localhost");
+    }
+}

@@ -1,0 +1,497 @@
+//! TLS and SASL against the real broker's secured listeners (`scripts/kafka up` opens
+//! them beside PLAINTEXT: SSL 9192, MTLS 9292, SASL_PLAINTEXT 9392, SASL_SSL 9492,
+//! REAUTH 9592, certificates under its state dir's `tls/`): produce and consume over
+//! each protocol and mechanism, and every failure a misconfigured client meets named
+//! clearly and promptly.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::{create_topic, unique};
+use kring::client::{BlockingConnection, ConnectionConfig};
+use kring::config::{Compression, OAuthToken, Secret, TokenProvider};
+use kring::consumer::{Consumer, Offset};
+use kring::producer::{Producer, ProducerRecord};
+use kring::protocol::messages::MetadataRequest;
+use kring::{Client, Config, Error, IoError};
+
+const SSL: &str = "127.0.0.1:9192";
+const MTLS: &str = "127.0.0.1:9292";
+const SASL_PLAINTEXT: &str = "127.0.0.1:9392";
+const SASL_SSL: &str = "127.0.0.1:9492";
+const REAUTH: &str = "127.0.0.1:9592";
+
+fn tls_dir() -> PathBuf {
+    let state = std::env::var("KRING_KAFKA_DIR").map_or_else(
+        |_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/kafka"),
+        PathBuf::from,
+    );
+    state.join("tls")
+}
+
+fn tls_file(name: &str) -> String {
+    tls_dir().join(name).display().to_string()
+}
+
+/// A configuration for `bootstrap` with these properties.
+fn secured(bootstrap: &str, props: &[(&str, &str)]) -> Config {
+    let mut c = Config::new([bootstrap]);
+    c.net.workers = 2;
+    c.net.connect_timeout = Duration::from_secs(5);
+    for (k, v) in props {
+        c.set(k, v).unwrap_or_else(|e| panic!("{k}: {e}"));
+    }
+    c
+}
+
+fn ssl() -> Vec<(&'static str, String)> {
+    vec![
+        ("security.protocol", "SSL".into()),
+        ("ssl.ca.location", tls_file("ca.pem")),
+    ]
+}
+
+fn props<'a>(list: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    list.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+/// Runs `f` on a helper thread and fails the test if it does not return within a
+/// minute (a guard against a hang, not a timing assertion).
+fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("finished instead of hanging")
+}
+
+/// Produces 200 records with each codec to a new topic through `config` and reads them
+/// back through the same configuration.
+fn round_trip(config: Config, what: &str) {
+    let client = Client::connect_blocking(config.clone()).unwrap_or_else(|e| panic!("{what}: {e}"));
+    for codec in [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ] {
+        let topic = unique(&format!("kring-sec-{codec:?}").to_lowercase());
+        create_topic(&client, &topic, 1, 1, &[]);
+        let mut c = config.clone();
+        c.producer.compression = codec;
+        let client = Client::connect_blocking(c).unwrap();
+        let producer = Producer::new_blocking(client.clone()).unwrap();
+        let values: Vec<String> = (0..200)
+            .map(|i| format!("{what}-{i}-{}", "z".repeat(i % 50)))
+            .collect();
+        let deliveries: Vec<_> = values
+            .iter()
+            .map(|v| {
+                producer
+                    .send_blocking(
+                        ProducerRecord::new(&topic)
+                            .with_partition(0)
+                            .with_value(v.clone()),
+                    )
+                    .unwrap()
+            })
+            .collect();
+        producer.flush_blocking().unwrap();
+        for (i, d) in deliveries.into_iter().enumerate() {
+            assert_eq!(d.wait().unwrap().offset, i as i64, "{what} {codec:?}");
+        }
+        producer.close_blocking().unwrap();
+        let consumer = Consumer::new(client.clone()).unwrap();
+        let mut pc = consumer
+            .consume_partition_blocking(&topic, 0, Offset::Oldest)
+            .unwrap();
+        let mut got = Vec::new();
+        while got.len() < values.len() {
+            for m in pc.next_messages_blocking().unwrap().unwrap() {
+                got.push(String::from_utf8(m.value.unwrap().to_vec()).unwrap());
+            }
+        }
+        assert_eq!(got, values, "{what} {codec:?}");
+        pc.close();
+    }
+}
+
+#[test]
+fn produce_and_consume_over_tls() {
+    round_trip(secured(SSL, &props(&ssl())), "ssl");
+}
+
+#[test]
+fn produce_and_consume_over_mutual_tls() {
+    let mut p = ssl();
+    p.push(("ssl.certificate.location", tls_file("client.pem")));
+    p.push(("ssl.key.location", tls_file("client.key")));
+    round_trip(secured(MTLS, &props(&p)), "mtls");
+}
+
+fn sasl(mechanism: &str, tls: bool) -> Vec<(&'static str, String)> {
+    let mut p = vec![
+        (
+            "security.protocol",
+            if tls { "SASL_SSL" } else { "SASL_PLAINTEXT" }.to_string(),
+        ),
+        ("sasl.mechanism", mechanism.to_string()),
+    ];
+    if tls {
+        p.push(("ssl.ca.location", tls_file("ca.pem")));
+    }
+    if mechanism == "OAUTHBEARER" {
+        p.push((
+            "sasl.jaas.config",
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+             unsecuredLoginStringClaim_sub=\"kring\";"
+                .to_string(),
+        ));
+    } else {
+        p.push(("sasl.username", "kring".into()));
+        p.push(("sasl.password", "kring-secret".into()));
+    }
+    p
+}
+
+#[test]
+fn produce_and_consume_with_every_sasl_mechanism_with_and_without_tls() {
+    for tls in [false, true] {
+        for mechanism in ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] {
+            let bootstrap = if tls { SASL_SSL } else { SASL_PLAINTEXT };
+            let what = format!("{mechanism} tls={tls}");
+            round_trip(secured(bootstrap, &props(&sasl(mechanism, tls))), &what);
+        }
+    }
+}
+
+#[test]
+fn java_jaas_configs_authenticate() {
+    let jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required \
+                username=\"kring\" password=\"kring-secret\";";
+    let c = secured(
+        SASL_SSL,
+        &[
+            ("security.protocol", "SASL_SSL"),
+            ("ssl.truststore.type", "PEM"),
+            ("ssl.truststore.location", &tls_file("ca.pem")),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("sasl.jaas.config", jaas),
+        ],
+    );
+    let client = Client::connect_blocking(c).expect("connects with a Java-style configuration");
+    assert!(!client.metadata().brokers.is_empty());
+}
+
+/// The error `config` fails to connect with, within a minute.
+fn connect_error(config: Config) -> Error {
+    within_a_minute(move || match Client::connect_blocking(config) {
+        Ok(_) => panic!("connected although it should not"),
+        Err(e) => e,
+    })
+}
+
+#[test]
+fn wrong_passwords_fail_at_once_naming_the_mechanism() {
+    for mechanism in ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] {
+        let mut p = sasl(mechanism, false);
+        for (k, v) in &mut p {
+            if *k == "sasl.password" {
+                *v = "not-the-password".into();
+            }
+        }
+        let err = connect_error(secured(SASL_PLAINTEXT, &props(&p))).to_string();
+        assert!(err.contains("authentication"), "{mechanism}: {err}");
+        assert!(err.contains(mechanism), "{mechanism}: {err}");
+        assert!(
+            !err.contains("not-the-password"),
+            "the secret leaked: {err}"
+        );
+    }
+}
+
+#[test]
+fn tls_failures_are_named() {
+    // Trusting another CA.
+    let c = secured(
+        SSL,
+        &[
+            ("security.protocol", "SSL"),
+            ("ssl.ca.location", &tls_file("other-ca.pem")),
+        ],
+    );
+    let err = connect_error(c).to_string();
+    assert!(err.contains("not trusted"), "untrusted: {err}");
+
+    // The broker's CA but no client certificate on the listener that requires one.
+    let err = connect_error(secured(MTLS, &props(&ssl()))).to_string();
+    assert!(
+        err.contains("client certificate"),
+        "mTLS without a certificate: {err}"
+    );
+
+    // A TLS client on the plaintext port.
+    let err = connect_error(secured("127.0.0.1:9092", &props(&ssl()))).to_string();
+    assert!(err.contains("TLS handshake"), "TLS on plaintext: {err}");
+
+    // A plaintext client on the TLS port.
+    let err = connect_error(secured(SSL, &[])).to_string();
+    assert!(err.contains("TLS"), "plaintext on TLS: {err}");
+
+    // SASL on a listener without it, and none on one that requires it.
+    let err = connect_error(secured(SSL, &props(&sasl("PLAIN", true)))).to_string();
+    assert!(
+        err.contains("SASL") || err.contains("authentication"),
+        "SASL on SSL: {err}"
+    );
+    let err = connect_error(secured(SASL_SSL, &props(&ssl()))).to_string();
+    assert!(!err.is_empty(), "no SASL on SASL_SSL: {err}");
+}
+
+/// A TLS server of our own on an ephemeral port that presents the client's certificate
+/// (made for the name `kring-client`, not 127.0.0.1), then closes each connection.
+fn server_with_the_wrong_name() -> (String, std::thread::JoinHandle<()>) {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(tls_file("client.pem"))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let key = PrivateKeyDer::from_pem_file(tls_file("client.key")).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    let config = Arc::new(config);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let handle = std::thread::spawn(move || {
+        for stream in listener.incoming().take(2) {
+            let Ok(mut stream) = stream else { continue };
+            let mut conn = rustls::ServerConnection::new(config.clone()).unwrap();
+            // Complete the handshake if the client lets it, then hang up.
+            let _ = conn.complete_io(&mut stream);
+            let _ = conn.complete_io(&mut stream);
+        }
+    });
+    (addr, handle)
+}
+
+#[test]
+fn host_names_are_checked_unless_switched_off() {
+    let (addr, server) = server_with_the_wrong_name();
+    let err = connect_error(secured(&addr, &props(&ssl()))).to_string();
+    assert!(err.contains("not valid for the host"), "{err}");
+    // With the check off the handshake succeeds; the server then hangs up without
+    // speaking Kafka, which is a different error.
+    let mut p = ssl();
+    p.push(("ssl.endpoint.identification.algorithm", String::new()));
+    let err = connect_error(secured(&addr, &props(&p))).to_string();
+    assert!(!err.contains("not valid for the host"), "{err}");
+    server.join().unwrap();
+}
+
+struct FailingProvider;
+
+impl TokenProvider for FailingProvider {
+    fn token(
+        &self,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<OAuthToken, String>> + Send + '_>> {
+        Box::pin(async { Err("the identity provider is down".to_string()) })
+    }
+}
+
+struct FixedProvider(String);
+
+impl TokenProvider for FixedProvider {
+    fn token(
+        &self,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<OAuthToken, String>> + Send + '_>> {
+        let token = OAuthToken {
+            value: Secret::new(self.0.clone()),
+            lifetime: Duration::from_secs(600),
+            extensions: Vec::new(),
+        };
+        Box::pin(async move { Ok(token) })
+    }
+}
+
+#[test]
+fn token_providers_are_used_and_their_failures_reported() {
+    let base = |c: &mut Config| {
+        c.set("security.protocol", "SASL_PLAINTEXT").unwrap();
+        c.set("sasl.mechanism", "OAUTHBEARER").unwrap();
+    };
+    let mut c = secured(SASL_PLAINTEXT, &[]);
+    base(&mut c);
+    c.security.sasl.token_provider(FailingProvider);
+    let err = connect_error(c).to_string();
+    assert!(err.contains("identity provider is down"), "{err}");
+
+    // A token of the application's own making (an unsecured JWT the broker accepts).
+    let jwt = kring::config::security::unsecured_jwt("app", now_ms(), 600_000, &[]);
+    let mut c = secured(SASL_PLAINTEXT, &[]);
+    base(&mut c);
+    c.security.sasl.token_provider(FixedProvider(jwt));
+    Client::connect_blocking(c).expect("the provider's token is accepted");
+
+    // A token the broker refuses: the broker's challenge is in the error.
+    let mut c = secured(SASL_PLAINTEXT, &[]);
+    base(&mut c);
+    c.security
+        .sasl
+        .token_provider(FixedProvider("not.a.jwt".into()));
+    let err = connect_error(c).to_string();
+    assert!(err.contains("OAUTHBEARER authentication failed"), "{err}");
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// The REAUTH listener gives sessions 2 s (connections.max.reauth.ms): one connection
+/// that keeps sending for 7 s must re-authenticate in place at least three times, or
+/// the broker would close it (a blocking connection does not reconnect). A blocking
+/// connection acts only when called, so requests come every 50 ms (the engine asks for
+/// re-authentication at 85–95% of the lifetime).
+#[test]
+fn sessions_are_reauthenticated_in_place() {
+    for mechanism in ["SCRAM-SHA-256", "OAUTHBEARER"] {
+        let config = secured(REAUTH, &props(&sasl(mechanism, false)));
+        let conn_config = connection_config(&config);
+        let mut conn = BlockingConnection::connect(REAUTH, conn_config).expect("authenticates");
+        let until = std::time::Instant::now() + Duration::from_secs(7);
+        let mut sent = 0;
+        while std::time::Instant::now() < until {
+            conn.send(&MetadataRequest::default().with_topics(Some(Vec::new())))
+                .unwrap_or_else(|e| panic!("{mechanism}, request {sent}: {e}"));
+            sent += 1;
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(sent > 50, "{mechanism}: {sent}");
+    }
+}
+
+fn connection_config(config: &Config) -> ConnectionConfig {
+    kring::internals::connection_config(config).unwrap()
+}
+
+#[test]
+fn the_cli_takes_a_properties_file() {
+    let dir = std::env::temp_dir().join(unique("kring-sec-cli"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("client.properties");
+    std::fs::write(
+        &file,
+        format!(
+            "# a comment\nsecurity.protocol=SASL_SSL\nssl.ca.location={}\nsasl.mechanism=SCRAM-SHA-512\n\
+             sasl.username=kring\nsasl.password=kring-secret\n",
+            tls_file("ca.pem")
+        ),
+    )
+    .unwrap();
+    let kring = env!("CARGO_BIN_EXE_kring");
+    let topic = unique("kring-sec-cli");
+    let run = |args: &[&str], input: &str| {
+        use std::io::Write;
+        let mut child = std::process::Command::new(kring)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let f = file.display().to_string();
+    let (code, _, err) = run(&["topics", "create", &topic, "-b", SASL_SSL, "-F", &f], "");
+    assert_eq!(code, Some(0), "{err}");
+    let (code, _, err) = run(
+        &["produce", "-t", &topic, "-b", SASL_SSL, "-F", &f],
+        "a\nb\nc\n",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let (code, out, err) = run(
+        &[
+            "consume",
+            "-t",
+            &topic,
+            "-b",
+            SASL_SSL,
+            "-F",
+            &f,
+            "-o",
+            "beginning",
+            "-e",
+            "-f",
+            "%s\n",
+        ],
+        "",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, "a\nb\nc\n");
+    // A wrong password: exit 1 with one line naming the mechanism, without the secret.
+    let (code, _, err) = run(
+        &[
+            "topics",
+            "list",
+            "-b",
+            SASL_SSL,
+            "-F",
+            &f,
+            "-X",
+            "sasl.password=wrong-one",
+        ],
+        "",
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("SCRAM-SHA-512"), "{err}");
+    assert!(!err.contains("wrong-one"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn tls_and_authentication_errors_are_not_retriable() {
+    let untrusted = secured(
+        SSL,
+        &[
+            ("security.protocol", "SSL"),
+            ("ssl.ca.location", &tls_file("other-ca.pem")),
+        ],
+    );
+    let err = BlockingConnection::connect(SSL, connection_config(&untrusted)).unwrap_err();
+    assert!(matches!(err, IoError::Tls { .. }), "{err:?}");
+    assert!(!err.is_retriable());
+
+    let mut p = sasl("SCRAM-SHA-512", false);
+    p.retain(|(k, _)| *k != "sasl.password");
+    p.push(("sasl.password", "wrong".into()));
+    let wrong = secured(SASL_PLAINTEXT, &props(&p));
+    let err = BlockingConnection::connect(SASL_PLAINTEXT, connection_config(&wrong)).unwrap_err();
+    assert!(matches!(err, IoError::Authentication { .. }), "{err:?}");
+    assert!(!err.is_retriable());
+}
