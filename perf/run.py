@@ -70,7 +70,53 @@ def default_workloads():
         # Compressed batches: decompression dominates every consumer here.
         "consume-1k": {"op": "consume", "records": 500_000, "size": 1024, "acks": "1",
                        "idempotence": "false", "compression": "lz4", **common},
+        # produce-100 and consume-100 over the SASL_SSL listener (TLS, SCRAM-SHA-512):
+        # what TLS costs each client (kring, librdkafka and the Java client; the Go
+        # peers' contract programs take no security settings yet).
+        "produce-100-sasl-ssl": {"op": "produce", "records": 1_000_000, "size": 100, "acks": "1",
+                                 "idempotence": "false", "compression": "none",
+                                 "security": "SASL_SSL", **common},
+        "consume-100-sasl-ssl": {"op": "consume", "records": 5_000_000, "size": 100, "acks": "1",
+                                 "idempotence": "false", "compression": "none",
+                                 "security": "SASL_SSL", **common},
     }
+
+
+# The SASL_SSL listener of scripts/kafka and its test credentials.
+SASL_SSL_BOOTSTRAP = "127.0.0.1:9492"
+SECURE_CLIENTS = ("kring", "kring-base", "librdkafka", "java")
+
+
+def tls_ca():
+    state = os.environ.get("KRING_KAFKA_DIR") or os.path.join(ROOT, "target", "kafka")
+    return os.path.join(state, "tls", "ca.pem")
+
+
+def security_properties(w):
+    """(bootstrap, properties) of a workload: the plaintext listener, or SASL_SSL with
+    SCRAM-SHA-512 (property names that kring, librdkafka and Java all take)."""
+    if w.get("security") != "SASL_SSL":
+        return BOOTSTRAP, []
+    return SASL_SSL_BOOTSTRAP, [("security.protocol", "SASL_SSL"), ("sasl.mechanism", "SCRAM-SHA-512"),
+                                ("sasl.username", "kring"), ("sasl.password", "kring-secret"),
+                                ("ssl.ca.location", tls_ca())]
+
+
+def java_security_properties(w):
+    if w.get("security") != "SASL_SSL":
+        return BOOTSTRAP, []
+    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+            'username="kring" password="kring-secret";')
+    return SASL_SSL_BOOTSTRAP, [("security.protocol", "SASL_SSL"), ("sasl.mechanism", "SCRAM-SHA-512"),
+                                ("sasl.jaas.config", jaas), ("ssl.truststore.type", "PEM"),
+                                ("ssl.truststore.location", tls_ca())]
+
+
+def clients_for(w, clients):
+    """The clients that can run workload `w`."""
+    if w.get("security"):
+        return [c for c in clients if c in SECURE_CLIENTS]
+    return list(clients)
 
 
 class Interrupted(Exception):
@@ -258,7 +304,10 @@ def peer_command(client, binary, op, w, topic, payload):
 
 
 def contract_args(op, w, topic, payload):
-    args = [op, "--bootstrap", BOOTSTRAP, "--topic", topic, "--records", str(w["records"])]
+    bootstrap, properties = security_properties(w)
+    args = [op, "--bootstrap", bootstrap, "--topic", topic, "--records", str(w["records"])]
+    for k, v in properties:
+        args += ["--property", f"{k}={v}"]
     if op == "produce":
         args += ["--payload-file", payload, "--acks", w["acks"], "--idempotence", w["idempotence"],
                  "--compression", w["compression"], "--linger-ms", str(w["linger_ms"]),
@@ -286,16 +335,24 @@ def parse_contract(r, client, op, w):
 
 
 def java_command(op, w, topic, payload, group):
+    bootstrap, properties = java_security_properties(w)
     if op == "produce":
-        return [KAFKA, "run-class", JAVA_PRODUCER, "--bootstrap-server", BOOTSTRAP,
+        return [KAFKA, "run-class", JAVA_PRODUCER, "--bootstrap-server", bootstrap,
                 "--topic", topic, "--num-records", str(w["records"]), "--throughput", "-1",
                 "--payload-file", payload, "--payload-delimiter", "\\n",
                 # --command-property: Kafka 4.4's name for the deprecated --producer-props.
                 "--command-property", f"acks={w['acks']}", f"enable.idempotence={w['idempotence']}",
                 f"compression.type={w['compression']}", f"linger.ms={w['linger_ms']}",
-                f"batch.size={w['batch_size']}"]
-    return [KAFKA, "run-class", JAVA_CONSUMER, "--bootstrap-server", BOOTSTRAP, "--topic", topic,
-            "--num-records", str(w["records"]), "--group", group]
+                f"batch.size={w['batch_size']}"] + [f"{k}={v}" for k, v in properties]
+    cmd = [KAFKA, "run-class", JAVA_CONSUMER, "--bootstrap-server", bootstrap, "--topic", topic,
+           "--num-records", str(w["records"]), "--group", group]
+    if properties:
+        path = os.path.join(ROOT, "perf", "target", "java-sasl-ssl.properties")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.writelines(f"{k}={v}\n" for k, v in properties)
+        cmd += ["--command-config", path]
+    return cmd
 
 
 JAVA_PRODUCER_SUMMARY = re.compile(
@@ -822,7 +879,7 @@ def main(argv):
             finally:
                 if warm_topic in topics.live:
                     topics.delete(warm_topic)
-        total = sum(a.runs * len(a.clients) for _ in a.wl)
+        total = sum(a.runs * len(clients_for(w, a.clients)) for w in a.wl.values())
         done = 0
         for name, w in a.wl.items():
             payload = payload_file(w["size"])
@@ -844,18 +901,22 @@ def main(argv):
                       "result": res, "error": err, "cmd": r["cmd"], "wall_s": r["wall_s"]})
                 if err:
                     log(f"   fill FAILED: {err}")
-                    for c in a.clients:
+                    for c in clients_for(w, a.clients):
                         for rep in range(a.runs):
                             failures += 1
                             emit({"type": "run", "workload": name, "client": c, "run": rep + 1,
                                   "error": f"fill by {fill_client} failed: {err}"})
                     if consume_topic in topics.live:
                         topics.delete(consume_topic)
-                    done += a.runs * len(a.clients)
+                    done += a.runs * len(clients_for(w, a.clients))
                     continue
+            clients = clients_for(w, a.clients)
+            skipped = [c for c in a.clients if c not in clients]
+            if skipped:
+                log(f"== {name}: not run by {', '.join(skipped)} (no security settings in their peers)")
             for rep in range(a.runs):
-                k = rep % len(a.clients)
-                for client in a.clients[k:] + a.clients[:k]:
+                k = rep % len(clients)
+                for client in clients[k:] + clients[:k]:
                     done += 1
                     if a.settle > 0:
                         time.sleep(a.settle)
@@ -961,6 +1022,12 @@ def summarize(runs, meta):
 
 
 def describe(name, w):
+    over = (" over SASL_SSL (TLS, SCRAM-SHA-512; the Go peers do not run it)"
+            if w.get("security") else "")
+    return describe_plain(name, w) + over
+
+
+def describe_plain(name, w):
     if w["op"] == "produce":
         return (f"produce {w['records']:,} records of {w['size']} B, acks={w['acks']}, "
                 f"idempotence={w['idempotence']}, compression {w['compression']}, "

@@ -42,6 +42,20 @@ fn fail(msg: impl std::fmt::Display) -> ! {
     std::process::exit(1)
 }
 
+/// `--property` settings on top of the contract's.
+trait ExtendWith {
+    fn extend_with(&mut self, properties: &[(String, String)]) -> &mut Self;
+}
+
+impl ExtendWith for ClientConfig {
+    fn extend_with(&mut self, properties: &[(String, String)]) -> &mut Self {
+        for (k, v) in properties {
+            self.set(k, v);
+        }
+        self
+    }
+}
+
 /// The command line, as the contract defines it.
 struct Args {
     op: String,
@@ -54,6 +68,8 @@ struct Args {
     compression: String,
     linger_ms: u64,
     batch_size: u64,
+    /// `--property NAME=VALUE`: client properties (security settings) set as given.
+    properties: Vec<(String, String)>,
 }
 
 impl Args {
@@ -76,6 +92,7 @@ impl Args {
             compression: "none".into(),
             linger_ms: 5,
             batch_size: 1_000_000,
+            properties: Vec::new(),
         };
         while let Some(flag) = it.next() {
             let v = it
@@ -99,6 +116,10 @@ impl Args {
                 }
                 "--linger-ms" => a.linger_ms = num(&v),
                 "--batch-size" => a.batch_size = num(&v),
+                "--property" => match v.split_once('=') {
+                    Some((k, val)) => a.properties.push((k.to_string(), val.to_string())),
+                    None => fail(format!("--property {v}: expected NAME=VALUE")),
+                },
                 _ => fail(format!("unknown argument or bad value: {flag} {v}")),
             }
         }
@@ -232,6 +253,7 @@ fn produce(a: &Args) {
         // 100 B records at 10 MB) is lifted so that only bytes count.
         .set("queue.buffering.max.kbytes", "32768")
         .set("queue.buffering.max.messages", "10000000")
+        .extend_with(&a.properties)
         .create_with_context(Delivery {
             base: Instant::now(),
             samples: (0..a.records.div_ceil(SAMPLE))
@@ -348,6 +370,7 @@ fn consume(a: &Args) {
         // whenever its prefetch queue is full, which a fast reader then empties long
         // before the second is up.
         .set("fetch.queue.backoff.ms", "10")
+        .extend_with(&a.properties)
         .create()
         .unwrap_or_else(|e| fail(format!("consumer: {e}")));
 
