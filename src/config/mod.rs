@@ -573,7 +573,31 @@ impl Config {
         if self.admin.timeout.is_zero() {
             return Err(inconsistent("admin.timeout", "must be above zero"));
         }
+        self.refuse_what_is_not_built()?;
         self.security.validate()
+    }
+
+    /// Settings whose feature does not exist yet are refused rather than ignored: a
+    /// `transactional.id` would otherwise produce non-transactional batches, and group
+    /// settings would do nothing.
+    fn refuse_what_is_not_built(&self) -> Result<(), ConfigurationError> {
+        if self.producer.transactional_id.is_some() {
+            return Err(inconsistent(
+                "producer.transactional_id",
+                "transactions are not supported yet: kring would write non-transactional \
+                 batches; unset transactional.id",
+            ));
+        }
+        if self.group != GroupConfig::default() {
+            return Err(inconsistent(
+                "group",
+                "consumer groups are not supported yet (group.id, group.instance.id, \
+                 session.timeout.ms, heartbeat.interval.ms, max.poll.interval.ms and \
+                 partition.assignment.strategy would do nothing); read with partition \
+                 consumers and commit with an OffsetManager, which takes the group id itself",
+            ));
+        }
+        Ok(())
     }
 
     /// The connection settings this configuration implies.
@@ -671,6 +695,19 @@ mod tests {
             c.validate(),
             Err(ConfigurationError::InvalidValue { field, .. }) if field == "bootstrap_servers"
         ));
+        // Settings of features not built yet are refused, not ignored.
+        for change in [
+            Box::new(|c: &mut Config| c.producer.transactional_id = Some("t".into())) as Change,
+            Box::new(|c: &mut Config| c.group.group_id = Some("g".into())),
+            Box::new(|c: &mut Config| c.group.group_instance_id = Some("i".into())),
+            Box::new(|c: &mut Config| c.group.session_timeout = Duration::from_secs(10)),
+            Box::new(|c: &mut Config| c.group.assignment_strategies = vec!["range".into()]),
+        ] {
+            let mut c = base.clone();
+            change(&mut c);
+            let err = c.validate().unwrap_err().to_string();
+            assert!(err.contains("not supported yet"), "{err}");
+        }
         // acks=1 is fine once idempotence is off.
         let mut c = base;
         c.producer.enable_idempotence = false;

@@ -409,8 +409,6 @@ mod tests {
             ("queue.buffering.max.kbytes", "1024"),
             ("fetch.wait.max.ms", "250"),
             ("auto.offset.reset", "smallest"),
-            ("partition.assignment.strategy", "roundrobin"),
-            ("max.poll.interval.ms", "60000"),
             ("kring.io.workers", "2"),
         ])
         .unwrap();
@@ -422,9 +420,15 @@ mod tests {
         assert_eq!(c.producer.buffer_memory, 1024 * 1024);
         assert_eq!(c.consumer.fetch_max_wait, Duration::from_millis(250));
         assert_eq!(c.consumer.auto_offset_reset, OffsetReset::Earliest);
-        assert_eq!(c.group.assignment_strategies, vec!["roundrobin"]);
-        assert_eq!(c.group.rebalance_timeout, Duration::from_secs(60));
         assert_eq!(c.net.workers, 2);
+        // Group settings parse onto their fields (validation refuses them until consumer
+        // groups exist).
+        let mut g = Config::new(["k1:9092"]);
+        g.set("partition.assignment.strategy", "roundrobin").unwrap();
+        g.set("max.poll.interval.ms", "60000").unwrap();
+        assert_eq!(g.group.assignment_strategies, vec!["roundrobin"]);
+        assert_eq!(g.group.rebalance_timeout, Duration::from_secs(60));
+        assert!(g.validate().is_err());
     }
 
     #[test]
