@@ -343,16 +343,21 @@ def java_command(op, w, topic, payload, group):
                 # --command-property: Kafka 4.4's name for the deprecated --producer-props.
                 "--command-property", f"acks={w['acks']}", f"enable.idempotence={w['idempotence']}",
                 f"compression.type={w['compression']}", f"linger.ms={w['linger_ms']}",
-                f"batch.size={w['batch_size']}"] + [f"{k}={v}" for k, v in properties]
-    cmd = [KAFKA, "run-class", JAVA_CONSUMER, "--bootstrap-server", bootstrap, "--topic", topic,
-           "--num-records", str(w["records"]), "--group", group]
-    if properties:
-        path = os.path.join(ROOT, "perf", "target", "java-sasl-ssl.properties")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.writelines(f"{k}={v}\n" for k, v in properties)
-        cmd += ["--command-config", path]
-    return cmd
+                f"batch.size={w['batch_size']}"] + java_config_file(properties)
+    return [KAFKA, "run-class", JAVA_CONSUMER, "--bootstrap-server", bootstrap, "--topic", topic,
+            "--num-records", str(w["records"]), "--group", group] + java_config_file(properties)
+
+
+def java_config_file(properties):
+    """`--command-config FILE` with `properties` (a JAAS value cannot go through
+    --command-property, which refuses values with '=' in them)."""
+    if not properties:
+        return []
+    path = os.path.join(ROOT, "perf", "target", "java-sasl-ssl.properties")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.writelines(f"{k}={v}\n" for k, v in properties)
+    return ["--command-config", path]
 
 
 JAVA_PRODUCER_SUMMARY = re.compile(
