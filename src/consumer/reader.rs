@@ -131,11 +131,16 @@ impl PartitionReader {
         self.ready = None;
     }
 
-    /// The position moved (the reset policy): what was fetched is dropped.
+    /// The position moved (the reset policy): what was fetched is dropped, and so is
+    /// what was known of aborted transactions — it described the log before the jump,
+    /// and a producer left marked aborted would lose its later committed transactions.
+    /// Chunks fetched from the new position carry their own aborted list.
     pub fn reset(&mut self, offset: i64) {
         self.position = offset;
         self.current = None;
         self.ready = None;
+        self.aborted_pending.clear();
+        self.aborted_active.clear();
     }
 
     /// Moves to the next batch the user should see, skipping the rest.
@@ -218,3 +223,6 @@ impl PartitionReader {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests;
