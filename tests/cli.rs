@@ -319,8 +319,14 @@ fn consume_count_equal_to_the_records_there_are_exits() {
     let topic = common::unique("cli-count");
     ok(&["topics", "create", &topic, "-p", "2"], b"");
     let input: String = (0..10).map(|i| format!("r{i}\n")).collect();
-    ok(&["produce", "-t", &topic, "-p", "0"], &input.as_bytes()[..15]); // r0..r4
-    ok(&["produce", "-t", &topic, "-p", "1"], &input.as_bytes()[15..]); // r5..r9
+    ok(
+        &["produce", "-t", &topic, "-p", "0"],
+        &input.as_bytes()[..15],
+    ); // r0..r4
+    ok(
+        &["produce", "-t", &topic, "-p", "1"],
+        &input.as_bytes()[15..],
+    ); // r5..r9
     let limit = std::time::Duration::from_secs(60);
     // Exactly the count one partition holds, and exactly what the topic holds: no -e,
     // so only the count can end the command.

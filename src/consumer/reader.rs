@@ -1,33 +1,39 @@
 //! Reading one partition's fetched chunks in order, sans-IO: the position the user has
 //! reached, the batches to skip (before the position, control batches, aborted
 //! transactions under read_committed), CRC checks and decompression. The partition
-//! consumer feeds it chunks from its fetcher; the simulation feeds it directly.
+//! consumer feeds it chunks from its fetcher; the simulation feeds it directly. v2
+//! batches and legacy v0/v1 messages (old log segments) are read alike; a legacy
+//! message (or compressed wrapper) is one batch here, never transactional.
 //!
 //! Invariants:
 //! - Each batch's header was parsed once, by the fetcher; here a batch is found again
-//!   from its span, not parsed anew.
+//!   from its span, not parsed anew (a legacy message's few length fields are re-read).
 //! - The position only moves forward, to the offset after the last batch handed out or
-//!   skipped (or to a reset position).
+//!   skipped (or to a reset position). A batch that fails its CRC check or does not
+//!   decompress is not passed over: it stays first, the position stays at it, and every
+//!   read reports it again until [`PartitionReader::skip_bad_batch`] (the application's
+//!   decision, as a seek past it is in the Java client).
 //! - Aborted transactions begin at their first offset (from the fetch response) and end
-//!   at their producer's abort marker, as the Java client does.
+//!   at their producer's abort marker, as the Java client does; a reset forgets them.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
 use crate::engine::fetch::Chunk;
 use crate::error::Error;
 use crate::record::{
-    BatchSpan, Compression, ControlRecordType, Decompressor, RecordBatchRef, RecordError,
-    RecordRef, Records,
+    AnyRecords, BatchRef, BatchSpan, Compression, ControlRecordType, Decompressor, RecordBatchRef,
+    RecordError, RecordRef,
 };
 
 /// A fetched batch, borrowed from the fetch buffer (or, when compressed, from the
 /// partition's decompression scratch buffer).
 #[derive(Debug)]
 pub struct FetchedBatch<'a> {
-    batch: RecordBatchRef<'a>,
-    records: Records<'a>,
+    batch: BatchRef<'a>,
+    records: AnyRecords<'a>,
     /// The bytes the records point into.
     backing: &'a [u8],
     /// The fetch buffer, when `backing` is a slice of it (uncompressed batches).
@@ -36,18 +42,31 @@ pub struct FetchedBatch<'a> {
 }
 
 impl<'a> FetchedBatch<'a> {
-    /// The batch header.
-    pub fn header(&self) -> &RecordBatchRef<'a> {
+    /// The v2 batch header; `None` for a legacy (v0/v1) message, see
+    /// [`FetchedBatch::batch`].
+    pub fn header(&self) -> Option<&RecordBatchRef<'a>> {
+        self.batch.as_v2()
+    }
+
+    /// The batch, v2 or legacy.
+    pub fn batch(&self) -> &BatchRef<'a> {
         &self.batch
     }
 
     /// The records at or after the consumer's position, borrowed: key, value and header
-    /// slices point into the fetch buffer (or the decompression scratch).
+    /// slices point into the fetch buffer (or the decompression scratch). Legacy
+    /// records have no headers.
     pub fn records(&self) -> impl Iterator<Item = Result<RecordRef<'a>, RecordError>> + 'a {
         let start = self.start;
         self.records
             .clone()
             .filter(move |r| r.as_ref().map_or(true, |r| r.offset() >= start))
+    }
+
+    /// The offset the user's reading of this batch starts at (the consumer's position
+    /// when the batch was taken).
+    pub(crate) fn start(&self) -> i64 {
+        self.start
     }
 
     /// A shared, owned handle to the bytes the records point into: a zero-copy slice of
@@ -75,7 +94,8 @@ pub(crate) enum Advance {
     Ready,
     /// The current chunk is used up: feed the next one.
     NeedChunk,
-    /// The batch at the cursor is bad (and was passed over).
+    /// The batch at the position is bad; it stays there (see
+    /// [`PartitionReader::skip_bad_batch`]).
     Error(Error),
 }
 
@@ -89,6 +109,10 @@ pub(crate) struct PartitionReader {
     current: Option<Chunk>,
     /// The batch found by `advance`, not handed out yet, and where it starts for the user.
     ready: Option<(BatchSpan, i64)>,
+    /// The batch last handed out by `take_ready`, and where it started for the user.
+    taken: Option<(BatchSpan, i64)>,
+    /// The batch at the front of the chunk that was reported bad.
+    bad: Option<BatchSpan>,
     scratch: Vec<u8>,
     decompressor: Decompressor,
     /// Aborted transactions not reached yet: first offset → producer ids.
@@ -97,16 +121,58 @@ pub(crate) struct PartitionReader {
     aborted_active: HashSet<i64>,
 }
 
+/// A v2 batch's transaction facts, or none for a legacy message.
+struct TxnFacts {
+    control: bool,
+    abort_marker: bool,
+    producer: i64,
+    transactional: bool,
+}
+
+impl TxnFacts {
+    fn of(batch: &BatchRef<'_>) -> Self {
+        match batch {
+            BatchRef::V2(b) => TxnFacts {
+                control: b.is_control(),
+                abort_marker: matches!(b.control_record(), Ok(Some(m)) if m.kind == ControlRecordType::Abort),
+                producer: b.producer_id(),
+                transactional: b.is_transactional(),
+            },
+            BatchRef::Legacy(_) => TxnFacts {
+                control: false,
+                abort_marker: false,
+                producer: -1,
+                transactional: false,
+            },
+        }
+    }
+}
+
+fn corrupt(span: BatchSpan, error: RecordError) -> Error {
+    Error::CorruptBatch {
+        base_offset: span.base_offset,
+        last_offset: span.last_offset,
+        error,
+    }
+}
+
 impl PartitionReader {
-    pub fn new(position: i64, read_committed: bool, check_crcs: bool) -> Self {
+    pub fn new(
+        position: i64,
+        read_committed: bool,
+        check_crcs: bool,
+        max_decompressed: usize,
+    ) -> Self {
         PartitionReader {
             position,
             read_committed,
             check_crcs,
             current: None,
             ready: None,
+            taken: None,
+            bad: None,
             scratch: Vec::new(),
-            decompressor: Decompressor::default(),
+            decompressor: Decompressor::new(max_decompressed),
             aborted_pending: BTreeMap::new(),
             aborted_active: HashSet::new(),
         }
@@ -129,6 +195,8 @@ impl PartitionReader {
         }
         self.current = Some(chunk);
         self.ready = None;
+        self.taken = None;
+        self.bad = None;
     }
 
     /// The position moved (the reset policy): what was fetched is dropped, and so is
@@ -139,57 +207,60 @@ impl PartitionReader {
         self.position = offset;
         self.current = None;
         self.ready = None;
+        self.taken = None;
+        self.bad = None;
         self.aborted_pending.clear();
         self.aborted_active.clear();
     }
 
-    /// Moves to the next batch the user should see, skipping the rest.
+    /// Moves to the next batch the user should see, skipping the rest. A bad batch
+    /// stays first: it is reported again on every call.
     pub fn advance(&mut self) -> Advance {
         if self.ready.is_some() {
             return Advance::Ready;
         }
+        self.taken = None;
         loop {
             let Some(chunk) = self.current.as_mut() else {
                 return Advance::NeedChunk;
             };
-            let Some(span) = chunk.batches.pop_front() else {
+            let Some(&span) = chunk.batches.front() else {
                 self.current = None;
                 return Advance::NeedChunk;
             };
-            let Some(batch) = RecordBatchRef::from_span(&chunk.records, span) else {
+            let Some(batch) = BatchRef::from_span(&chunk.records, span) else {
                 self.current = None;
                 return Advance::Error(Error::Batch("a batch span outside its chunk".into()));
             };
             let next = span.next_offset();
             if next <= self.position {
+                chunk.batches.pop_front();
                 continue; // all before the position (a batch we asked to start inside)
             }
             if self.check_crcs
                 && let Err(e) = batch.verify_crc()
             {
-                return Advance::Error(Error::Batch(e.to_string()));
+                self.bad = Some(span);
+                return Advance::Error(corrupt(span, e));
             }
-            let (control, abort_marker, producer, transactional) = (
-                batch.is_control(),
-                matches!(batch.control_record(), Ok(Some(m)) if m.kind == ControlRecordType::Abort),
-                batch.producer_id(),
-                batch.is_transactional(),
-            );
+            let facts = TxnFacts::of(&batch);
+            chunk.batches.pop_front();
             self.begin_aborted_up_to(span.last_offset);
-            if control {
-                if abort_marker {
-                    self.aborted_active.remove(&producer);
+            if facts.control {
+                if facts.abort_marker {
+                    self.aborted_active.remove(&facts.producer);
                 }
                 self.position = next;
                 continue;
             }
-            if self.read_committed && transactional && self.aborted_active.contains(&producer) {
+            if self.read_committed
+                && facts.transactional
+                && self.aborted_active.contains(&facts.producer)
+            {
                 self.position = next;
                 continue;
             }
-            let start = self.position;
-            self.position = next;
-            self.ready = Some((span, start));
+            self.ready = Some((span, self.position));
             return Advance::Ready;
         }
     }
@@ -205,15 +276,27 @@ impl PartitionReader {
     }
 
     /// The batch [`PartitionReader::advance`] found, its records decompressed if needed.
+    /// A batch that does not decompress stays first, the position at it.
     pub fn take_ready(&mut self) -> Option<Result<FetchedBatch<'_>, Error>> {
         let (span, start) = self.ready.take()?;
-        let chunk = self.current.as_ref()?;
-        let batch = RecordBatchRef::from_span(&chunk.records, span)?;
-        let zero_copy = batch.compression().ok() == Some(Compression::None);
-        let records = match batch.decompress_records(&mut self.decompressor, &mut self.scratch) {
-            Ok(r) => r,
-            Err(e) => return Some(Err(Error::Batch(e.to_string()))),
+        let Some(chunk) = self.current.as_mut() else {
+            return Some(Err(Error::Batch("a ready batch without its chunk".into())));
         };
+        let Some(batch) = BatchRef::from_span(&chunk.records, span) else {
+            return Some(Err(Error::Batch("a batch span outside its chunk".into())));
+        };
+        let zero_copy = batch.compression().ok() == Some(Compression::None);
+        let records = match batch.records(&mut self.decompressor, &mut self.scratch) {
+            Ok(r) => r,
+            Err(e) => {
+                chunk.batches.push_front(span);
+                self.bad = Some(span);
+                return Some(Err(corrupt(span, e)));
+            }
+        };
+        self.position = span.next_offset();
+        self.taken = Some((span, start));
+        self.bad = None;
         Some(Ok(FetchedBatch {
             batch,
             backing: records.bytes(),
@@ -222,6 +305,105 @@ impl PartitionReader {
             start,
         }))
     }
+
+    /// The next batch as owned messages (see `PartitionConsumer::next_messages`): a
+    /// record that does not decode ends it there, the records before it come back, and
+    /// the batch stays first with the position at the bad record, so the next read
+    /// reports it.
+    pub fn take_messages(
+        &mut self,
+        topic: &Arc<str>,
+        partition: i32,
+    ) -> Option<Result<Vec<super::Message>, Error>> {
+        let (out, failure) = match self.take_ready()? {
+            Ok(batch) => owned_messages(&batch, topic, partition),
+            Err(e) => return Some(Err(e)),
+        };
+        match failure {
+            None => Some(Ok(out)),
+            Some((offset, error)) => {
+                let error = self.hold_bad_record(offset, error);
+                if out.is_empty() {
+                    Some(Err(error))
+                } else {
+                    Some(Ok(out))
+                }
+            }
+        }
+    }
+
+    /// The batch last taken holds a record at `offset` that does not decode (and
+    /// the records before it were handed out): the position goes back to `offset` and
+    /// the batch stays first, reported on every read until skipped.
+    fn hold_bad_record(&mut self, offset: i64, error: RecordError) -> Error {
+        let Some((span, start)) = self.taken.take() else {
+            return Error::Batch(error.to_string());
+        };
+        if let Some(chunk) = self.current.as_mut() {
+            chunk.batches.push_front(span);
+            self.position = offset.clamp(start, span.next_offset());
+            self.bad = Some(span);
+        }
+        corrupt(span, error)
+    }
+
+    /// Passes over the bad batch the last read reported, the position moving past it
+    /// (the application's choice, as a seek past it is in the Java client): its first
+    /// and last offset, or `None` when the last read reported no bad batch.
+    pub fn skip_bad_batch(&mut self) -> Option<(i64, i64)> {
+        let span = self.bad.take()?;
+        let chunk = self.current.as_mut()?;
+        if chunk.batches.front() != Some(&span) {
+            return None;
+        }
+        chunk.batches.pop_front();
+        self.begin_aborted_up_to(span.last_offset);
+        self.position = self.position.max(span.next_offset());
+        Some((span.base_offset, span.last_offset))
+    }
+}
+
+/// The records of `batch` as owned messages, up to the first that does not decode:
+/// that one's offset (the one after the last good record, or where the batch starts
+/// for the user) and error.
+pub(super) fn owned_messages(
+    batch: &FetchedBatch<'_>,
+    topic: &Arc<str>,
+    partition: i32,
+) -> (
+    Vec<super::Message>,
+    Option<(i64, crate::record::RecordError)>,
+) {
+    let owner = batch.shared_bytes();
+    let mut out: Vec<super::Message> = Vec::new();
+    let mut next = batch.start();
+    for r in batch.records() {
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => return (out, Some((next, e))),
+        };
+        let mut headers = Vec::new();
+        for h in r.headers() {
+            match h {
+                Ok(h) => headers.push((
+                    String::from_utf8_lossy(h.key).into_owned(),
+                    h.value.map(|v| batch.share(&owner, v)),
+                )),
+                Err(e) => return (out, Some((r.offset(), e))),
+            }
+        }
+        next = r.offset().wrapping_add(1);
+        out.push(super::Message {
+            topic: topic.clone(),
+            partition,
+            offset: r.offset(),
+            timestamp: r.timestamp(),
+            key: r.key().map(|k| batch.share(&owner, k)),
+            value: r.value().map(|v| batch.share(&owner, v)),
+            headers,
+        });
+    }
+    (out, None)
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ use crate::error::Error;
 use crate::protocol::messages::fetch::{FetchPartition, FetchTopic, ForgottenTopic};
 use crate::protocol::messages::{FetchRequest, FetchResponse};
 use crate::protocol::{ApiKey, KafkaCode, Uuid, is_stale_metadata};
-use crate::record::{BatchSpan, RecordBatchRef};
+use crate::record::{BatchRef, BatchSpan};
 
 /// A partition's fetched data: a slice of one response, with its complete batches.
 #[derive(Debug)]
@@ -512,17 +512,17 @@ fn topic_entry(name: &str, id: Uuid, by_id: bool) -> FetchTopic {
     }
 }
 
-/// The complete batches at the front of `records` and the bytes they cover: each
-/// header parsed here, once. A batch cut at the end is left for the next fetch; a
+/// The complete batches (v2, or legacy v0/v1 messages from old segments) at the
+/// front of `records` and the bytes they cover: each header parsed here, once. A batch cut at the end is left for the next fetch; a
 /// malformed one is reported and ends the chunk.
-fn complete_batches(
+pub(crate) fn complete_batches(
     records: &Bytes,
     report: impl FnOnce(crate::record::RecordError),
 ) -> (VecDeque<BatchSpan>, usize) {
     let mut batches = VecDeque::new();
     let mut rest: &[u8] = records;
     loop {
-        match RecordBatchRef::parse(rest) {
+        match BatchRef::parse(rest) {
             Ok(Some((batch, tail))) => {
                 if let Some(span) = batch.span_in(records) {
                     batches.push_back(span);

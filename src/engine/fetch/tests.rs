@@ -6,7 +6,7 @@ use super::testing::TestTarget;
 use super::*;
 use crate::buf::MemoryBudget;
 use crate::protocol::messages::fetch::{FetchableTopicResponse, PartitionData};
-use crate::record::{BatchBuilder, BatchOptions};
+use crate::record::{BatchBuilder, BatchOptions, RecordBatchRef};
 
 type Target = TestTarget;
 

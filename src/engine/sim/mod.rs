@@ -323,7 +323,9 @@ impl World {
             },
             budget: MemoryBudget::new(64 << 20),
             readers: (0..partitions)
-                .map(|_| PartitionReader::new(0, false, true))
+                .map(|_| {
+                    PartitionReader::new(0, false, true, crate::record::DEFAULT_MAX_DECOMPRESSED)
+                })
                 .collect(),
             homeless: targets.clone(),
             targets,
