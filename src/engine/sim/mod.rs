@@ -320,6 +320,7 @@ impl World {
                 partition_max_bytes: 1024 + rng.below(8192) as i32,
                 isolation_level: 0,
                 error_backoff: Duration::from_millis(100),
+                error_backoff_max: Duration::from_secs(1),
             },
             budget: MemoryBudget::new(64 << 20),
             readers: (0..partitions)
