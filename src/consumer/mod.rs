@@ -365,6 +365,7 @@ impl Consumer {
                 config.isolation_level == IsolationLevel::ReadCommitted,
                 config.check_crcs,
                 config.fetch_max_decompressed_bytes,
+                self.inner.budget.clone(),
             ),
             pending: std::collections::VecDeque::new(),
         })

@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::buf::{MemoryBudget, Permit};
 use crate::engine::fetch::Chunk;
 use crate::error::Error;
 use crate::record::{
@@ -115,6 +116,13 @@ pub(crate) struct PartitionReader {
     bad: Option<BatchSpan>,
     scratch: Vec<u8>,
     decompressor: Decompressor,
+    /// The decompressed sizes of the last two compressed batches: the smaller is the
+    /// typical size worth keeping scratch space for (one huge batch is not typical).
+    recent: [usize; 2],
+    /// The consumer's memory budget, charged with the decompression memory kept
+    /// between batches beyond [`FREE_MEMORY`].
+    memory: MemoryBudget,
+    charged: Option<Permit>,
     /// Aborted transactions not reached yet: first offset → producer ids.
     aborted_pending: BTreeMap<i64, Vec<i64>>,
     /// Producers whose open transaction is aborted.
@@ -148,6 +156,20 @@ impl TxnFacts {
     }
 }
 
+/// Decompression memory a partition keeps between batches without charging the memory
+/// budget.
+pub(crate) const FREE_MEMORY: usize = 1 << 20;
+
+/// Codec state kept between batches when the budget covers it: a zstd context with an
+/// 8 MiB window (what producers stream with, whatever the batch size) and its buffers.
+const USUAL_CODEC_STATE: usize = 9 << 20;
+
+/// Shrinks `v`'s allocation to `keep` bytes (its contents are scratch).
+fn shrink_scratch(v: &mut Vec<u8>, keep: usize) {
+    v.truncate(keep);
+    v.shrink_to(keep);
+}
+
 fn corrupt(span: BatchSpan, error: RecordError) -> Error {
     Error::CorruptBatch {
         base_offset: span.base_offset,
@@ -157,11 +179,15 @@ fn corrupt(span: BatchSpan, error: RecordError) -> Error {
 }
 
 impl PartitionReader {
+    /// A reader from `position`. `max_decompressed` caps one batch's decompressed size;
+    /// `memory` (the consumer's budget) is charged with the decompression memory kept
+    /// between batches.
     pub fn new(
         position: i64,
         read_committed: bool,
         check_crcs: bool,
         max_decompressed: usize,
+        memory: MemoryBudget,
     ) -> Self {
         PartitionReader {
             position,
@@ -173,6 +199,9 @@ impl PartitionReader {
             bad: None,
             scratch: Vec::new(),
             decompressor: Decompressor::new(max_decompressed),
+            recent: [0; 2],
+            memory,
+            charged: None,
             aborted_pending: BTreeMap::new(),
             aborted_active: HashSet::new(),
         }
@@ -211,6 +240,57 @@ impl PartitionReader {
         self.bad = None;
         self.aborted_pending.clear();
         self.aborted_active.clear();
+        self.settle_memory();
+    }
+
+    /// Bytes of decompression memory held now (scratch space and codec state).
+    pub fn decompression_memory(&self) -> usize {
+        self.scratch.capacity() + self.decompressor.state_bytes()
+    }
+
+    /// After a batch was used: keeps scratch space for the typical batch (at least
+    /// [`FREE_MEMORY`]) and usual codec state, frees the rest, and charges what is
+    /// kept beyond [`FREE_MEMORY`] to the memory budget; what the budget cannot cover
+    /// is freed too. While a batch is in use its memory is bounded by the cap on
+    /// decompressed size (and a zstd window no larger), not by the budget.
+    fn settle_memory(&mut self) {
+        let keep = FREE_MEMORY.max(self.recent[0].min(self.recent[1]));
+        if self.scratch.capacity() > keep {
+            shrink_scratch(&mut self.scratch, keep);
+        }
+        if self.decompressor.state_bytes() > keep.max(USUAL_CODEC_STATE) {
+            self.decompressor.release_state();
+        }
+        let charge = self.decompression_memory().saturating_sub(FREE_MEMORY);
+        if !self.charge_memory(charge) {
+            self.decompressor.release_state();
+            shrink_scratch(&mut self.scratch, FREE_MEMORY);
+            self.charged = None;
+        }
+    }
+
+    /// Holds exactly `bytes` of the memory budget; false when it cannot have them now.
+    fn charge_memory(&mut self, bytes: usize) -> bool {
+        let held = self.charged.as_ref().map_or(0, Permit::size);
+        if bytes <= held {
+            match self.charged.as_mut() {
+                Some(p) if bytes > 0 => p.shrink_to(bytes),
+                _ => self.charged = None,
+            }
+            return true;
+        }
+        let Ok(extra) = self.memory.try_acquire(bytes - held) else {
+            return false;
+        };
+        match self.charged.as_mut() {
+            None => self.charged = Some(extra),
+            Some(p) => {
+                if p.merge(extra).is_err() {
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     /// Moves to the next batch the user should see, skipping the rest. A bad batch
@@ -219,7 +299,10 @@ impl PartitionReader {
         if self.ready.is_some() {
             return Advance::Ready;
         }
-        self.taken = None;
+        if self.taken.take().is_some() {
+            // The batch handed out last is no longer borrowed.
+            self.settle_memory();
+        }
         loop {
             let Some(chunk) = self.current.as_mut() else {
                 return Advance::NeedChunk;
@@ -294,6 +377,9 @@ impl PartitionReader {
                 return Some(Err(corrupt(span, e)));
             }
         };
+        if !zero_copy {
+            self.recent = [self.recent[1], records.bytes().len()];
+        }
         self.position = span.next_offset();
         self.taken = Some((span, start));
         self.bad = None;

@@ -73,7 +73,7 @@ fn read_values(reader: &mut PartitionReader) -> Vec<String> {
 
 #[test]
 fn a_reset_forgets_aborted_transactions() {
-    let mut reader = PartitionReader::new(0, true, true, 1 << 20);
+    let mut reader = PartitionReader::new(0, true, true, 1 << 20, MemoryBudget::unlimited());
     // A transaction of PRODUCER opens at 0 and is aborted; the abort marker lies past
     // what this chunk holds.
     reader.push_chunk(chunk(&[data(0, 2, true)], vec![(PRODUCER, 0)]));
@@ -89,7 +89,8 @@ fn a_reset_forgets_aborted_transactions() {
 /// A batch of `values` from `base`, compressed with `codec` when it is not `None`.
 fn batch_of(base: i64, values: &[&[u8]], codec: Compression) -> Vec<u8> {
     let options = BatchOptions::default().with_base_offset(base);
-    let mut b = BatchBuilder::new(Vec::with_capacity(1 << 20), options).unwrap();
+    let size: usize = values.iter().map(|v| v.len() + 32).sum();
+    let mut b = BatchBuilder::new(Vec::with_capacity(size + 4096), options).unwrap();
     for v in values {
         b.append(1, None, Some(v), &[]).unwrap();
     }
@@ -144,7 +145,7 @@ fn a_batch_failing_its_crc_is_reported_until_skipped() {
         bad,
         batch_of(4, &[b"v4"], Compression::None),
     ];
-    let mut reader = PartitionReader::new(0, false, true, 1 << 20);
+    let mut reader = PartitionReader::new(0, false, true, 1 << 20, MemoryBudget::unlimited());
     reader.push_chunk(chunk(&good, vec![]));
     assert_eq!(read_once(&mut reader), Ok(vec!["v0".into(), "v1".into()]));
     for _ in 0..3 {
@@ -168,7 +169,7 @@ fn a_batch_that_inflates_past_the_cap_is_reported_until_skipped() {
         batch_of(2, &[b"v2"], Compression::None),
     ];
     // The cap (the consumer's fetch_max_decompressed_bytes) is below 64 KiB.
-    let mut reader = PartitionReader::new(0, false, true, 16 << 10);
+    let mut reader = PartitionReader::new(0, false, true, 16 << 10, MemoryBudget::unlimited());
     reader.push_chunk(chunk(&batches, vec![]));
     assert_eq!(read_once(&mut reader), Ok(vec!["v0".into()]));
     for _ in 0..3 {
@@ -179,7 +180,7 @@ fn a_batch_that_inflates_past_the_cap_is_reported_until_skipped() {
     assert_eq!(read_once(&mut reader), Ok(vec!["v2".into()]));
 
     // With a cap above its size the same batch reads.
-    let mut reader = PartitionReader::new(0, false, true, 1 << 20);
+    let mut reader = PartitionReader::new(0, false, true, 1 << 20, MemoryBudget::unlimited());
     reader.push_chunk(chunk(&batches, vec![]));
     assert_eq!(read_once(&mut reader), Ok(vec!["v0".into()]));
     assert_eq!(read_once(&mut reader).unwrap()[0].len(), big.len());
@@ -194,7 +195,7 @@ fn owned_messages_before_a_bad_record_come_first_then_the_error() {
     b[at] = 2; // zigzag varint 1
     fix_crc(&mut b);
     let batches = [b, batch_of(3, &[b"DDDD"], Compression::None)];
-    let mut reader = PartitionReader::new(0, false, true, 1 << 20);
+    let mut reader = PartitionReader::new(0, false, true, 1 << 20, MemoryBudget::unlimited());
     reader.push_chunk(chunk(&batches, vec![]));
     assert_eq!(read_once(&mut reader), Ok(vec!["AAAA".into()]));
     assert_eq!(reader.position(), 1);
@@ -282,18 +283,18 @@ fn legacy_log() -> (Vec<Vec<u8>>, Seen) {
 #[test]
 fn legacy_message_sets_read_like_batches() {
     let (sets, want) = legacy_log();
-    let mut reader = PartitionReader::new(0, true, true, 1 << 20);
+    let mut reader = PartitionReader::new(0, true, true, 1 << 20, MemoryBudget::unlimited());
     reader.push_chunk(chunk(&sets, vec![]));
     assert_eq!(read_messages(&mut reader), want);
     assert_eq!(reader.position(), 11);
 
     // Starting inside a wrapper hands out only what is at or after the position.
-    let mut reader = PartitionReader::new(4, false, true, 1 << 20);
+    let mut reader = PartitionReader::new(4, false, true, 1 << 20, MemoryBudget::unlimited());
     reader.push_chunk(chunk(&sets, vec![]));
     assert_eq!(read_messages(&mut reader), want[4..]);
 
     // Borrowed, uncompressed legacy records point into the fetch buffer (zero copy).
-    let mut reader = PartitionReader::new(0, false, true, 1 << 20);
+    let mut reader = PartitionReader::new(0, false, true, 1 << 20, MemoryBudget::unlimited());
     let c = chunk(&sets, vec![]);
     let buffer = c.records.clone();
     reader.push_chunk(c);
@@ -312,7 +313,7 @@ fn a_corrupt_legacy_message_is_reported_until_skipped() {
     let gzip = &mut sets[1];
     let last = gzip.len() - 1;
     gzip[last] ^= 1;
-    let mut reader = PartitionReader::new(0, false, true, 1 << 20);
+    let mut reader = PartitionReader::new(0, false, true, 1 << 20, MemoryBudget::unlimited());
     reader.push_chunk(chunk(&sets, vec![]));
     assert_eq!(read_messages_until_error(&mut reader), want[..3]);
     // The wrapper's span carries its own offset, that of its last inner message.
@@ -336,4 +337,119 @@ fn read_messages_until_error(reader: &mut PartitionReader) -> Seen {
             _ => return seen,
         }
     }
+}
+
+/// A batch of one record `value`, zstd-compressed the way a streaming producer writes
+/// it: no content size in the frame, a `window_log` window.
+fn streamed_zstd_batch(base: i64, value: &[u8], window_log: u32) -> Vec<u8> {
+    use zstd::stream::raw::{CParameter, Encoder, InBuffer, Operation, OutBuffer};
+    let plain = batch_of(base, &[value], Compression::None);
+    let records = &plain[61..];
+    let mut encoder = Encoder::new(3).unwrap();
+    encoder
+        .set_parameter(CParameter::ContentSizeFlag(false))
+        .unwrap();
+    encoder
+        .set_parameter(CParameter::WindowLog(window_log))
+        .unwrap();
+    let mut frame = vec![0u8; zstd::zstd_safe::compress_bound(records.len())];
+    let mut src = InBuffer::around(records);
+    let mut dst = OutBuffer::around(&mut frame[..]);
+    while src.pos() < records.len() {
+        encoder.run(&mut src, &mut dst).unwrap();
+    }
+    while encoder.finish(&mut dst, true).unwrap() > 0 {}
+    let n = dst.pos();
+    let mut batch = plain[..61].to_vec();
+    batch[22] |= Compression::Zstd.id() as u8;
+    batch.extend_from_slice(&frame[..n]);
+    let length = (batch.len() - 12) as i32;
+    batch[8..12].copy_from_slice(&length.to_be_bytes());
+    fix_crc(&mut batch);
+    batch
+}
+
+/// Reads one batch and drops it, answering its first record's value length.
+fn read_one_batch(reader: &mut PartitionReader) -> usize {
+    assert!(matches!(reader.advance(), Advance::Ready));
+    let batch = reader.take_ready().unwrap().unwrap();
+    let value_len = batch
+        .records()
+        .next()
+        .unwrap()
+        .unwrap()
+        .value()
+        .unwrap()
+        .len();
+    value_len
+}
+
+#[test]
+fn a_huge_batch_leaves_no_memory_behind() {
+    let budget = MemoryBudget::new(64 << 20);
+    let huge = vec![0u8; 32 << 20];
+    let batches = [
+        streamed_zstd_batch(0, &huge, 25),
+        batch_of(1, &[&[b'a'; 1000]], Compression::Zstd),
+    ];
+    assert!(
+        batches[0].len() < 64 << 10,
+        "a small batch: {}",
+        batches[0].len()
+    );
+    let mut reader = PartitionReader::new(0, false, true, 64 << 20, budget.clone());
+    reader.push_chunk(chunk(&batches, vec![]));
+    assert_eq!(read_one_batch(&mut reader), huge.len());
+    let in_use = reader.decompression_memory();
+    assert!(in_use >= 2 * huge.len(), "output and window: {in_use}");
+    assert_eq!(read_one_batch(&mut reader), 1000);
+    assert!(matches!(reader.advance(), Advance::NeedChunk));
+    let kept = reader.decompression_memory();
+    assert!(
+        kept <= 2 * FREE_MEMORY,
+        "kept {kept} bytes after the huge batch"
+    );
+    assert_eq!(
+        budget.available(),
+        budget.capacity() - kept.saturating_sub(FREE_MEMORY),
+        "what is kept beyond the free allowance is charged"
+    );
+    drop(reader);
+    assert_eq!(budget.available(), budget.capacity());
+}
+
+#[test]
+fn steady_large_batches_keep_their_memory_only_within_the_budget() {
+    let large = vec![0u8; 4 << 20];
+    let batches: Vec<Vec<u8>> = (0..3)
+        .map(|o| batch_of(o, &[&large], Compression::Zstd))
+        .collect();
+    // A budget with room: scratch for the typical (4 MiB) batch stays, charged.
+    let budget = MemoryBudget::new(64 << 20);
+    let mut reader = PartitionReader::new(0, false, true, 64 << 20, budget.clone());
+    reader.push_chunk(chunk(&batches, vec![]));
+    for _ in 0..3 {
+        assert_eq!(read_one_batch(&mut reader), large.len());
+    }
+    assert!(matches!(reader.advance(), Advance::NeedChunk));
+    let kept = reader.decompression_memory();
+    assert!(kept >= large.len(), "kept {kept}");
+    assert_eq!(budget.available(), budget.capacity() - (kept - FREE_MEMORY));
+    // A reset keeps it too (it only moves the position).
+    reader.reset(100);
+    assert_eq!(budget.available(), budget.capacity() - (kept - FREE_MEMORY));
+    drop(reader);
+    assert_eq!(budget.available(), budget.capacity());
+
+    // A budget without room: nothing beyond the free allowance stays.
+    let tight = MemoryBudget::new(2 << 20);
+    let _held = tight.try_acquire(2 << 20).unwrap();
+    let mut reader = PartitionReader::new(0, false, true, 64 << 20, tight.clone());
+    reader.push_chunk(chunk(&batches, vec![]));
+    for _ in 0..3 {
+        assert_eq!(read_one_batch(&mut reader), large.len());
+    }
+    assert!(matches!(reader.advance(), Advance::NeedChunk));
+    let kept = reader.decompression_memory();
+    assert!(kept <= FREE_MEMORY, "kept {kept} with no budget left");
 }

@@ -325,7 +325,13 @@ impl World {
             budget: MemoryBudget::new(64 << 20),
             readers: (0..partitions)
                 .map(|_| {
-                    PartitionReader::new(0, false, true, crate::record::DEFAULT_MAX_DECOMPRESSED)
+                    PartitionReader::new(
+                        0,
+                        false,
+                        true,
+                        crate::record::DEFAULT_MAX_DECOMPRESSED,
+                        crate::buf::MemoryBudget::unlimited(),
+                    )
                 })
                 .collect(),
             homeless: targets.clone(),
