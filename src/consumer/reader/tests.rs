@@ -361,7 +361,7 @@ fn streamed_zstd_batch(base: i64, value: &[u8], window_log: u32) -> Vec<u8> {
     while encoder.finish(&mut dst, true).unwrap() > 0 {}
     let n = dst.pos();
     let mut batch = plain[..61].to_vec();
-    batch[22] |= Compression::Zstd.id() as u8;
+    batch[22] |= Compression::Zstd.id();
     batch.extend_from_slice(&frame[..n]);
     let length = (batch.len() - 12) as i32;
     batch[8..12].copy_from_slice(&length.to_be_bytes());
@@ -373,15 +373,8 @@ fn streamed_zstd_batch(base: i64, value: &[u8], window_log: u32) -> Vec<u8> {
 fn read_one_batch(reader: &mut PartitionReader) -> usize {
     assert!(matches!(reader.advance(), Advance::Ready));
     let batch = reader.take_ready().unwrap().unwrap();
-    let value_len = batch
-        .records()
-        .next()
-        .unwrap()
-        .unwrap()
-        .value()
-        .unwrap()
-        .len();
-    value_len
+    let first = batch.records().next().unwrap().unwrap();
+    first.value().unwrap().len()
 }
 
 #[test]
