@@ -247,7 +247,9 @@ pub struct ConsumerConfig {
     /// Verify batch CRCs (`check.crcs`, true: corruption is rare but silent otherwise).
     pub check_crcs: bool,
     /// Memory for fetched responses not yet consumed (`kring.fetch.buffer.memory`, 64 MiB);
-    /// the fetcher waits when it is used up.
+    /// the fetcher waits when it is used up. Decompression space a partition consumer
+    /// keeps between batches beyond 1 MiB is charged to it as well (and freed when it
+    /// does not fit).
     pub fetch_buffer_memory: usize,
     /// Most bytes one compressed batch may decompress to
     /// (`kring.fetch.max.decompressed.bytes`, 64 MiB; kring's own setting — neither the

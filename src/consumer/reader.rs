@@ -138,11 +138,13 @@ struct TxnFacts {
 }
 
 impl TxnFacts {
-    fn of(batch: &BatchRef<'_>) -> Self {
-        match batch {
+    /// The facts, or why a control batch's marker cannot be read (a malformed abort
+    /// marker passed over would leave its producer's later transactions unread).
+    fn of(batch: &BatchRef<'_>) -> Result<Self, RecordError> {
+        Ok(match batch {
             BatchRef::V2(b) => TxnFacts {
                 control: b.is_control(),
-                abort_marker: matches!(b.control_record(), Ok(Some(m)) if m.kind == ControlRecordType::Abort),
+                abort_marker: matches!(b.control_record()?, Some(m) if m.kind == ControlRecordType::Abort),
                 producer: b.producer_id(),
                 transactional: b.is_transactional(),
             },
@@ -152,7 +154,7 @@ impl TxnFacts {
                 producer: -1,
                 transactional: false,
             },
-        }
+        })
     }
 }
 
@@ -326,7 +328,13 @@ impl PartitionReader {
                 self.bad = Some(span);
                 return Advance::Error(corrupt(span, e));
             }
-            let facts = TxnFacts::of(&batch);
+            let facts = match TxnFacts::of(&batch) {
+                Ok(f) => f,
+                Err(e) => {
+                    self.bad = Some(span);
+                    return Advance::Error(corrupt(span, e));
+                }
+            };
             chunk.batches.pop_front();
             self.begin_aborted_up_to(span.last_offset);
             if facts.control {

@@ -446,3 +446,21 @@ fn steady_large_batches_keep_their_memory_only_within_the_budget() {
     let kept = reader.decompression_memory();
     assert!(kept <= FREE_MEMORY, "kept {kept} with no budget left");
 }
+
+#[test]
+fn a_malformed_transaction_marker_is_reported_until_skipped() {
+    let mut bad = marker(2, false);
+    // The marker's key version turns negative; the CRC still matches.
+    let key = bad.len() - 1 - 6 - 1 - 4; // ... key (4), value length, value (6), headers
+    assert_eq!(&bad[key..key + 4], &[0, 0, 0, 0], "an abort marker's key");
+    bad[key] = 0xff;
+    fix_crc(&mut bad);
+    let batches = [data(0, 2, true), bad, data(3, 1, false)];
+    let mut reader = PartitionReader::new(0, true, true, 1 << 20, MemoryBudget::unlimited());
+    reader.push_chunk(chunk(&batches, vec![(PRODUCER, 0)]));
+    for _ in 0..2 {
+        assert_eq!(read_once(&mut reader), Err((2, 2)));
+    }
+    assert_eq!(reader.skip_bad_batch(), Some((2, 2)));
+    assert_eq!(read_once(&mut reader), Ok(vec!["v3".into()]));
+}
