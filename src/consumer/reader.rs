@@ -114,6 +114,9 @@ pub(crate) struct PartitionReader {
     taken: Option<(BatchSpan, i64)>,
     /// The batch at the front of the chunk that was reported bad.
     bad: Option<BatchSpan>,
+    /// A bad record met after every offset of its batch was handed out: reported by
+    /// the next read (there is nothing to stay at).
+    deferred: Option<Error>,
     scratch: Vec<u8>,
     decompressor: Decompressor,
     /// The decompressed sizes of the last two compressed batches: the smaller is the
@@ -199,6 +202,7 @@ impl PartitionReader {
             ready: None,
             taken: None,
             bad: None,
+            deferred: None,
             scratch: Vec::new(),
             decompressor: Decompressor::new(max_decompressed),
             recent: [0; 2],
@@ -240,6 +244,7 @@ impl PartitionReader {
         self.ready = None;
         self.taken = None;
         self.bad = None;
+        self.deferred = None;
         self.aborted_pending.clear();
         self.aborted_active.clear();
         self.settle_memory();
@@ -300,6 +305,9 @@ impl PartitionReader {
     pub fn advance(&mut self) -> Advance {
         if self.ready.is_some() {
             return Advance::Ready;
+        }
+        if let Some(e) = self.deferred.take() {
+            return Advance::Error(e);
         }
         if self.taken.take().is_some() {
             // The batch handed out last is no longer borrowed.
@@ -433,12 +441,18 @@ impl PartitionReader {
         let Some((span, start)) = self.taken.take() else {
             return Error::Batch(error.to_string());
         };
+        let error = corrupt(span, error);
+        if offset >= span.next_offset() {
+            // Past the batch's last offset: nothing of it is left to stay at.
+            self.deferred = Some(error.clone());
+            return error;
+        }
         if let Some(chunk) = self.current.as_mut() {
             chunk.batches.push_front(span);
-            self.position = offset.clamp(start, span.next_offset());
+            self.position = offset.max(start);
             self.bad = Some(span);
         }
-        corrupt(span, error)
+        error
     }
 
     /// Passes over the bad batch the last read reported, the position moving past it

@@ -464,3 +464,21 @@ fn a_malformed_transaction_marker_is_reported_until_skipped() {
     assert_eq!(reader.skip_bad_batch(), Some((2, 2)));
     assert_eq!(read_once(&mut reader), Ok(vec!["v3".into()]));
 }
+
+#[test]
+fn a_bad_record_after_the_last_offset_is_still_reported() {
+    let mut b = batch_of(0, &[b"AAAA", b"BBBB"], Compression::None);
+    // One record more than the batch holds (its last offset delta still says 1).
+    let count = i32::from_be_bytes(b[57..61].try_into().unwrap());
+    b[57..61].copy_from_slice(&(count + 1).to_be_bytes());
+    fix_crc(&mut b);
+    let batches = [b, batch_of(2, &[b"CCCC"], Compression::None)];
+    let mut reader = PartitionReader::new(0, false, true, 1 << 20, MemoryBudget::unlimited());
+    reader.push_chunk(chunk(&batches, vec![]));
+    assert_eq!(
+        read_once(&mut reader),
+        Ok(vec!["AAAA".into(), "BBBB".into()])
+    );
+    assert_eq!(read_once(&mut reader), Err((0, 1)));
+    assert_eq!(read_once(&mut reader), Ok(vec!["CCCC".into()]));
+}
