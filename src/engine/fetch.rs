@@ -264,6 +264,11 @@ impl<P: FetchTarget> Fetcher<P> {
     /// reserves more).
     pub fn poll_next(&mut self, now: Instant, budget: usize) -> Next {
         self.partitions.retain(|p| !p.is_closed());
+        if !self.backoff.is_empty() {
+            let partitions = &self.partitions;
+            self.backoff
+                .retain(|k, _| partitions.iter().any(|p| key(&**p) == *k));
+        }
         self.now = Some(now);
         if self.partitions.is_empty() {
             self.session = Session::default();
@@ -608,7 +613,8 @@ fn topic_entry(name: &str, id: Uuid, by_id: bool) -> FetchTopic {
 }
 
 /// The complete batches (v2, or legacy v0/v1 messages from old segments) at the
-/// front of `records` and the bytes they cover: each header parsed here, once. A batch cut at the end is left for the next fetch; a
+/// front of `records` and the bytes they cover: each header parsed here, once. A
+/// batch cut at the end is left for the next fetch; a
 /// malformed one is reported and ends the chunk.
 pub(crate) fn complete_batches(
     records: &Bytes,
