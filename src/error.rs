@@ -95,6 +95,20 @@ pub enum Error {
     /// A record batch could not be built or read.
     #[error("record batch: {0}")]
     Batch(String),
+    /// A fetched batch is corrupt (CRC, codec, a record that does not decode). The
+    /// partition consumer stays at it and reports it again on every read, as the Java
+    /// client does, until the application skips it
+    /// (`PartitionConsumer::skip_bad_batch`); records before it are handed out first.
+    #[error("corrupt record batch at offsets {base_offset}..={last_offset}: {error}")]
+    CorruptBatch {
+        /// Its first offset (for a legacy wrapper, its last: see `BatchRef::span_in`).
+        base_offset: i64,
+        /// Its last offset.
+        last_offset: i64,
+        /// What is wrong with it.
+        #[source]
+        error: crate::record::RecordError,
+    },
     /// An operation did not finish in time.
     #[error("timed out: {0}")]
     Timeout(String),

@@ -285,3 +285,66 @@ fn clear_errors_and_exit_codes() {
     assert!(help.status.success());
     assert!(String::from_utf8_lossy(&help.stdout).contains("--key-delimiter"));
 }
+
+/// Runs kring with a hang guard: a child still running after `limit` is killed and the
+/// test fails (a guard against a hang, not a timing assertion).
+fn kring_guarded(args: &[&str], limit: std::time::Duration) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kring"))
+        .args(args)
+        .env("KRING_BOOTSTRAP", common::bootstrap())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning kring");
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if child.try_wait().expect("waiting for kring").is_some() {
+            return child.wait_with_output().expect("kring ran");
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("kring killed");
+            panic!(
+                "kring {args:?} still running after {limit:?} (hung); printed:\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn consume_count_equal_to_the_records_there_are_exits() {
+    let topic = common::unique("cli-count");
+    ok(&["topics", "create", &topic, "-p", "2"], b"");
+    let input: String = (0..10).map(|i| format!("r{i}\n")).collect();
+    ok(
+        &["produce", "-t", &topic, "-p", "0"],
+        &input.as_bytes()[..15],
+    ); // r0..r4
+    ok(
+        &["produce", "-t", &topic, "-p", "1"],
+        &input.as_bytes()[15..],
+    ); // r5..r9
+    let limit = std::time::Duration::from_secs(60);
+    // Exactly the count one partition holds, and exactly what the topic holds: no -e,
+    // so only the count can end the command.
+    for (args, want) in [
+        (vec!["-p", "0", "-c", "5"], 5),
+        (vec!["-c", "10"], 10),
+        (vec!["-c", "7"], 7),
+    ] {
+        let mut all = vec!["consume", "-t", topic.as_str(), "-q", "-f", "%s\\n"];
+        all.extend_from_slice(&args);
+        let out = kring_guarded(&all, limit);
+        assert!(
+            out.status.success(),
+            "{all:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(text.lines().count(), want, "{all:?}: {text}");
+        assert!(text.lines().all(|l| l.starts_with('r')), "{text}");
+    }
+}

@@ -256,7 +256,7 @@ fn consume(client: &Client, topic: &str, count: usize) -> (Vec<Fetched>, Vec<Bat
                     records.len()
                 ),
             };
-            let header = batch.header();
+            let header = batch.header().expect("a v2 batch");
             codecs.push(BatchCodec {
                 codec: header.compression().expect("known codec"),
                 xerial: header.records_bytes().starts_with(XERIAL_MAGIC),

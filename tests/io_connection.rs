@@ -635,3 +635,78 @@ suite!(
     shutdown_fails_later_requests,
     strangers_on_the_port_are_named,
 );
+
+/// Runs `f` on a thread and waits for it with a hang guard (a call that never returns
+/// fails the test instead of hanging it; not a timing assertion).
+fn guarded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("{what}: still blocked after 60 s (hung)"))
+}
+
+/// A listener whose connections run `serve` on their own thread.
+fn fake_listener(serve: fn(TcpStream)) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            std::thread::spawn(move || serve(stream));
+        }
+    });
+    addr
+}
+
+#[test]
+fn blocking_connection_times_out_per_response_when_the_answer_trickles() {
+    // Reads the request, then sends a frame that never completes, a byte at a time:
+    // each read gets something, so only a deadline per response ends the call.
+    let addr = fake_listener(|mut stream| {
+        let mut buf = [0u8; 4096];
+        let _ = stream.read(&mut buf);
+        let _ = stream.write_all(&1000i32.to_be_bytes());
+        for _ in 0..2000 {
+            if stream.write_all(&[0]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let config = ConnectionConfig {
+        request_timeout: Duration::from_millis(500),
+        ..quick_config()
+    };
+    let result = guarded("a trickled answer", move || {
+        let mut conn =
+            kring::client::BlockingConnection::connect_raw(&addr.to_string(), config).unwrap();
+        conn.send_version(&MetadataRequest::default(), 1)
+    });
+    let err = result.expect_err("the answer never completes");
+    assert!(matches!(err, IoError::RequestTimedOut { .. }), "{err:?}");
+}
+
+#[test]
+fn blocking_connection_times_out_when_the_broker_stops_reading() {
+    // Never reads: a large request fills the socket buffers and the write blocks.
+    let addr = fake_listener(|stream| {
+        std::thread::sleep(Duration::from_secs(120));
+        drop(stream);
+    });
+    let config = ConnectionConfig {
+        request_timeout: Duration::from_millis(500),
+        ..quick_config()
+    };
+    let result = guarded("a write nobody reads", move || {
+        let mut conn =
+            kring::client::BlockingConnection::connect_raw(&addr.to_string(), config).unwrap();
+        let topic = kring::protocol::messages::metadata::MetadataRequestTopic::default()
+            .with_name(Some("x".repeat(30_000)));
+        let request = MetadataRequest::default().with_topics(Some(vec![topic; 2000]));
+        conn.send_version(&request, 1)
+    });
+    let err = result.expect_err("nobody reads");
+    assert!(matches!(err, IoError::RequestTimedOut { .. }), "{err:?}");
+}

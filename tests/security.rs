@@ -594,14 +594,20 @@ fn kcat_and_the_java_console_tools_interoperate_over_sasl_ssl() {
     create_topic(&client, &topic, 1, 1, &[]);
     let producer = Producer::new_blocking(client.clone()).unwrap();
     let written = lines("from-kring");
-    for v in &written {
-        producer
-            .send_blocking(
-                ProducerRecord::new(&topic)
-                    .with_partition(0)
-                    .with_value(v.clone()),
-            )
-            .unwrap();
+    let deliveries: Vec<_> = written
+        .iter()
+        .map(|v| {
+            producer
+                .send_blocking(
+                    ProducerRecord::new(&topic)
+                        .with_partition(0)
+                        .with_value(v.clone()),
+                )
+                .unwrap()
+        })
+        .collect();
+    for d in deliveries {
+        d.wait().expect("written");
     }
     producer.close_blocking().unwrap();
     let by_kcat = run(

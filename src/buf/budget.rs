@@ -217,6 +217,17 @@ impl Permit {
         }
     }
 
+    /// Adds `other`'s bytes to this permit, when both come from the same budget;
+    /// otherwise gives `other` back untouched.
+    pub fn merge(&mut self, mut other: Permit) -> Result<(), Permit> {
+        if !Arc::ptr_eq(&self.budget.inner, &other.budget.inner) {
+            return Err(other);
+        }
+        self.size += other.size;
+        other.size = 0;
+        Ok(())
+    }
+
     /// Forgets the bytes: they stay charged to the budget for good. For memory that
     /// can never be reused (a buffer the kernel may still write to).
     pub(crate) fn leak(mut self) {
@@ -361,6 +372,19 @@ pub(crate) mod tests {
     ) -> Poll<F::Output> {
         let waker = Waker::from(waker.clone());
         Pin::new(f).poll(&mut Context::from_waker(&waker))
+    }
+
+    #[test]
+    fn merged_permits_release_together() {
+        let b = MemoryBudget::new(100);
+        let mut p = b.try_acquire(30).unwrap();
+        p.merge(b.try_acquire(20).unwrap()).unwrap();
+        assert_eq!((p.size(), b.available()), (50, 50));
+        let other = MemoryBudget::new(10);
+        let foreign = p.merge(other.try_acquire(5).unwrap()).unwrap_err();
+        assert_eq!((p.size(), foreign.size()), (50, 5));
+        drop(p);
+        assert_eq!(b.available(), 100);
     }
 
     #[test]

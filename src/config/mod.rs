@@ -254,8 +254,16 @@ pub struct ConsumerConfig {
     /// Verify batch CRCs (`check.crcs`, true: corruption is rare but silent otherwise).
     pub check_crcs: bool,
     /// Memory for fetched responses not yet consumed (`kring.fetch.buffer.memory`, 64 MiB);
-    /// the fetcher waits when it is used up.
+    /// the fetcher waits when it is used up. Decompression space a partition consumer
+    /// keeps between batches beyond 1 MiB is charged to it as well (and freed when it
+    /// does not fit).
     pub fetch_buffer_memory: usize,
+    /// Most bytes one compressed batch may decompress to
+    /// (`kring.fetch.max.decompressed.bytes`, 64 MiB; kring's own setting — neither the
+    /// Java client nor librdkafka has one). A batch that inflates past it is reported
+    /// as corrupt (a decompression bomb, or a cap set too low) and the consumer stays at
+    /// it. At least `max_partition_fetch_bytes`.
+    pub fetch_max_decompressed_bytes: usize,
     /// Commit offsets periodically (`enable.auto.commit`, true as in the Java client).
     pub enable_auto_commit: bool,
     /// Auto-commit period (`auto.commit.interval.ms`, 5 s).
@@ -349,6 +357,7 @@ impl Default for ConsumerConfig {
             isolation_level: IsolationLevel::ReadUncommitted,
             check_crcs: true,
             fetch_buffer_memory: 64 * 1024 * 1024,
+            fetch_max_decompressed_bytes: crate::record::DEFAULT_MAX_DECOMPRESSED,
             enable_auto_commit: true,
             auto_commit_interval: Duration::from_secs(5),
         }
@@ -548,6 +557,12 @@ impl Config {
                 "must hold at least one full fetch (consumer.fetch_max_bytes)",
             ));
         }
+        if c.fetch_max_decompressed_bytes < c.max_partition_fetch_bytes as usize {
+            return Err(inconsistent(
+                "consumer.fetch_max_decompressed_bytes",
+                "must be at least consumer.max_partition_fetch_bytes",
+            ));
+        }
         if c.enable_auto_commit && c.auto_commit_interval.is_zero() {
             return Err(inconsistent(
                 "consumer.auto_commit_interval",
@@ -672,6 +687,10 @@ mod tests {
             (
                 "net.reconnect_backoff",
                 Box::new(|c| c.net.reconnect_backoff = Duration::from_secs(9)),
+            ),
+            (
+                "consumer.fetch_max_decompressed_bytes",
+                Box::new(|c| c.consumer.fetch_max_decompressed_bytes = 1000),
             ),
             (
                 "producer.enable_idempotence",

@@ -57,6 +57,7 @@ pub const PROPERTIES: &[&str] = &[
     "isolation.level",
     "check.crcs",
     "kring.fetch.buffer.memory",
+    "kring.fetch.max.decompressed.bytes",
     "enable.auto.commit",
     "auto.commit.interval.ms",
     "group.id",
@@ -318,6 +319,9 @@ impl Config {
             "kring.fetch.buffer.memory" => {
                 self.consumer.fetch_buffer_memory = parse_usize(key, value)?
             }
+            "kring.fetch.max.decompressed.bytes" => {
+                self.consumer.fetch_max_decompressed_bytes = parse_usize(key, value)?
+            }
             "enable.auto.commit" => self.consumer.enable_auto_commit = parse_bool(key, value)?,
             "auto.commit.interval.ms" => self.consumer.auto_commit_interval = parse_ms(key, value)?,
             "group.id" => self.group.group_id = optional_string(value),
@@ -410,6 +414,7 @@ mod tests {
             ("fetch.wait.max.ms", "250"),
             ("auto.offset.reset", "smallest"),
             ("kring.io.workers", "2"),
+            ("kring.fetch.max.decompressed.bytes", "8388608"),
         ])
         .unwrap();
         assert_eq!(c.bootstrap_servers, vec!["k1:9092", "k2:9092"]);
@@ -421,10 +426,12 @@ mod tests {
         assert_eq!(c.consumer.fetch_max_wait, Duration::from_millis(250));
         assert_eq!(c.consumer.auto_offset_reset, OffsetReset::Earliest);
         assert_eq!(c.net.workers, 2);
+        assert_eq!(c.consumer.fetch_max_decompressed_bytes, 8 << 20);
         // Group settings parse onto their fields (validation refuses them until consumer
         // groups exist).
         let mut g = Config::new(["k1:9092"]);
-        g.set("partition.assignment.strategy", "roundrobin").unwrap();
+        g.set("partition.assignment.strategy", "roundrobin")
+            .unwrap();
         g.set("max.poll.interval.ms", "60000").unwrap();
         assert_eq!(g.group.assignment_strategies, vec!["roundrobin"]);
         assert_eq!(g.group.rebalance_timeout, Duration::from_secs(60));

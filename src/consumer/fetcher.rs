@@ -134,6 +134,7 @@ pub(crate) fn settings_of(config: &Config) -> FetchSettings {
             IsolationLevel::ReadCommitted => 1,
         },
         error_backoff: config.admin.retry_backoff,
+        error_backoff_max: config.producer.retry_backoff_max,
     }
 }
 

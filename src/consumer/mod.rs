@@ -364,6 +364,8 @@ impl Consumer {
                 offset,
                 config.isolation_level == IsolationLevel::ReadCommitted,
                 config.check_crcs,
+                config.fetch_max_decompressed_bytes,
+                self.inner.budget.clone(),
             ),
             pending: std::collections::VecDeque::new(),
         })
@@ -472,14 +474,11 @@ impl PartitionConsumer {
         }
     }
 
-    /// The next batch with records for the user, or an error. `None` when the consumer's
-    /// fetcher is gone (the consumer or client was closed).
-    pub async fn next_batch(
-        &mut self,
-    ) -> Option<std::result::Result<FetchedBatch<'_>, ConsumerError>> {
+    /// Feeds the reader chunks until it has a batch ready, or an error.
+    async fn until_ready(&mut self) -> Option<std::result::Result<(), ConsumerError>> {
         loop {
             match self.reader.advance() {
-                Advance::Ready => break,
+                Advance::Ready => return Some(Ok(())),
                 Advance::NeedChunk => {
                     if let Err(e) = self.refill().await? {
                         return Some(Err(e));
@@ -487,6 +486,20 @@ impl PartitionConsumer {
                 }
                 Advance::Error(e) => return Some(Err(self.error(e))),
             }
+        }
+    }
+
+    /// The next batch with records for the user, or an error. `None` when the consumer's
+    /// fetcher is gone (the consumer or client was closed).
+    ///
+    /// A batch that fails its CRC check or does not decompress is reported as
+    /// [`Error::CorruptBatch`] on this and every later call, the position staying at
+    /// it, until [`PartitionConsumer::skip_bad_batch`].
+    pub async fn next_batch(
+        &mut self,
+    ) -> Option<std::result::Result<FetchedBatch<'_>, ConsumerError>> {
+        if let Err(e) = self.until_ready().await? {
+            return Some(Err(e));
         }
         let shared = &self.shared;
         self.reader
@@ -503,48 +516,34 @@ impl PartitionConsumer {
 
     /// Every record of the next batch as owned messages (their bytes shared with the
     /// fetch buffer when the batch is uncompressed). `None` when the consumer ended.
+    ///
+    /// A record that does not decode ends the batch there: the records before it come
+    /// back first, and the next call reports the bad batch (again on every call, the
+    /// position staying at the bad record, until [`PartitionConsumer::skip_bad_batch`]).
     pub async fn next_messages(
         &mut self,
     ) -> Option<std::result::Result<Vec<Message>, ConsumerError>> {
-        let topic = self.shared.topic.clone();
-        let partition = self.shared.partition;
-        let batch = match self.next_batch().await? {
-            Ok(b) => b,
-            Err(e) => return Some(Err(e)),
-        };
-        let owner = batch.shared_bytes();
-        let fail = |e: crate::record::RecordError| ConsumerError {
-            topic: topic.to_string(),
-            partition,
-            error: Error::Batch(e.to_string()),
-        };
-        let mut out = Vec::new();
-        for r in batch.records() {
-            let r = match r {
-                Ok(r) => r,
-                Err(e) => return Some(Err(fail(e))),
-            };
-            let mut headers = Vec::new();
-            for h in r.headers() {
-                match h {
-                    Ok(h) => headers.push((
-                        String::from_utf8_lossy(h.key).into_owned(),
-                        h.value.map(|v| batch.share(&owner, v)),
-                    )),
-                    Err(e) => return Some(Err(fail(e))),
-                }
-            }
-            out.push(Message {
-                topic: topic.clone(),
-                partition,
-                offset: r.offset(),
-                timestamp: r.timestamp(),
-                key: r.key().map(|k| batch.share(&owner, k)),
-                value: r.value().map(|v| batch.share(&owner, v)),
-                headers,
-            });
+        if let Err(e) = self.until_ready().await? {
+            return Some(Err(e));
         }
-        Some(Ok(out))
+        let topic = self.shared.topic.clone();
+        let shared = &self.shared;
+        self.reader
+            .take_messages(&topic, shared.partition)
+            .map(|r| r.map_err(|error| consumer_error(shared, error)))
+    }
+
+    /// Passes over the corrupt batch the last read reported
+    /// ([`Error::CorruptBatch`]): the position moves past it and reading goes on with
+    /// the next batch — what a seek past the bad offsets does in the Java client. The
+    /// batch's first and last offset, or `None` when the last read reported no corrupt
+    /// batch (nothing is skipped then).
+    pub fn skip_bad_batch(&mut self) -> Option<(i64, i64)> {
+        let skipped = self.reader.skip_bad_batch();
+        if let Some((first, last)) = skipped {
+            tracing::warn!(topic = %self.shared.topic, partition = self.shared.partition, first, last, "corrupt batch skipped");
+        }
+        skipped
     }
 
     /// The next owned message, one at a time (a stream of [`Message`]s over

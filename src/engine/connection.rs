@@ -845,6 +845,18 @@ impl<T> Connection<T> {
 
     /// When the driver must call [`Connection::handle_timeout`] next.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        let reauth = if self.phase == Phase::Ready {
+            self.reauth_at
+        } else {
+            None
+        };
+        [self.poll_deadline(), reauth].into_iter().flatten().min()
+    }
+
+    /// The next deadline whose passing ends the connection (setup, a response, the
+    /// drain): how long a blocking write may wait. Unlike [`Connection::poll_timeout`]
+    /// it leaves out the re-authentication time, which only asks for credentials.
+    pub fn poll_deadline(&self) -> Option<Instant> {
         match self.phase {
             Phase::Done => None,
             Phase::Handshake { .. } => Some(self.setup_deadline),
@@ -852,7 +864,7 @@ impl<T> Connection<T> {
             Phase::Ready => {
                 let front = self.in_flight.front().map(|f| f.deadline);
                 let drain = self.closing.as_ref().map(|(d, _)| *d);
-                [front, drain, self.reauth_at].into_iter().flatten().min()
+                [front, drain].into_iter().flatten().min()
             }
         }
     }

@@ -17,6 +17,11 @@
 //!   a full fetch.
 //! - Errors that mean the leader moved hand the partition back to the driver;
 //!   OFFSET_OUT_OF_RANGE hands it back for the reset policy.
+//! - A partition whose fetch failed (an error code, OFFSET_OUT_OF_RANGE, a malformed
+//!   batch at its position) is left out of fetches for a backoff that doubles from
+//!   `retry.backoff.ms` to `retry.backoff.max.ms` while the same position keeps failing;
+//!   a new position (a reset) or a clean answer ends it. Other partitions are fetched
+//!   meanwhile.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -29,7 +34,7 @@ use crate::error::Error;
 use crate::protocol::messages::fetch::{FetchPartition, FetchTopic, ForgottenTopic};
 use crate::protocol::messages::{FetchRequest, FetchResponse};
 use crate::protocol::{ApiKey, KafkaCode, Uuid, is_stale_metadata};
-use crate::record::{BatchSpan, RecordBatchRef};
+use crate::record::{BatchRef, BatchSpan};
 
 /// A partition's fetched data: a slice of one response, with its complete batches.
 #[derive(Debug)]
@@ -74,8 +79,21 @@ pub(crate) struct FetchSettings {
     pub partition_max_bytes: i32,
     /// 0 read_uncommitted, 1 read_committed.
     pub isolation_level: i8,
-    /// The wait after a Fetch failed as a whole.
+    /// The wait after a Fetch failed as a whole, and a partition's first wait after
+    /// its fetch failed (`retry.backoff.ms`).
     pub error_backoff: Duration,
+    /// The longest a failing partition waits (`retry.backoff.max.ms`).
+    pub error_backoff_max: Duration,
+}
+
+/// A partition's backoff after its fetch failed at `position`.
+#[derive(Debug, Clone, Copy)]
+struct PartitionBackoff {
+    /// The fetch position that failed: the backoff holds only while it stays.
+    position: i64,
+    until: Instant,
+    /// The wait it got, doubled at its next failure at the same position.
+    delay: Duration,
 }
 
 /// How long a fetcher whose only fetchable partitions are caught up waits for others to
@@ -128,6 +146,10 @@ pub(crate) struct Fetcher<P> {
     /// The partitions of the request in flight, and its topic ids (v13+).
     requested: Vec<Arc<P>>,
     topic_names: HashMap<Uuid, Arc<str>>,
+    /// Partitions whose fetch failed, waiting before they are fetched again.
+    backoff: HashMap<(Arc<str>, i32), PartitionBackoff>,
+    /// The time of the last `poll_next`, for `build_request`.
+    now: Option<Instant>,
 }
 
 fn key<P: FetchTarget>(p: &P) -> (Arc<str>, i32) {
@@ -139,22 +161,25 @@ fn key<P: FetchTarget>(p: &P) -> (Arc<str>, i32) {
 struct FetchState {
     paused: bool,
     has_room: bool,
+    /// Waiting after its fetch failed.
+    backing_off: bool,
     fetch_position: i64,
     high_watermark: i64,
 }
 
 impl FetchState {
-    fn of<P: FetchTarget>(p: &P) -> Self {
+    fn of<P: FetchTarget>(p: &P, backing_off: bool) -> Self {
         FetchState {
             paused: p.paused(),
             has_room: p.has_room(),
+            backing_off,
             fetch_position: p.fetch_position(),
             high_watermark: p.high_watermark(),
         }
     }
 
     fn active(&self) -> bool {
-        !self.paused && self.has_room
+        !self.paused && self.has_room && !self.backing_off
     }
 }
 
@@ -186,7 +211,48 @@ impl<P: FetchTarget> Fetcher<P> {
             retry_at: None,
             requested: Vec::new(),
             topic_names: HashMap::new(),
+            backoff: HashMap::new(),
+            now: None,
         }
+    }
+
+    /// Whether `p` waits after a failed fetch at `now`: its backoff has not run out
+    /// and its position is still the one that failed.
+    fn backing_off(&self, p: &P, now: Instant) -> bool {
+        self.backoff
+            .get(&key(p))
+            .is_some_and(|b| now < b.until && b.position == p.fetch_position())
+    }
+
+    /// The earliest end of a backoff that still holds.
+    fn next_backoff_end(&self, now: Instant) -> Option<Instant> {
+        self.partitions
+            .iter()
+            .filter(|p| self.backing_off(p, now))
+            .filter_map(|p| self.backoff.get(&key(&**p)).map(|b| b.until))
+            .min()
+    }
+
+    /// `p`'s fetch failed at `now`: it waits `retry.backoff.ms`, doubling (to
+    /// `retry.backoff.max.ms`) while the same position keeps failing.
+    fn back_off(&mut self, p: &P, now: Instant) {
+        let position = p.fetch_position();
+        let s = &self.settings;
+        let delay = match self.backoff.get(&key(p)) {
+            Some(b) if b.position == position => b
+                .delay
+                .saturating_mul(2)
+                .min(s.error_backoff_max.max(s.error_backoff)),
+            _ => s.error_backoff,
+        };
+        self.backoff.insert(
+            key(p),
+            PartitionBackoff {
+                position,
+                until: now + delay,
+                delay,
+            },
+        );
     }
 
     /// Starts fetching for a partition.
@@ -198,8 +264,15 @@ impl<P: FetchTarget> Fetcher<P> {
     /// reserves more).
     pub fn poll_next(&mut self, now: Instant, budget: usize) -> Next {
         self.partitions.retain(|p| !p.is_closed());
+        if !self.backoff.is_empty() {
+            let partitions = &self.partitions;
+            self.backoff
+                .retain(|k, _| partitions.iter().any(|p| key(&**p) == *k));
+        }
+        self.now = Some(now);
         if self.partitions.is_empty() {
             self.session = Session::default();
+            self.backoff.clear();
             return Next::Idle;
         }
         if let Some(at) = self.retry_at {
@@ -211,14 +284,23 @@ impl<P: FetchTarget> Fetcher<P> {
         let states: Vec<FetchState> = self
             .partitions
             .iter()
-            .map(|p| FetchState::of(&**p))
+            .map(|p| FetchState::of(&**p, self.backing_off(p, now)))
             .collect();
         let active = states.iter().filter(|s| s.active()).count();
         if active == 0 {
             self.room_wait_until = None;
-            return Next::Wait {
-                until: now + FULL_RECHECK,
+            // Full or paused consumers are looked at again now and then; partitions
+            // that only back off, when their backoff ends.
+            let recheck = states
+                .iter()
+                .any(|s| !s.backing_off && (s.paused || !s.has_room))
+                .then(|| now + FULL_RECHECK);
+            let until = match (recheck, self.next_backoff_end(now)) {
+                (Some(r), Some(b)) => r.min(b),
+                (Some(t), None) | (None, Some(t)) => t,
+                (None, None) => now + FULL_RECHECK,
             };
+            return Next::Wait { until };
         }
         let short_poll = nothing_worth_fetching(&states);
         if short_poll {
@@ -255,13 +337,15 @@ impl<P: FetchTarget> Fetcher<P> {
         short_poll: bool,
         topic_id: &dyn Fn(&str) -> Uuid,
     ) -> FetchRequest {
-        let s = &self.settings;
+        let now = self.now;
         self.requested = self
             .partitions
             .iter()
             .filter(|p| !p.paused() && p.has_room())
+            .filter(|p| !now.is_some_and(|now| self.backing_off(p, now)))
             .cloned()
             .collect();
+        let s = &self.settings;
         self.topic_names.clear();
         let sessions = version >= 7;
         let full = !sessions || self.session.id == 0;
@@ -365,6 +449,7 @@ impl<P: FetchTarget> Fetcher<P> {
     pub fn handle_failure(&mut self) -> Vec<Arc<P>> {
         self.session = Session::default();
         self.requested.clear();
+        self.backoff.clear();
         std::mem::take(&mut self.partitions)
     }
 
@@ -426,7 +511,11 @@ impl<P: FetchTarget> Fetcher<P> {
                 else {
                     continue;
                 };
-                self.apply_partition(&p, data, &permit, &mut outcome);
+                if self.apply_partition(&p, data, &permit, &mut outcome) {
+                    self.backoff.remove(&key(&*p));
+                } else {
+                    self.back_off(&p, now);
+                }
             }
         }
         for p in outcome.moved.iter().chain(outcome.reset.iter()) {
@@ -435,24 +524,32 @@ impl<P: FetchTarget> Fetcher<P> {
         let moved = &outcome.moved;
         self.partitions
             .retain(|p| !moved.iter().any(|m| Arc::ptr_eq(m, p)));
+        for p in moved {
+            self.backoff.remove(&key(&**p));
+        }
         outcome
     }
 
+    /// Applies one partition's answer; false when it failed (an error code,
+    /// OFFSET_OUT_OF_RANGE, a malformed batch and nothing before it), so that it
+    /// backs off.
     fn apply_partition(
         &self,
         p: &Arc<P>,
         data: crate::protocol::messages::fetch::PartitionData,
         permit: &Arc<Permit>,
         outcome: &mut FetchOutcome<P>,
-    ) {
+    ) -> bool {
         let code = KafkaCode(data.error_code);
         if code == KafkaCode::OFFSET_OUT_OF_RANGE {
+            // The reset policy moves the position (which ends the backoff at once), or,
+            // with reset none, reports the error: the refetch then waits.
             outcome.reset.push(p.clone());
-            return;
+            return false;
         }
         if is_stale_metadata(code) {
             outcome.moved.push(p.clone());
-            return;
+            return true;
         }
         if !code.is_ok() {
             p.report(Error::broker(
@@ -461,15 +558,17 @@ impl<P: FetchTarget> Fetcher<P> {
                 Some(p.topic()),
                 Some(p.partition()),
             ));
-            return;
+            return false;
         }
         p.set_high_watermark(data.high_watermark);
         let records = data.records.unwrap_or_default();
         if records.is_empty() {
-            return;
+            return true;
         }
         let start = p.fetch_position();
+        let mut malformed = false;
         let (batches, complete) = complete_batches(&records, |e| {
+            malformed = true;
             p.report(Error::Batch(format!(
                 "{}-{} at offset {start} or after: {e}",
                 p.topic(),
@@ -477,10 +576,10 @@ impl<P: FetchTarget> Fetcher<P> {
             )));
         });
         let Some(next) = batches.back().map(BatchSpan::next_offset) else {
-            return;
+            return !malformed;
         };
         if next <= start {
-            return;
+            return !malformed;
         }
         let chunk = Chunk {
             records: records.slice(..complete),
@@ -497,6 +596,7 @@ impl<P: FetchTarget> Fetcher<P> {
         if p.deliver(chunk) {
             p.set_fetch_position(next);
         }
+        true
     }
 }
 
@@ -512,17 +612,18 @@ fn topic_entry(name: &str, id: Uuid, by_id: bool) -> FetchTopic {
     }
 }
 
-/// The complete batches at the front of `records` and the bytes they cover: each
-/// header parsed here, once. A batch cut at the end is left for the next fetch; a
+/// The complete batches (v2, or legacy v0/v1 messages from old segments) at the
+/// front of `records` and the bytes they cover: each header parsed here, once. A
+/// batch cut at the end is left for the next fetch; a
 /// malformed one is reported and ends the chunk.
-fn complete_batches(
+pub(crate) fn complete_batches(
     records: &Bytes,
     report: impl FnOnce(crate::record::RecordError),
 ) -> (VecDeque<BatchSpan>, usize) {
     let mut batches = VecDeque::new();
     let mut rest: &[u8] = records;
     loop {
-        match RecordBatchRef::parse(rest) {
+        match BatchRef::parse(rest) {
             Ok(Some((batch, tail))) => {
                 if let Some(span) = batch.span_in(records) {
                     batches.push_back(span);

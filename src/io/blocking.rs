@@ -3,9 +3,10 @@
 //! does the framing, correlation, frame caps and the ApiVersions handshake (KIP-511
 //! fallback included) exactly as the async connection does.
 //!
-//! Deadlines are the engine's: each read waits at most until the engine's next deadline
-//! (the handshake's setup deadline, or the request's), so a broker that trickles bytes
-//! cannot hold a call past its timeout.
+//! Deadlines are the engine's: each read and each write waits at most until the
+//! engine's next deadline (the handshake's setup deadline, or the request's), so a
+//! broker that trickles bytes, or stops reading, cannot hold a call past its timeout:
+//! the timeout is per response, not per socket call.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -173,15 +174,23 @@ impl BlockingConnection {
         }
     }
 
-    /// Writes whatever the engine has to send.
+    /// Writes whatever the engine has to send, within the engine's next deadline: a
+    /// broker that stops reading cannot hold the call past its timeout (each write
+    /// waits only for what is left of it). A write cut short leaves a partial frame,
+    /// so the connection is done for.
     fn flush(&mut self) -> Result<(), IoError> {
         let mut out = Vec::new();
         if !self.engine.poll_transmit(&mut out) {
             return Ok(());
         }
+        let deadline = self.engine.poll_deadline();
         for segment in &out {
-            if let Err(e) = self.stream.write_all(segment) {
-                self.engine.handle_io_error(&e, Instant::now());
+            if let Err(e) = write_until(&mut self.stream, segment, deadline) {
+                let now = Instant::now();
+                if is_timeout(&e) {
+                    self.engine.handle_timeout(now);
+                }
+                self.engine.handle_io_error(&e, now);
                 return Ok(());
             }
         }
@@ -209,14 +218,7 @@ impl BlockingConnection {
         match result {
             Ok(0) => self.engine.handle_eof(now),
             Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock
-                        | std::io::ErrorKind::TimedOut
-                        | std::io::ErrorKind::Interrupted
-                ) =>
-            {
+            Err(e) if is_timeout(&e) || e.kind() == std::io::ErrorKind::Interrupted => {
                 self.engine.handle_timeout(now)
             }
             Err(e) => self.engine.handle_io_error(&e, now),
@@ -299,6 +301,38 @@ impl BlockingConnection {
         with_header.extend_from_slice(&std::mem::take(&mut response.body));
         Ok(with_header.freeze())
     }
+}
+
+/// Whether a socket call gave up at its timeout.
+fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
+/// Writes all of `bytes`, giving up (with a `TimedOut` error) at `deadline`.
+fn write_until(
+    stream: &mut TcpStream,
+    mut bytes: &[u8],
+    deadline: Option<Instant>,
+) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        if let Some(deadline) = deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(std::io::ErrorKind::TimedOut.into());
+            }
+            stream.set_write_timeout(Some(left))?;
+        }
+        match stream.write(bytes) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// A request frame built by the caller, resent with the engine's correlation id.

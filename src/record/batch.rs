@@ -742,7 +742,86 @@ pub enum BatchRef<'a> {
 }
 
 impl<'a> BatchRef<'a> {
-    /// Offset of the first record.
+    /// Splits one batch (v2) or message (v0/v1) off the front of `input`, by the magic
+    /// byte at the same place in both formats. `Ok(None)` when only part of it is there;
+    /// an unknown magic in a complete batch is [`RecordError::UnsupportedMagic`]. The
+    /// CRC is not checked.
+    pub fn parse(input: &'a [u8]) -> Result<Option<(Self, &'a [u8])>, RecordError> {
+        // Magic sits at byte 16 in both formats: after offset, length and CRC for a
+        // legacy message, after offset, length and leader epoch for a batch.
+        if input.len() <= off::MAGIC {
+            return Ok(None);
+        }
+        match input[off::MAGIC] as i8 {
+            MAGIC_V2 => Ok(RecordBatchRef::parse(input)?.map(|(b, rest)| (BatchRef::V2(b), rest))),
+            0 | 1 => {
+                Ok(LegacyMessageRef::parse(input)?.map(|(m, rest)| (BatchRef::Legacy(m), rest)))
+            }
+            other => {
+                // A partial batch whose magic we cannot see yet is not an error; a
+                // complete one with an unknown magic is.
+                match batch_total_len(input)? {
+                    Some(total) if total <= input.len() => {
+                        Err(RecordError::UnsupportedMagic(other))
+                    }
+                    _ => Ok(None),
+                }
+            }
+        }
+    }
+
+    /// The batch again from its [`BatchSpan`] in `buffer`: a v2 batch without parsing
+    /// its header again, a legacy message re-read (a few length fields). `None` if the
+    /// span does not hold what [`BatchRef::span_in`] found there.
+    pub fn from_span(buffer: &'a [u8], span: BatchSpan) -> Option<Self> {
+        let bytes = buffer.get(span.start..span.start.checked_add(span.len)?)?;
+        match *bytes.get(off::MAGIC)? as i8 {
+            MAGIC_V2 => RecordBatchRef::from_span(buffer, span).map(BatchRef::V2),
+            0 | 1 => match LegacyMessageRef::parse(bytes) {
+                Ok(Some((m, []))) => Some(BatchRef::Legacy(m)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Where this batch lies in `buffer`, which it must be a part of, with its offsets.
+    /// A legacy wrapper's base offset is unknown until it is decompressed: its span
+    /// gives the wrapper's own offset (that of its last inner message) for both.
+    pub fn span_in(&self, buffer: &[u8]) -> Option<BatchSpan> {
+        match self {
+            BatchRef::V2(b) => b.span_in(buffer),
+            BatchRef::Legacy(m) => {
+                let bytes = m.as_bytes();
+                let start = (bytes.as_ptr() as usize).checked_sub(buffer.as_ptr() as usize)?;
+                (start + bytes.len() <= buffer.len()).then(|| BatchSpan {
+                    start,
+                    len: bytes.len(),
+                    base_offset: m.offset(),
+                    last_offset: m.offset(),
+                })
+            }
+        }
+    }
+
+    /// The v2 batch, if this is one.
+    pub fn as_v2(&self) -> Option<&RecordBatchRef<'a>> {
+        match self {
+            BatchRef::V2(b) => Some(b),
+            BatchRef::Legacy(_) => None,
+        }
+    }
+
+    /// The codec of the batch (of a legacy wrapper).
+    pub fn compression(&self) -> Result<Compression, RecordError> {
+        match self {
+            BatchRef::V2(b) => b.compression(),
+            BatchRef::Legacy(m) => m.compression(),
+        }
+    }
+
+    /// Offset of the first record (for a legacy wrapper, that of its last inner
+    /// message: see [`BatchRef::span_in`]).
     pub fn base_offset(&self) -> i64 {
         match self {
             BatchRef::V2(b) => b.base_offset(),
@@ -781,6 +860,16 @@ pub enum AnyRecords<'a> {
     V2(Records<'a>),
     /// From a legacy message or wrapper.
     Legacy(LegacyRecords<'a>),
+}
+
+impl<'a> AnyRecords<'a> {
+    /// The bytes every record not yet iterated points into.
+    pub fn bytes(&self) -> &'a [u8] {
+        match self {
+            AnyRecords::V2(r) => r.bytes(),
+            AnyRecords::Legacy(r) => r.bytes(),
+        }
+    }
 }
 
 impl<'a> Iterator for AnyRecords<'a> {
@@ -827,31 +916,8 @@ impl<'a> Batches<'a> {
     }
 
     fn parse_next(&mut self) -> Result<Option<BatchRef<'a>>, RecordError> {
-        // Magic sits at byte 16 in both formats: after offset, length and CRC for a
-        // legacy message, after offset, length and leader epoch for a batch.
-        if self.rest.len() <= off::MAGIC {
+        let Some((batch, rest)) = BatchRef::parse(self.rest)? else {
             return Ok(None);
-        }
-        let magic = self.rest[off::MAGIC] as i8;
-        let (batch, rest) = match magic {
-            MAGIC_V2 => match RecordBatchRef::parse(self.rest)? {
-                Some((b, rest)) => (BatchRef::V2(b), rest),
-                None => return Ok(None),
-            },
-            0 | 1 => match LegacyMessageRef::parse(self.rest)? {
-                Some((m, rest)) => (BatchRef::Legacy(m), rest),
-                None => return Ok(None),
-            },
-            other => {
-                // A partial batch whose magic we cannot see yet is not an error; a
-                // complete one with an unknown magic is.
-                match batch_total_len(self.rest)? {
-                    Some(total) if total <= self.rest.len() => {
-                        return Err(RecordError::UnsupportedMagic(other));
-                    }
-                    _ => return Ok(None),
-                }
-            }
         };
         if self.verify_crc {
             batch.verify_crc()?;

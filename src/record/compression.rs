@@ -401,7 +401,7 @@ fn lz4_header_checksum(descriptor: &[u8]) -> u8 {
 pub struct Decompressor {
     max_output: usize,
     inflate: Option<Decompress>,
-    zstd: Option<zstd::stream::raw::Decoder<'static>>,
+    zstd: Option<zstd::zstd_safe::DCtx<'static>>,
     snappy: snap::raw::Decoder,
 }
 
@@ -434,6 +434,22 @@ impl Decompressor {
     /// The output cap.
     pub fn max_output(&self) -> usize {
         self.max_output
+    }
+
+    /// Bytes the codecs' reusable state holds now (the zstd context with its window
+    /// buffers, which keep the size of the largest window met; gzip's inflate state).
+    pub fn state_bytes(&self) -> usize {
+        let zstd = self.zstd.as_ref().map_or(0, |c| c.sizeof());
+        // miniz_oxide's inflate state: a 32 KiB window and its tables.
+        let inflate = if self.inflate.is_some() { 48 << 10 } else { 0 };
+        zstd + inflate
+    }
+
+    /// Frees the codecs' reusable state (created again when next needed): after a
+    /// batch whose zstd window was much larger than usual.
+    pub fn release_state(&mut self) {
+        self.zstd = None;
+        self.inflate = None;
     }
 
     /// Decompresses `input` (in `codec`'s Kafka wire format) into `out`, returning
@@ -573,24 +589,30 @@ impl Decompressor {
         let cap = self.max_output;
         let lib_err = |e: std::io::Error| corrupt(codec, e.to_string());
         if self.zstd.is_none() {
-            let mut decoder =
-                zstd::stream::raw::Decoder::new().map_err(|e| CompressionError::Codec {
+            let mut context =
+                zstd::zstd_safe::DCtx::try_create().ok_or(CompressionError::Codec {
                     codec,
-                    reason: e.to_string(),
+                    reason: "cannot create a decompression context".into(),
                 })?;
             // The window is the decoder's big allocation; a frame may claim up to 2 GiB.
-            // No window needs to exceed the output cap, but producers stream with
-            // windows of a few MiB regardless of content, so allow at least 8 MiB.
-            let window_log = (usize::BITS - cap.max(1).leading_zeros()).clamp(23, 27);
-            decoder
+            // No window needs to exceed the output cap (the smallest power of two at or
+            // above it), but producers stream with windows of a few MiB regardless of
+            // content, so allow at least 8 MiB.
+            let window_log = cap
+                .max(1)
+                .next_power_of_two()
+                .trailing_zeros()
+                .clamp(23, 27);
+            context
                 .set_parameter(DParameter::WindowLogMax(window_log))
-                .map_err(lib_err)?;
-            self.zstd = Some(decoder);
+                .map_err(|code| corrupt(codec, zstd::zstd_safe::get_error_name(code)))?;
+            self.zstd = Some(context);
         }
-        let Some(decoder) = self.zstd.as_mut() else {
+        let Some(context) = self.zstd.as_mut() else {
             unreachable!("set above")
         };
-        decoder.reinit().map_err(lib_err)?;
+        // Starts a new session on the context (what a previous frame left is dropped).
+        let mut decoder = zstd::stream::raw::Decoder::with_context(context);
         // A frame that states its size gets exactly that much room up front.
         if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(input) {
             if size > cap as u64 {

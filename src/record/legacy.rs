@@ -162,6 +162,7 @@ impl<'a> LegacyMessageRef<'a> {
             let record = RecordRef::legacy(self.offset(), self.timestamp(), self.key, self.value);
             return Ok(LegacyRecords {
                 single: Some(record),
+                backing: self.bytes,
                 inner: &[],
                 offset_base: 0,
                 log_append_time: None,
@@ -191,6 +192,7 @@ impl<'a> LegacyMessageRef<'a> {
         };
         Ok(LegacyRecords {
             single: None,
+            backing: inner,
             inner,
             offset_base,
             log_append_time: (self.timestamp_type() == TimestampType::LogAppendTime)
@@ -236,10 +238,20 @@ fn read_bytes<'a>(buf: &mut &'a [u8], what: &'static str) -> Result<Option<&'a [
 #[derive(Debug, Clone)]
 pub struct LegacyRecords<'a> {
     single: Option<RecordRef<'a>>,
+    /// What the records point into: the message itself, or a wrapper's inner set.
+    backing: &'a [u8],
     inner: &'a [u8],
     offset_base: i64,
     log_append_time: Option<i64>,
     failed: bool,
+}
+
+impl<'a> LegacyRecords<'a> {
+    /// The bytes every record of this message points into (the message itself, or
+    /// the decompressed inner messages of a wrapper).
+    pub fn bytes(&self) -> &'a [u8] {
+        self.backing
+    }
 }
 
 impl<'a> Iterator for LegacyRecords<'a> {

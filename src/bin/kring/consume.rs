@@ -151,6 +151,11 @@ impl Shared {
         }
     }
 
+    /// Whether `--count` records have been printed.
+    fn count_reached(&self) -> bool {
+        self.remaining.get() == Some(0)
+    }
+
     fn stop(&self) {
         self.stopped.set(true);
         self.done.notify_one();
@@ -273,7 +278,10 @@ async fn read_partition(
     let mut rendered: Vec<u8> = Vec::with_capacity(1 << 16);
     let partition = pc.partition();
     loop {
-        if shared.stopped.get() || end.is_some_and(|end| pc.position() >= end) {
+        if shared.stopped.get()
+            || shared.count_reached()
+            || end.is_some_and(|end| pc.position() >= end)
+        {
             return;
         }
         let batch = match pc.next_batch().await {
@@ -324,10 +332,16 @@ async fn read_partition(
                 &mut rendered,
             );
             shared.printed.set(shared.printed.get() + 1);
+            if shared.count_reached() {
+                // The last record the count allows: stop now, not at the next one
+                // (which may never come).
+                finished = true;
+                break;
+            }
         }
         shared.write(&rendered);
         if finished {
-            if shared.remaining.get() == Some(0) {
+            if shared.count_reached() {
                 shared.stop();
             }
             return;

@@ -6,7 +6,7 @@ use super::testing::TestTarget;
 use super::*;
 use crate::buf::MemoryBudget;
 use crate::protocol::messages::fetch::{FetchableTopicResponse, PartitionData};
-use crate::record::{BatchBuilder, BatchOptions};
+use crate::record::{BatchBuilder, BatchOptions, RecordBatchRef};
 
 type Target = TestTarget;
 
@@ -23,6 +23,7 @@ fn settings() -> FetchSettings {
         partition_max_bytes: 1 << 20,
         isolation_level: 0,
         error_backoff: Duration::from_millis(100),
+        error_backoff_max: Duration::from_secs(1),
     }
 }
 
@@ -212,7 +213,8 @@ fn moved_and_out_of_range_partitions_are_handed_back() {
     assert_eq!(outcome.reset.len(), 1);
     assert!(Arc::ptr_eq(&outcome.reset[0], &b));
     assert_eq!(c.errors().len(), 1, "other codes are reported");
-    let next = fetch(&mut fetcher, now);
+    // Both failed at their position: fetched again after the backoff.
+    let next = fetch(&mut fetcher, now + settings().error_backoff);
     assert_eq!(
         sent_partitions(&next),
         vec![(1, 0), (2, 0)],
@@ -286,6 +288,7 @@ fn the_decision_that_avoids_long_polls() {
     let state = |paused, has_room, fetch_position, high_watermark| FetchState {
         paused,
         has_room,
+        backing_off: false,
         fetch_position,
         high_watermark,
     };
@@ -354,4 +357,72 @@ fn an_incremental_answer_for_a_partition_left_out_of_the_request_is_delivered() 
     fetcher.handle_response(data, 13, permit(), now);
     assert_eq!(p.fetch_position(), 101);
     assert_eq!(p.queue().len(), 1);
+}
+
+#[test]
+fn a_partition_whose_fetch_failed_waits_growing_while_the_others_are_fetched() {
+    let now = Instant::now();
+    let mut fetcher = Fetcher::new(settings());
+    let (failing, fine) = (target(0, 5), target(1, 0));
+    fetcher.add(failing.clone());
+    fetcher.add(fine.clone());
+    let base = settings().error_backoff;
+    let mut t = now;
+    // OFFSET_OUT_OF_RANGE under reset none (the position stays), then a broker error
+    // at the same position: each failure doubles the wait.
+    let codes = [
+        KafkaCode::OFFSET_OUT_OF_RANGE,
+        KafkaCode::UNKNOWN_SERVER_ERROR,
+        KafkaCode::OFFSET_OUT_OF_RANGE,
+    ];
+    for (i, code) in codes.into_iter().enumerate() {
+        let request = fetch(&mut fetcher, t);
+        assert_eq!(sent_partitions(&request), vec![(0, 5), (1, 0)], "round {i}");
+        let answer = response(vec![(0, code.code(), 100, vec![]), (1, 0, 0, vec![])], 0);
+        fetcher.handle_response(answer, 12, permit(), t);
+        let wait = base * (1 << i);
+        // The other partition is still fetched at once, without the failing one.
+        assert_eq!(sent_partitions(&fetch(&mut fetcher, t)), vec![(1, 0)]);
+        fetcher.handle_response(response(vec![(1, 0, 0, vec![])], 0), 12, permit(), t);
+        let just_before = t + wait - Duration::from_millis(1);
+        assert_eq!(
+            sent_partitions(&fetch(&mut fetcher, just_before)),
+            vec![(1, 0)]
+        );
+        fetcher.handle_response(response(vec![(1, 0, 0, vec![])], 0), 12, permit(), t);
+        t += wait;
+    }
+    // Alone, the failing partition makes the fetcher wait for the end of its backoff.
+    fine.closed.store(true, Ordering::SeqCst);
+    let request = fetch(&mut fetcher, t);
+    assert_eq!(sent_partitions(&request), vec![(0, 5)]);
+    let answer = response(
+        vec![(0, KafkaCode::UNKNOWN_SERVER_ERROR.code(), 100, vec![])],
+        0,
+    );
+    fetcher.handle_response(answer, 12, permit(), t);
+    let until = t + settings().error_backoff_max.min(base * 8);
+    assert_eq!(fetcher.poll_next(t, 1 << 20), Next::Wait { until });
+    // A new position (the reset policy, or a seek) ends the wait at once.
+    failing.set_fetch_position(50);
+    assert_eq!(sent_partitions(&fetch(&mut fetcher, t)), vec![(0, 50)]);
+}
+
+#[test]
+fn a_malformed_batch_at_the_position_backs_off() {
+    let now = Instant::now();
+    let mut fetcher = Fetcher::new(settings());
+    let p = target(0, 0);
+    fetcher.add(p.clone());
+    fetch(&mut fetcher, now);
+    let mut bad = batch(0, 2);
+    bad[16] = 9; // an unknown magic
+    fetcher.handle_response(response(vec![(0, 0, 100, bad)], 0), 12, permit(), now);
+    assert_eq!(p.errors().len(), 1, "{:?}", p.errors());
+    let until = now + settings().error_backoff;
+    assert_eq!(fetcher.poll_next(now, 1 << 20), Next::Wait { until });
+    assert!(matches!(
+        fetcher.poll_next(until, 1 << 20),
+        Next::Fetch { .. }
+    ));
 }

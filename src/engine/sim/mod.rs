@@ -320,10 +320,19 @@ impl World {
                 partition_max_bytes: 1024 + rng.below(8192) as i32,
                 isolation_level: 0,
                 error_backoff: Duration::from_millis(100),
+                error_backoff_max: Duration::from_secs(1),
             },
             budget: MemoryBudget::new(64 << 20),
             readers: (0..partitions)
-                .map(|_| PartitionReader::new(0, false, true))
+                .map(|_| {
+                    PartitionReader::new(
+                        0,
+                        false,
+                        true,
+                        crate::record::DEFAULT_MAX_DECOMPRESSED,
+                        crate::buf::MemoryBudget::unlimited(),
+                    )
+                })
                 .collect(),
             homeless: targets.clone(),
             targets,
