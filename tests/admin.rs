@@ -592,3 +592,19 @@ fn acls_create_describe_delete_and_read_back() {
     assert!(block_on(admin.describe_acls(&on_topic)).unwrap().is_empty());
     assert!(!java_list().contains("principal="));
 }
+
+/// A missing topic fails at once with UNKNOWN_TOPIC_OR_PARTITION naming it: Kafka
+/// calls the code retriable, but retrying an admin call on a topic that isn't there
+/// only waits out the timeout (each retry refreshes metadata, counted here).
+#[test]
+fn a_missing_topic_is_not_retried() {
+    let mut c = config();
+    c.admin.timeout = Duration::from_secs(5);
+    let admin = Admin::new(client(c));
+    let missing = unique("admin-no-such-topic");
+    let before = admin.client().metadata_requests();
+    let e = block_on(admin.delete_topic(&missing)).unwrap_err();
+    assert_eq!(code_naming(&e, &missing), KafkaCode::UNKNOWN_TOPIC_OR_PARTITION);
+    let refreshes = admin.client().metadata_requests() - before;
+    assert!(refreshes <= 1, "{refreshes} metadata refreshes: retried");
+}
