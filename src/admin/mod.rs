@@ -31,7 +31,7 @@ pub use acls::{
 pub use cluster::{ApiSupport, BrokerApis, ClusterDescription, Feature, Features};
 pub use configs::{AlterConfigOp, ConfigResource, ConfigSource};
 pub use groups::{CommittedOffset, GroupDescription, GroupListing, GroupMember};
-pub use partitions::{DeleteBefore, ListedOffset, OffsetSpec};
+pub use partitions::{DeleteBefore, ListedOffset, OffsetSpec, TopicPartition};
 
 use crate::client::{Client, CoordinatorKind, TopicInfo};
 use crate::error::{Error, Result};

@@ -1,4 +1,5 @@
-//! `kring topics`: list, create, describe and delete topics through [`kring::admin`].
+//! `kring topics`: list, create, describe and delete topics, and add partitions, through
+//! [`kring::admin`].
 
 use kring::admin::{Admin, NewTopic};
 
@@ -11,12 +12,15 @@ usage: kring topics list     [--internal] [CLUSTER]
        kring topics create   TOPIC [-p PARTITIONS] [-r REPLICATION] [--config NAME=VALUE]... [CLUSTER]
        kring topics describe TOPIC [--all-configs] [CLUSTER]
        kring topics delete   TOPIC [CLUSTER]
+       kring topics alter-partitions TOPIC COUNT [--validate-only] [CLUSTER]
 
   --internal                 list internal topics too (__consumer_offsets, ...)
   -p, --partitions N         partitions of a new topic (default 1)
   -r, --replication-factor R replicas per partition (default 1)
   --config NAME=VALUE        a topic config of a new topic (repeatable)
   --all-configs              describe every config, defaults included
+  COUNT                      the topic's new partition count (more than today's)
+  --validate-only            let the controller check without adding partitions
 
 CLUSTER options:
 ",
@@ -33,6 +37,7 @@ pub fn run(mut args: Args) -> CliResult {
         "create" => create(args),
         "describe" => describe(args),
         "delete" => delete(args),
+        "alter-partitions" => alter_partitions(args),
         other => Err(UsageError::new(format!("unknown topics action {other:?}")).into()),
     }
 }
@@ -156,6 +161,25 @@ fn delete(mut args: Args) -> CliResult {
         _ => e.into(),
     })?;
     println!("deleted {name}");
+    Ok(())
+}
+
+fn alter_partitions(mut args: Args) -> CliResult {
+    let validate_only = args.flag(&["--validate-only", "--dry-run"]);
+    let cluster = ClusterOptions::take(&mut args)?;
+    let name = topic_name(&mut args)?;
+    let count = args
+        .positional()
+        .ok_or_else(|| UsageError::new("how many partitions? give the new COUNT"))?;
+    let count: i32 = crate::args::parse_value("COUNT", &count)?;
+    if count < 1 {
+        return Err(UsageError::new("COUNT must be at least 1").into());
+    }
+    args.finish()?;
+    let admin = Admin::new(connect(cluster)?);
+    wait(admin.create_partitions(&name, count, validate_only))?;
+    let verb = if validate_only { "would have" } else { "now has" };
+    println!("{name} {verb} {count} partition(s)");
     Ok(())
 }
 
