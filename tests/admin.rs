@@ -502,8 +502,13 @@ fn consumer_groups_list_describe_offsets_and_delete() {
     assert_eq!(code_naming(&e, &active), KafkaCode::NON_EMPTY_GROUP);
     let e = block_on(admin.alter_group_offsets(&active, &[((topic.clone(), 0), 0)])).unwrap_err();
     assert!(e.to_string().contains(&active), "{e}");
-    child.kill().unwrap();
+    // Stopped with SIGTERM, the consumer leaves the group, which can then go.
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
     child.wait().unwrap();
+    eventually("the active group is deleted once empty", || {
+        block_on(admin.delete_group(&active)).is_ok()
+    });
 
     block_on(admin.delete_group(&group)).unwrap();
     let java_list = java(GROUPS, &["--list"]);
