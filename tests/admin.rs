@@ -12,8 +12,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use common::{bootstrap, client, config, create_topic, unique};
 use kring::Error;
 use kring::admin::{
-    AclBinding, AclBindingFilter, AclOperation, AclPermission, AclResourceType, Admin,
-    AlterConfigOp, ConfigResource, ConfigSource, DeleteBefore, OffsetSpec, PatternType,
+    AbortTransaction, AclBinding, AclBindingFilter, AclOperation, AclPermission,
+    AclResourceType, Admin, AlterConfigOp, ConfigResource, ConfigSource, DeleteBefore,
+    Election, OffsetSpec, PatternType, QuotaMatch, ScramMechanism,
 };
 use kring::client::block_on;
 use kring::producer::{ProducerRecord, SyncProducer};
@@ -612,4 +613,260 @@ fn a_missing_topic_is_not_retried() {
     assert_eq!(code_naming(&e, &missing), KafkaCode::UNKNOWN_TOPIC_OR_PARTITION);
     let refreshes = admin.client().metadata_requests() - before;
     assert!(refreshes <= 1, "{refreshes} metadata refreshes: retried");
+}
+
+#[test]
+fn elections_and_reassignments() {
+    let admin = admin();
+    let topic = unique("admin-replicas");
+    create_topic(admin.client(), &topic, 2, 1, &[]);
+    let id = *admin.client().metadata().brokers.keys().next().unwrap();
+    let p0 = (topic.clone(), 0);
+    // One replica each: already its preferred leader, so nothing changes.
+    let elected = block_on(admin.elect_leaders(Election::Preferred, Some(&[p0.clone()]))).unwrap();
+    assert!(elected.is_empty(), "{elected:?}");
+    let missing = (unique("admin-no-such-topic"), 0);
+    let e = block_on(admin.elect_leaders(Election::Preferred, Some(&[missing.clone()])))
+        .unwrap_err();
+    assert_eq!(code_naming(&e, &format!("{}-0", missing.0)), KafkaCode::UNKNOWN_TOPIC_OR_PARTITION);
+
+    // A move onto the replicas it has completes at once; onto a broker that does not
+    // exist is refused, naming the partition.
+    block_on(admin.alter_partition_reassignments(&[(p0.clone(), Some(vec![id]))])).unwrap();
+    eventually("no reassignment in progress", || {
+        block_on(admin.list_partition_reassignments(Some(&[p0.clone()])))
+            .unwrap()
+            .is_empty()
+    });
+    let e = block_on(admin.alter_partition_reassignments(&[(p0.clone(), Some(vec![id, 4242]))]))
+        .unwrap_err();
+    assert!(e.to_string().contains(&format!("{topic}-0")), "{e}");
+    assert!(e.code().is_some(), "{e}");
+    let e = block_on(admin.alter_partition_reassignments(&[(p0.clone(), None)])).unwrap_err();
+    assert_eq!(code_naming(&e, &format!("{topic}-0")), KafkaCode::NO_REASSIGNMENT_IN_PROGRESS);
+    let e = block_on(admin.alter_partition_reassignments(&[(p0.clone(), Some(vec![id, id]))]))
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    let listed = java(
+        "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+        &["--list"],
+    );
+    assert!(!listed.contains(&topic), "{listed}");
+    block_on(admin.delete_topic(&topic)).unwrap();
+}
+
+#[test]
+fn log_dirs_report_what_the_java_tool_reports() {
+    let admin = admin();
+    let topic = unique("admin-logdirs");
+    create_topic(admin.client(), &topic, 1, 1, &[]);
+    produce_timed(&admin, &topic, 3, now_ms());
+    let dirs = block_on(admin.describe_log_dirs()).unwrap();
+    let replica = dirs
+        .iter()
+        .flat_map(|d| d.replicas.iter())
+        .find(|r| r.topic == topic && r.partition == 0)
+        .expect("the partition's replica");
+    assert!(replica.size > 0, "{replica:?}");
+    assert!(dirs.iter().all(|d| d.error == KafkaCode::NONE && d.total_bytes != 0));
+    let out = java(
+        "org.apache.kafka.tools.LogDirsCommand",
+        &["--describe", "--topic-list", &topic],
+    );
+    assert!(
+        out.contains(&format!(r#""partition":"{topic}-0","size":{}"#, replica.size)),
+        "{out} vs {replica:?}"
+    );
+    block_on(admin.delete_topic(&topic)).unwrap();
+}
+
+#[test]
+fn client_quotas_alter_and_read_back() {
+    let admin = admin();
+    let user = unique("quota-user");
+    let entity = vec![("user".to_string(), Some(user.clone()))];
+    let java_view = || {
+        java(
+            CONFIGS,
+            &["--describe", "--entity-type", "users", "--entity-name", &user],
+        )
+    };
+    block_on(admin.alter_client_quotas(&entity, &[("producer_byte_rate".into(), Some(1024.0))], true))
+        .unwrap();
+    assert!(!java_view().contains("producer_byte_rate"), "validate_only applied");
+    block_on(admin.alter_client_quotas(&entity, &[("producer_byte_rate".into(), Some(1024.0))], false))
+        .unwrap();
+    let view = java_view();
+    assert!(view.contains("producer_byte_rate=1024.0"), "{view}");
+
+    java(
+        CONFIGS,
+        &[
+            "--alter", "--entity-type", "users", "--entity-name", &user, "--add-config",
+            "consumer_byte_rate=2048",
+        ],
+    );
+    let filter = [("user".to_string(), QuotaMatch::Exact(user.clone()))];
+    let quotas = block_on(admin.describe_client_quotas(&filter, true)).unwrap();
+    assert_eq!(quotas.len(), 1, "{quotas:?}");
+    assert_eq!(quotas[0].entity, entity);
+    assert_eq!(
+        quotas[0].values,
+        vec![
+            ("consumer_byte_rate".to_string(), 2048.0),
+            ("producer_byte_rate".to_string(), 1024.0)
+        ]
+    );
+
+    let e = block_on(admin.alter_client_quotas(
+        &entity,
+        &[("producer_byte_rate".into(), Some(1.0)), ("no_such_quota".into(), Some(1.0))],
+        false,
+    ))
+    .unwrap_err();
+    assert!(e.to_string().contains(&user) && e.code().is_some(), "{e}");
+    assert!(java_view().contains("producer_byte_rate=1024.0"), "half-applied");
+
+    block_on(admin.alter_client_quotas(
+        &entity,
+        &[("producer_byte_rate".into(), None), ("consumer_byte_rate".into(), None)],
+        false,
+    ))
+    .unwrap();
+    assert!(block_on(admin.describe_client_quotas(&filter, true)).unwrap().is_empty());
+    assert!(!java_view().contains("byte_rate"), "{}", java_view());
+}
+
+#[test]
+fn scram_credentials_upsert_describe_delete_and_authenticate() {
+    let admin = admin();
+    let user = unique("scram-user");
+    block_on(admin.upsert_scram_credential(&user, ScramMechanism::Sha256, 8192, "s3cret")).unwrap();
+    let java_view = || {
+        java(
+            CONFIGS,
+            &["--describe", "--entity-type", "users", "--entity-name", &user],
+        )
+    };
+    let view = java_view();
+    assert!(view.contains("SCRAM-SHA-256=iterations=8192"), "{view}");
+
+    // The salted password is right: the Java client logs in with the password.
+    let props = std::env::temp_dir().join(format!("{user}.properties"));
+    std::fs::write(
+        &props,
+        format!(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n\
+             sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \
+             username=\"{user}\" password=\"s3cret\";\n"
+        ),
+    )
+    .unwrap();
+    let login = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kafka"))
+        .args(["run-class", TOPICS, "--list", "--bootstrap-server", "127.0.0.1:9392"])
+        .arg("--command-config")
+        .arg(&props)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&props);
+    assert!(
+        login.status.success(),
+        "SCRAM login failed: {}",
+        String::from_utf8_lossy(&login.stderr)
+    );
+
+    java(
+        CONFIGS,
+        &[
+            "--alter", "--entity-type", "users", "--entity-name", &user, "--add-config",
+            "SCRAM-SHA-512=[iterations=4096,password=other]",
+        ],
+    );
+    let described = block_on(admin.describe_user_scram_credentials(Some(&[&user]))).unwrap();
+    assert_eq!(described.len(), 1);
+    let mut credentials = described[0].credentials.clone();
+    credentials.sort_by_key(|(m, _)| m.name());
+    assert_eq!(
+        credentials,
+        vec![(ScramMechanism::Sha256, 8192), (ScramMechanism::Sha512, 4096)]
+    );
+
+    block_on(admin.delete_scram_credential(&user, ScramMechanism::Sha256)).unwrap();
+    let view = java_view();
+    assert!(!view.contains("SCRAM-SHA-256") && view.contains("SCRAM-SHA-512"), "{view}");
+    block_on(admin.delete_scram_credential(&user, ScramMechanism::Sha512)).unwrap();
+    let e = block_on(admin.describe_user_scram_credentials(Some(&[&user]))).unwrap_err();
+    assert_eq!(code_naming(&e, &user), KafkaCode::RESOURCE_NOT_FOUND);
+    let e = block_on(admin.delete_scram_credential(&user, ScramMechanism::Sha512)).unwrap_err();
+    assert_eq!(code_naming(&e, &user), KafkaCode::RESOURCE_NOT_FOUND);
+    let e = block_on(admin.upsert_scram_credential(&user, ScramMechanism::Sha512, 100, "x"))
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+}
+
+#[test]
+fn producers_and_transactions() {
+    let admin = admin();
+    let topic = unique("admin-txn");
+    let txn = unique("admin-txn-id");
+    create_topic(admin.client(), &topic, 1, 1, &[]);
+    java_plain(
+        "org.apache.kafka.tools.ProducerPerformance",
+        &[
+            "--topic", &topic, "--num-records", "20", "--record-size", "10", "--throughput", "-1",
+            "--transactional-id", &txn, "--transaction-duration-ms", "50", "--producer-props",
+            &format!("bootstrap.servers={}", bootstrap()),
+        ],
+    );
+    let listed = block_on(admin.list_transactions(&[])).unwrap();
+    let listing = listed.iter().find(|t| t.transactional_id == txn).expect("listed");
+    assert_eq!(listing.state, "CompleteCommit");
+    let only_ongoing = block_on(admin.list_transactions(&["Ongoing"])).unwrap();
+    assert!(!only_ongoing.iter().any(|t| t.transactional_id == txn));
+    let described = block_on(admin.describe_transaction(&txn)).unwrap();
+    assert_eq!(described.state, "CompleteCommit");
+    assert_eq!(described.producer_id, listing.producer_id);
+    let java_out = java(
+        "org.apache.kafka.tools.TransactionsCommand",
+        &["describe", "--transactional-id", &txn],
+    );
+    assert!(java_out.contains(&described.producer_id.to_string()), "{java_out}");
+
+    let p0 = (topic.clone(), 0);
+    let producers = block_on(admin.describe_producers(&[p0.clone()])).unwrap();
+    let state = producers[0]
+        .1
+        .iter()
+        .find(|p| p.producer_id == described.producer_id)
+        .expect("the transactional producer");
+    assert_eq!(state.open_transaction_start, None);
+
+    // An abort marker written for the producer lands as one control record.
+    let end = || block_on(admin.list_offsets(&[p0.clone()], OffsetSpec::Latest)).unwrap()[0].offset;
+    let before = end();
+    let abort = AbortTransaction {
+        partition: p0.clone(),
+        producer_id: state.producer_id,
+        producer_epoch: state.producer_epoch as i16,
+        coordinator_epoch: state.coordinator_epoch,
+    };
+    block_on(admin.abort_transaction(&abort)).unwrap();
+    assert_eq!(end(), before + 1);
+
+    let missing = unique("admin-no-such-txn");
+    let e = block_on(admin.describe_transaction(&missing)).unwrap_err();
+    assert_eq!(code_naming(&e, &missing), KafkaCode::TRANSACTIONAL_ID_NOT_FOUND);
+    block_on(admin.delete_topic(&topic)).unwrap();
+}
+
+/// A Java tool that takes no `--bootstrap-server`, to success.
+fn java_plain(class: &str, args: &[&str]) -> String {
+    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kafka"))
+        .arg("run-class")
+        .arg(class)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{class}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }

@@ -2,7 +2,9 @@
 //! `Admin` do. Topics live here; the rest is split by subject: [`cluster`] (brokers,
 //! controller, features, API versions), [`configs`] (describe, alter, incremental alter
 //! for topics and brokers), [`partitions`] (create partitions, list offsets, delete
-//! records) and [`groups`] (consumer groups and their committed offsets).
+//! records), [`groups`] (consumer groups and their committed offsets), [`acls`],
+//! [`replicas`] (leader elections, reassignments, log dirs), [`quotas`] (client quotas,
+//! SCRAM credentials) and [`transactions`] (producers, transactions, aborting one).
 //!
 //! Every request goes to the broker its API needs — the controller the metadata names
 //! (any broker forwards under KRaft, KIP-590), a named broker (its own configs), a
@@ -22,6 +24,9 @@ pub mod cluster;
 pub mod configs;
 pub mod groups;
 pub mod partitions;
+pub mod quotas;
+pub mod replicas;
+pub mod transactions;
 
 use std::time::{Duration, Instant};
 
@@ -32,6 +37,11 @@ pub use cluster::{ApiSupport, BrokerApis, ClusterDescription, Feature, Features}
 pub use configs::{AlterConfigOp, ConfigResource, ConfigSource};
 pub use groups::{CommittedOffset, GroupDescription, GroupListing, GroupMember};
 pub use partitions::{DeleteBefore, ListedOffset, OffsetSpec, TopicPartition};
+pub use quotas::{ClientQuota, QuotaEntity, QuotaMatch, ScramMechanism, UserScramCredentials};
+pub use replicas::{Election, LogDir, LogDirReplica, Reassignment};
+pub use transactions::{
+    AbortTransaction, ProducerInfo, TransactionDescription, TransactionListing,
+};
 
 use crate::client::{Client, CoordinatorKind, TopicInfo};
 use crate::error::{Error, Result};
