@@ -588,3 +588,47 @@ fn acls_create_list_delete() {
     ok(&["acls", "delete", "--topic", &topic], b"");
     assert!(!java_list().contains("principal="));
 }
+
+#[test]
+fn users_scram_and_quotas() {
+    let user = common::unique("cli-user");
+    let java_view = || {
+        java(
+            "org.apache.kafka.tools.ConfigCommand",
+            &["--describe", "--entity-type", "users", "--entity-name", &user],
+        )
+    };
+    ok(
+        &["users", "scram", "set", &user, "--password-file", "-", "--iterations", "4096"],
+        b"pw\n",
+    );
+    assert!(java_view().contains("SCRAM-SHA-256=iterations=4096"), "{}", java_view());
+    let listed = text(ok(&["users", "scram", "list", &user, "--json"], b""));
+    assert_eq!(
+        listed.trim(),
+        format!(
+            r#"[{{"user":"{user}","credentials":[{{"mechanism":"SCRAM-SHA-256","iterations":4096}}]}}]"#
+        )
+    );
+    let e = fails(&["users", "scram", "set", &user, "--password-file", "-", "--iterations", "10"], 2);
+    assert!(e.contains("at least 4096"), "{e}");
+    ok(&["users", "scram", "delete", &user], b"");
+    assert!(!java_view().contains("SCRAM"), "{}", java_view());
+    let e = fails(&["users", "scram", "delete", &user], 1);
+    assert!(e.contains("RESOURCE_NOT_FOUND") && e.contains(&user), "{e}");
+
+    ok(
+        &["quotas", "alter", "--user", &user, "--set", "producer_byte_rate=4096"],
+        b"",
+    );
+    assert!(java_view().contains("producer_byte_rate=4096.0"), "{}", java_view());
+    let listed = text(ok(&["quotas", "list", "--user", &user], b""));
+    assert_eq!(listed.trim(), format!("user={user}\tproducer_byte_rate=4096"));
+    let e = fails(&["quotas", "alter", "--user", &user, "--set", "producer_byte_rate=fast"], 2);
+    assert!(e.contains("fast"), "{e}");
+    ok(
+        &["quotas", "alter", "--user", &user, "--delete", "producer_byte_rate"],
+        b"",
+    );
+    assert!(!java_view().contains("byte_rate"), "{}", java_view());
+}

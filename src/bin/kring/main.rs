@@ -9,6 +9,7 @@
 //! - `kring records delete|offsets`: delete records, list offsets;
 //! - `kring groups list|describe|delete|reset-offsets|delete-offsets`;
 //! - `kring acls list|create|delete`;
+//! - `kring users scram list|set|delete`, `kring quotas list|alter`;
 //! - `kring perf produce|consume`: throughput runs with a live progress line and a report;
 //! - `kring check`: a round trip of raw protocol requests against one broker.
 //!
@@ -27,9 +28,11 @@ mod groups;
 mod json;
 mod perf;
 mod produce;
+mod quotas;
 mod records;
 mod stats;
 mod topics;
+mod users;
 
 use std::process::ExitCode;
 
@@ -47,6 +50,8 @@ commands:
   records   delete records, list offsets
   groups    list, describe (with lag), delete consumer groups, reset their offsets
   acls      list, create or delete ACLs
+  users     SCRAM credentials of users (users scram list|set|delete)
+  quotas    list or alter client quotas
   perf      measure producer or consumer throughput (perf produce, perf consume)
   check     a round trip of raw protocol requests against one broker
 
@@ -127,6 +132,14 @@ fn main() -> ExitCode {
         Some("acls") => (
             acls::USAGE,
             help_or(wants_help, || acls::run(Args::new(rest))),
+        ),
+        Some("users") => (
+            users::USAGE,
+            help_or(wants_help, || users::run(Args::new(rest))),
+        ),
+        Some("quotas") => (
+            quotas::USAGE,
+            help_or(wants_help, || quotas::run(Args::new(rest))),
         ),
         Some("perf") => (
             perf::USAGE,
