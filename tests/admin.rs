@@ -12,9 +12,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use common::{bootstrap, client, config, create_topic, unique};
 use kring::Error;
 use kring::admin::{
-    AbortTransaction, AclBinding, AclBindingFilter, AclOperation, AclPermission,
-    AclResourceType, Admin, AlterConfigOp, ConfigResource, ConfigSource, DeleteBefore,
-    Election, OffsetSpec, PatternType, QuotaMatch, ScramMechanism,
+    AbortTransaction, AclBinding, AclBindingFilter, AclOperation, AclPermission, AclResourceType,
+    Admin, AlterConfigOp, ConfigResource, ConfigSource, DeleteBefore, Election, OffsetSpec,
+    PatternType, QuotaMatch, ScramMechanism,
 };
 use kring::client::block_on;
 use kring::producer::{ProducerRecord, SyncProducer};
@@ -37,7 +37,10 @@ fn kafka_tool(class: &str) -> Command {
 
 /// Runs a Java tool to success; answers its stdout.
 fn java(class: &str, args: &[&str]) -> String {
-    let out = kafka_tool(class).args(args).output().expect("scripts/kafka");
+    let out = kafka_tool(class)
+        .args(args)
+        .output()
+        .expect("scripts/kafka");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -57,7 +60,8 @@ const ACLS: &str = "org.apache.kafka.tools.AclCommand";
 fn code_naming(e: &Error, what: &str) -> KafkaCode {
     let text = e.to_string();
     assert!(text.contains(what), "{text:?} does not name {what}");
-    e.code().unwrap_or_else(|| panic!("no broker code in {text}"))
+    e.code()
+        .unwrap_or_else(|| panic!("no broker code in {text}"))
 }
 
 fn now_ms() -> i64 {
@@ -81,7 +85,11 @@ fn describe_cluster_names_the_cluster_controller_and_brokers() {
     let admin = admin();
     let cluster = block_on(admin.describe_cluster()).unwrap();
     let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kafka"))
-        .args(["run-class", "org.apache.kafka.tools.ClusterTool", "cluster-id"])
+        .args([
+            "run-class",
+            "org.apache.kafka.tools.ClusterTool",
+            "cluster-id",
+        ])
         .args(["--bootstrap-server", &bootstrap()])
         .output()
         .unwrap();
@@ -96,7 +104,12 @@ fn describe_cluster_names_the_cluster_controller_and_brokers() {
     let known: Vec<i32> = metadata.brokers.keys().copied().collect();
     assert_eq!(ids, known);
     assert!(ids.contains(&cluster.controller_id), "{cluster:?}");
-    assert!(cluster.brokers.iter().all(|b| b.port > 0 && !b.host.is_empty()));
+    assert!(
+        cluster
+            .brokers
+            .iter()
+            .all(|b| b.port > 0 && !b.host.is_empty())
+    );
 }
 
 #[test]
@@ -129,16 +142,29 @@ fn features_and_api_versions_match_the_java_tools() {
         assert_eq!(supported.map(|f| f.max), Some(max), "{name}: {features:?}");
         let finalized = features.finalized.iter().find(|f| f.name == name);
         // Level 0 means "off": brokers leave such features out of the finalized list.
-        assert_eq!(finalized.map_or(0, |f| f.max), level, "{name}: {features:?}");
+        assert_eq!(
+            finalized.map_or(0, |f| f.max),
+            level,
+            "{name}: {features:?}"
+        );
         compared += 1;
     }
     assert!(compared >= 3, "{java_out}");
-    assert!(features.finalized.iter().any(|f| f.name == "metadata.version"));
+    assert!(
+        features
+            .finalized
+            .iter()
+            .any(|f| f.name == "metadata.version")
+    );
 
     let apis = block_on(admin.broker_api_versions()).unwrap();
     assert_eq!(apis.len(), admin.client().metadata().brokers.len());
     for b in &apis {
-        let describe_cluster = b.apis.iter().find(|a| a.key == 60).expect("DescribeCluster");
+        let describe_cluster = b
+            .apis
+            .iter()
+            .find(|a| a.key == 60)
+            .expect("DescribeCluster");
         assert_eq!(describe_cluster.name, Some("DescribeCluster"));
         assert!(describe_cluster.used.is_some());
     }
@@ -162,19 +188,32 @@ fn create_partitions_grows_a_topic_and_refuses_to_shrink_it() {
     assert_eq!(java_count(), 2, "validate_only created partitions");
     block_on(admin.create_partitions(&topic, 4, false)).unwrap();
     assert_eq!(java_count(), 4);
-    assert_eq!(block_on(admin.describe_topic(&topic)).unwrap().partitions.len(), 4);
+    assert_eq!(
+        block_on(admin.describe_topic(&topic))
+            .unwrap()
+            .partitions
+            .len(),
+        4
+    );
 
     let e = block_on(admin.create_partitions(&topic, 3, false)).unwrap_err();
     assert_eq!(code_naming(&e, &topic), KafkaCode::INVALID_PARTITIONS);
     assert_eq!(java_count(), 4);
     let missing = unique("admin-no-such-topic");
     let e = block_on(admin.create_partitions(&missing, 3, false)).unwrap_err();
-    assert_eq!(code_naming(&e, &missing), KafkaCode::UNKNOWN_TOPIC_OR_PARTITION);
+    assert_eq!(
+        code_naming(&e, &missing),
+        KafkaCode::UNKNOWN_TOPIC_OR_PARTITION
+    );
 
     // What the Java tool sets, kring reads back.
     java(TOPICS, &["--alter", "--topic", &topic, "--partitions", "6"]);
     eventually("six partitions", || {
-        block_on(admin.describe_topic(&topic)).unwrap().partitions.len() == 6
+        block_on(admin.describe_topic(&topic))
+            .unwrap()
+            .partitions
+            .len()
+            == 6
     });
     block_on(admin.delete_topic(&topic)).unwrap();
 }
@@ -210,8 +249,11 @@ fn topic_configs_alter_incrementally_atomically_and_read_back() {
         block_on(admin.incremental_alter_configs(&resource, ops, validate_only))
     };
     let set_retention = AlterConfigOp::Set("retention.ms".into(), "123456".into());
-    set(&[set_retention.clone()], true).unwrap();
-    assert!(!has(&java_view(), "retention.ms", "123456"), "validate_only applied");
+    set(std::slice::from_ref(&set_retention), true).unwrap();
+    assert!(
+        !has(&java_view(), "retention.ms", "123456"),
+        "validate_only applied"
+    );
 
     set(
         &[
@@ -256,11 +298,17 @@ fn topic_configs_alter_incrementally_atomically_and_read_back() {
         ],
     );
     let entries = block_on(admin.describe_configs(&resource)).unwrap();
-    let entry = entries.iter().find(|c| c.name == "max.message.bytes").unwrap();
+    let entry = entries
+        .iter()
+        .find(|c| c.name == "max.message.bytes")
+        .unwrap();
     assert_eq!(entry.value.as_deref(), Some("2048"));
     assert_eq!(entry.source, ConfigSource::Topic);
     assert!(!entry.is_default);
-    let default = entries.iter().find(|c| c.name == "min.compaction.lag.ms").unwrap();
+    let default = entries
+        .iter()
+        .find(|c| c.name == "min.compaction.lag.ms")
+        .unwrap();
     assert!(default.is_default, "{default:?}");
     assert!(
         entries
@@ -274,12 +322,18 @@ fn topic_configs_alter_incrementally_atomically_and_read_back() {
         .unwrap();
     let view = java_view();
     assert!(has(&view, "segment.ms", "7200000"), "{view:?}");
-    assert!(!view.iter().any(|(k, _)| k == "max.message.bytes"), "{view:?}");
+    assert!(
+        !view.iter().any(|(k, _)| k == "max.message.bytes"),
+        "{view:?}"
+    );
     assert!(!view.iter().any(|(k, _)| k == "cleanup.policy"), "{view:?}");
 
     let missing = unique("admin-no-such-topic");
     let e = block_on(admin.describe_configs(&ConfigResource::Topic(missing.clone()))).unwrap_err();
-    assert_eq!(code_naming(&e, &missing), KafkaCode::UNKNOWN_TOPIC_OR_PARTITION);
+    assert_eq!(
+        code_naming(&e, &missing),
+        KafkaCode::UNKNOWN_TOPIC_OR_PARTITION
+    );
     block_on(admin.delete_topic(&topic)).unwrap();
 }
 
@@ -290,7 +344,11 @@ fn broker_configs_alter_and_read_back() {
     let broker = ConfigResource::Broker(id);
     let name = "log.cleaner.backoff.ms";
     let entries = block_on(admin.describe_configs(&broker)).unwrap();
-    assert!(entries.iter().any(|c| c.name == "broker.id" || c.name == "node.id"));
+    assert!(
+        entries
+            .iter()
+            .any(|c| c.name == "broker.id" || c.name == "node.id")
+    );
 
     let op = AlterConfigOp::Set(name.into(), "15001".into());
     block_on(admin.incremental_alter_configs(&broker, &[op], false)).unwrap();
@@ -376,21 +434,26 @@ fn list_offsets_and_delete_records_by_offset_and_time() {
     let low = block_on(admin.delete_records(&topic, &[(0, DeleteBefore::Offset(3))])).unwrap();
     assert_eq!(low, vec![(0, 3)]);
     assert_eq!(java_earliest().trim(), format!("{topic}:0:3"));
-    let low =
-        block_on(admin.delete_records(&topic, &[(0, DeleteBefore::Timestamp(base + 5_500))]))
-            .unwrap();
+    let low = block_on(admin.delete_records(&topic, &[(0, DeleteBefore::Timestamp(base + 5_500))]))
+        .unwrap();
     assert_eq!(low, vec![(0, 6)]);
     assert_eq!(java_earliest().trim(), format!("{topic}:0:6"));
 
     // Beyond the high watermark: an error naming the partition; nothing deleted.
     let e = block_on(admin.delete_records(&topic, &[(0, DeleteBefore::Offset(100))])).unwrap_err();
-    assert_eq!(code_naming(&e, &format!("{topic}-0")), KafkaCode::OFFSET_OUT_OF_RANGE);
+    assert_eq!(
+        code_naming(&e, &format!("{topic}-0")),
+        KafkaCode::OFFSET_OUT_OF_RANGE
+    );
     assert_eq!(offset(OffsetSpec::Earliest).offset, 6);
     let e = block_on(admin.delete_records(&topic, &[(7, DeleteBefore::Offset(1))])).unwrap_err();
     assert!(e.to_string().contains(&topic), "{e}");
     let missing = unique("admin-no-such-topic");
     let e = block_on(admin.topic_offsets(&missing, OffsetSpec::Latest)).unwrap_err();
-    assert_eq!(code_naming(&e, &missing), KafkaCode::UNKNOWN_TOPIC_OR_PARTITION);
+    assert_eq!(
+        code_naming(&e, &missing),
+        KafkaCode::UNKNOWN_TOPIC_OR_PARTITION
+    );
 
     // What the Java tool deletes, kring reads back.
     let file = std::env::temp_dir().join(format!("{topic}.json"));
@@ -418,7 +481,10 @@ fn console_consumer(topic: &str, group: &str, max: Option<usize>) -> Child {
     if let Some(n) = max {
         c.args(["--max-messages", &n.to_string()]);
     }
-    c.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
+    c.stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
 }
 
 /// ConsumerGroupCommand --describe: (partition, current offset) of `topic`.
@@ -472,12 +538,21 @@ fn consumer_groups_list_describe_offsets_and_delete() {
     java(
         GROUPS,
         &[
-            "--reset-offsets", "--group", &group, "--topic", &format!("{topic}:1"), "--to-offset",
-            "2", "--execute",
+            "--reset-offsets",
+            "--group",
+            &group,
+            "--topic",
+            &format!("{topic}:1"),
+            "--to-offset",
+            "2",
+            "--execute",
         ],
     );
     let committed = block_on(admin.list_group_offsets(&group)).unwrap();
-    assert_eq!(committed.iter().find(|c| c.partition == 1).unwrap().offset, 2);
+    assert_eq!(
+        committed.iter().find(|c| c.partition == 1).unwrap().offset,
+        2
+    );
     let e = block_on(admin.alter_group_offsets(&group, &[((topic.clone(), 0), -5)])).unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
 
@@ -505,7 +580,13 @@ fn consumer_groups_list_describe_offsets_and_delete() {
     assert!(e.to_string().contains(&active), "{e}");
     // Stopped with SIGTERM, the consumer leaves the group, which can then go.
     let pid = child.id().to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
     child.wait().unwrap();
     eventually("the active group is deleted once empty", || {
         block_on(admin.delete_group(&active)).is_ok()
@@ -529,11 +610,27 @@ fn acls_create_describe_delete_and_read_back() {
     let java_list = || {
         java(
             ACLS,
-            &["--list", "--topic", &topic, "--resource-pattern-type", "any"],
+            &[
+                "--list",
+                "--topic",
+                &topic,
+                "--resource-pattern-type",
+                "any",
+            ],
         )
     };
-    let read = AclBinding::allow(AclResourceType::Topic, &topic, "User:acl-reader", AclOperation::Read);
-    let mut deny = AclBinding::allow(AclResourceType::Topic, &topic, "User:acl-writer", AclOperation::Write);
+    let read = AclBinding::allow(
+        AclResourceType::Topic,
+        &topic,
+        "User:acl-reader",
+        AclOperation::Read,
+    );
+    let mut deny = AclBinding::allow(
+        AclResourceType::Topic,
+        &topic,
+        "User:acl-writer",
+        AclOperation::Write,
+    );
     deny.permission = AclPermission::Deny;
     deny.pattern_type = PatternType::Prefixed;
     deny.host = "127.0.0.2".into();
@@ -555,7 +652,12 @@ fn acls_create_describe_delete_and_read_back() {
     java(
         ACLS,
         &[
-            "--add", "--allow-principal", "User:acl-viewer", "--operation", "Describe", "--topic",
+            "--add",
+            "--allow-principal",
+            "User:acl-viewer",
+            "--operation",
+            "Describe",
+            "--topic",
             &topic,
         ],
     );
@@ -574,7 +676,10 @@ fn acls_create_describe_delete_and_read_back() {
     assert_eq!(all, expected);
     let mut readers = on_topic.clone();
     readers.principal = Some("User:acl-reader".into());
-    assert_eq!(block_on(admin.describe_acls(&readers)).unwrap(), vec![read.clone()]);
+    assert_eq!(
+        block_on(admin.describe_acls(&readers)).unwrap(),
+        vec![read.clone()]
+    );
     let mut literal = on_topic.clone();
     literal.pattern_type = PatternType::Literal;
     assert_eq!(block_on(admin.describe_acls(&literal)).unwrap().len(), 2);
@@ -610,7 +715,10 @@ fn a_missing_topic_is_not_retried() {
     let missing = unique("admin-no-such-topic");
     let before = admin.client().metadata_requests();
     let e = block_on(admin.delete_topic(&missing)).unwrap_err();
-    assert_eq!(code_naming(&e, &missing), KafkaCode::UNKNOWN_TOPIC_OR_PARTITION);
+    assert_eq!(
+        code_naming(&e, &missing),
+        KafkaCode::UNKNOWN_TOPIC_OR_PARTITION
+    );
     let refreshes = admin.client().metadata_requests() - before;
     assert!(refreshes <= 1, "{refreshes} metadata refreshes: retried");
 }
@@ -623,18 +731,24 @@ fn elections_and_reassignments() {
     let id = *admin.client().metadata().brokers.keys().next().unwrap();
     let p0 = (topic.clone(), 0);
     // One replica each: already its preferred leader, so nothing changes.
-    let elected = block_on(admin.elect_leaders(Election::Preferred, Some(&[p0.clone()]))).unwrap();
+    let elected =
+        block_on(admin.elect_leaders(Election::Preferred, Some(std::slice::from_ref(&p0))))
+            .unwrap();
     assert!(elected.is_empty(), "{elected:?}");
     let missing = (unique("admin-no-such-topic"), 0);
-    let e = block_on(admin.elect_leaders(Election::Preferred, Some(&[missing.clone()])))
-        .unwrap_err();
-    assert_eq!(code_naming(&e, &format!("{}-0", missing.0)), KafkaCode::UNKNOWN_TOPIC_OR_PARTITION);
+    let e =
+        block_on(admin.elect_leaders(Election::Preferred, Some(std::slice::from_ref(&missing))))
+            .unwrap_err();
+    assert_eq!(
+        code_naming(&e, &format!("{}-0", missing.0)),
+        KafkaCode::UNKNOWN_TOPIC_OR_PARTITION
+    );
 
     // A move onto the replicas it has completes at once; onto a broker that does not
     // exist is refused, naming the partition.
     block_on(admin.alter_partition_reassignments(&[(p0.clone(), Some(vec![id]))])).unwrap();
     eventually("no reassignment in progress", || {
-        block_on(admin.list_partition_reassignments(Some(&[p0.clone()])))
+        block_on(admin.list_partition_reassignments(Some(std::slice::from_ref(&p0))))
             .unwrap()
             .is_empty()
     });
@@ -643,7 +757,10 @@ fn elections_and_reassignments() {
     assert!(e.to_string().contains(&format!("{topic}-0")), "{e}");
     assert!(e.code().is_some(), "{e}");
     let e = block_on(admin.alter_partition_reassignments(&[(p0.clone(), None)])).unwrap_err();
-    assert_eq!(code_naming(&e, &format!("{topic}-0")), KafkaCode::NO_REASSIGNMENT_IN_PROGRESS);
+    assert_eq!(
+        code_naming(&e, &format!("{topic}-0")),
+        KafkaCode::NO_REASSIGNMENT_IN_PROGRESS
+    );
     let e = block_on(admin.alter_partition_reassignments(&[(p0.clone(), Some(vec![id, id]))]))
         .unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
@@ -668,13 +785,19 @@ fn log_dirs_report_what_the_java_tool_reports() {
         .find(|r| r.topic == topic && r.partition == 0)
         .expect("the partition's replica");
     assert!(replica.size > 0, "{replica:?}");
-    assert!(dirs.iter().all(|d| d.error == KafkaCode::NONE && d.total_bytes != 0));
+    assert!(
+        dirs.iter()
+            .all(|d| d.error == KafkaCode::NONE && d.total_bytes != 0)
+    );
     let out = java(
         "org.apache.kafka.tools.LogDirsCommand",
         &["--describe", "--topic-list", &topic],
     );
     assert!(
-        out.contains(&format!(r#""partition":"{topic}-0","size":{}"#, replica.size)),
+        out.contains(&format!(
+            r#""partition":"{topic}-0","size":{}"#,
+            replica.size
+        )),
         "{out} vs {replica:?}"
     );
     block_on(admin.delete_topic(&topic)).unwrap();
@@ -688,21 +811,43 @@ fn client_quotas_alter_and_read_back() {
     let java_view = || {
         java(
             CONFIGS,
-            &["--describe", "--entity-type", "users", "--entity-name", &user],
+            &[
+                "--describe",
+                "--entity-type",
+                "users",
+                "--entity-name",
+                &user,
+            ],
         )
     };
-    block_on(admin.alter_client_quotas(&entity, &[("producer_byte_rate".into(), Some(1024.0))], true))
-        .unwrap();
-    assert!(!java_view().contains("producer_byte_rate"), "validate_only applied");
-    block_on(admin.alter_client_quotas(&entity, &[("producer_byte_rate".into(), Some(1024.0))], false))
-        .unwrap();
+    block_on(admin.alter_client_quotas(
+        &entity,
+        &[("producer_byte_rate".into(), Some(1024.0))],
+        true,
+    ))
+    .unwrap();
+    assert!(
+        !java_view().contains("producer_byte_rate"),
+        "validate_only applied"
+    );
+    block_on(admin.alter_client_quotas(
+        &entity,
+        &[("producer_byte_rate".into(), Some(1024.0))],
+        false,
+    ))
+    .unwrap();
     let view = java_view();
     assert!(view.contains("producer_byte_rate=1024.0"), "{view}");
 
     java(
         CONFIGS,
         &[
-            "--alter", "--entity-type", "users", "--entity-name", &user, "--add-config",
+            "--alter",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            &user,
+            "--add-config",
             "consumer_byte_rate=2048",
         ],
     );
@@ -720,20 +865,33 @@ fn client_quotas_alter_and_read_back() {
 
     let e = block_on(admin.alter_client_quotas(
         &entity,
-        &[("producer_byte_rate".into(), Some(1.0)), ("no_such_quota".into(), Some(1.0))],
+        &[
+            ("producer_byte_rate".into(), Some(1.0)),
+            ("no_such_quota".into(), Some(1.0)),
+        ],
         false,
     ))
     .unwrap_err();
     assert!(e.to_string().contains(&user) && e.code().is_some(), "{e}");
-    assert!(java_view().contains("producer_byte_rate=1024.0"), "half-applied");
+    assert!(
+        java_view().contains("producer_byte_rate=1024.0"),
+        "half-applied"
+    );
 
     block_on(admin.alter_client_quotas(
         &entity,
-        &[("producer_byte_rate".into(), None), ("consumer_byte_rate".into(), None)],
+        &[
+            ("producer_byte_rate".into(), None),
+            ("consumer_byte_rate".into(), None),
+        ],
         false,
     ))
     .unwrap();
-    assert!(block_on(admin.describe_client_quotas(&filter, true)).unwrap().is_empty());
+    assert!(
+        block_on(admin.describe_client_quotas(&filter, true))
+            .unwrap()
+            .is_empty()
+    );
     assert!(!java_view().contains("byte_rate"), "{}", java_view());
 }
 
@@ -745,7 +903,13 @@ fn scram_credentials_upsert_describe_delete_and_authenticate() {
     let java_view = || {
         java(
             CONFIGS,
-            &["--describe", "--entity-type", "users", "--entity-name", &user],
+            &[
+                "--describe",
+                "--entity-type",
+                "users",
+                "--entity-name",
+                &user,
+            ],
         )
     };
     let view = java_view();
@@ -763,7 +927,13 @@ fn scram_credentials_upsert_describe_delete_and_authenticate() {
     )
     .unwrap();
     let login = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kafka"))
-        .args(["run-class", TOPICS, "--list", "--bootstrap-server", "127.0.0.1:9392"])
+        .args([
+            "run-class",
+            TOPICS,
+            "--list",
+            "--bootstrap-server",
+            "127.0.0.1:9392",
+        ])
         .arg("--command-config")
         .arg(&props)
         .output()
@@ -778,7 +948,12 @@ fn scram_credentials_upsert_describe_delete_and_authenticate() {
     java(
         CONFIGS,
         &[
-            "--alter", "--entity-type", "users", "--entity-name", &user, "--add-config",
+            "--alter",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            &user,
+            "--add-config",
             "SCRAM-SHA-512=[iterations=4096,password=other]",
         ],
     );
@@ -788,12 +963,18 @@ fn scram_credentials_upsert_describe_delete_and_authenticate() {
     credentials.sort_by_key(|(m, _)| m.name());
     assert_eq!(
         credentials,
-        vec![(ScramMechanism::Sha256, 8192), (ScramMechanism::Sha512, 4096)]
+        vec![
+            (ScramMechanism::Sha256, 8192),
+            (ScramMechanism::Sha512, 4096)
+        ]
     );
 
     block_on(admin.delete_scram_credential(&user, ScramMechanism::Sha256)).unwrap();
     let view = java_view();
-    assert!(!view.contains("SCRAM-SHA-256") && view.contains("SCRAM-SHA-512"), "{view}");
+    assert!(
+        !view.contains("SCRAM-SHA-256") && view.contains("SCRAM-SHA-512"),
+        "{view}"
+    );
     block_on(admin.delete_scram_credential(&user, ScramMechanism::Sha512)).unwrap();
     let e = block_on(admin.describe_user_scram_credentials(Some(&[&user]))).unwrap_err();
     assert_eq!(code_naming(&e, &user), KafkaCode::RESOURCE_NOT_FOUND);
@@ -813,13 +994,27 @@ fn producers_and_transactions() {
     java_plain(
         "org.apache.kafka.tools.ProducerPerformance",
         &[
-            "--topic", &topic, "--num-records", "20", "--record-size", "10", "--throughput", "-1",
-            "--transactional-id", &txn, "--transaction-duration-ms", "50", "--producer-props",
+            "--topic",
+            &topic,
+            "--num-records",
+            "20",
+            "--record-size",
+            "10",
+            "--throughput",
+            "-1",
+            "--transactional-id",
+            &txn,
+            "--transaction-duration-ms",
+            "50",
+            "--producer-props",
             &format!("bootstrap.servers={}", bootstrap()),
         ],
     );
     let listed = block_on(admin.list_transactions(&[])).unwrap();
-    let listing = listed.iter().find(|t| t.transactional_id == txn).expect("listed");
+    let listing = listed
+        .iter()
+        .find(|t| t.transactional_id == txn)
+        .expect("listed");
     assert_eq!(listing.state, "CompleteCommit");
     let only_ongoing = block_on(admin.list_transactions(&["Ongoing"])).unwrap();
     assert!(!only_ongoing.iter().any(|t| t.transactional_id == txn));
@@ -830,10 +1025,13 @@ fn producers_and_transactions() {
         "org.apache.kafka.tools.TransactionsCommand",
         &["describe", "--transactional-id", &txn],
     );
-    assert!(java_out.contains(&described.producer_id.to_string()), "{java_out}");
+    assert!(
+        java_out.contains(&described.producer_id.to_string()),
+        "{java_out}"
+    );
 
     let p0 = (topic.clone(), 0);
-    let producers = block_on(admin.describe_producers(&[p0.clone()])).unwrap();
+    let producers = block_on(admin.describe_producers(std::slice::from_ref(&p0))).unwrap();
     let state = producers[0]
         .1
         .iter()
@@ -842,7 +1040,10 @@ fn producers_and_transactions() {
     assert_eq!(state.open_transaction_start, None);
 
     // An abort marker written for the producer lands as one control record.
-    let end = || block_on(admin.list_offsets(&[p0.clone()], OffsetSpec::Latest)).unwrap()[0].offset;
+    let end = || {
+        block_on(admin.list_offsets(std::slice::from_ref(&p0), OffsetSpec::Latest)).unwrap()[0]
+            .offset
+    };
     let before = end();
     let abort = AbortTransaction {
         partition: p0.clone(),
@@ -855,7 +1056,10 @@ fn producers_and_transactions() {
 
     let missing = unique("admin-no-such-txn");
     let e = block_on(admin.describe_transaction(&missing)).unwrap_err();
-    assert_eq!(code_naming(&e, &missing), KafkaCode::TRANSACTIONAL_ID_NOT_FOUND);
+    assert_eq!(
+        code_naming(&e, &missing),
+        KafkaCode::TRANSACTIONAL_ID_NOT_FOUND
+    );
     block_on(admin.delete_topic(&topic)).unwrap();
 }
 

@@ -338,11 +338,17 @@ fn topics_alter_partitions() {
     assert_eq!(java_partition_count(&topic), "3");
 
     let e = fails(&["topics", "alter-partitions", &topic, "1"], 1);
-    assert!(e.contains("INVALID_PARTITIONS") && e.contains(&topic), "{e}");
+    assert!(
+        e.contains("INVALID_PARTITIONS") && e.contains(&topic),
+        "{e}"
+    );
     assert_eq!(java_partition_count(&topic), "3");
     let missing = common::unique("cli-missing");
     let e = fails(&["topics", "alter-partitions", &missing, "4"], 1);
-    assert!(e.contains("UNKNOWN_TOPIC_OR_PARTITION") && e.contains(&missing), "{e}");
+    assert!(
+        e.contains("UNKNOWN_TOPIC_OR_PARTITION") && e.contains(&missing),
+        "{e}"
+    );
     let e = fails(&["topics", "alter-partitions", &topic, "many"], 2);
     assert!(e.contains("COUNT \"many\""), "{e}");
     ok(&["topics", "delete", &topic], b"");
@@ -354,7 +360,13 @@ fn configs_describe_and_alter() {
     ok(&["topics", "create", &topic], b"");
     ok(
         &[
-            "configs", "alter", "topic", &topic, "--set", "retention.ms=1000", "--set",
+            "configs",
+            "alter",
+            "topic",
+            &topic,
+            "--set",
+            "retention.ms=1000",
+            "--set",
             "cleanup.policy=compact",
         ],
         b"",
@@ -362,7 +374,13 @@ fn configs_describe_and_alter() {
     let java_view = || {
         java(
             "org.apache.kafka.tools.ConfigCommand",
-            &["--describe", "--entity-type", "topics", "--entity-name", &topic],
+            &[
+                "--describe",
+                "--entity-type",
+                "topics",
+                "--entity-name",
+                &topic,
+            ],
         )
     };
     let view = java_view();
@@ -372,7 +390,13 @@ fn configs_describe_and_alter() {
     // One bad name: nothing of the request is applied.
     let e = fails(
         &[
-            "configs", "alter", "topic", &topic, "--set", "retention.ms=5", "--set",
+            "configs",
+            "alter",
+            "topic",
+            &topic,
+            "--set",
+            "retention.ms=5",
+            "--set",
             "no.such.config=1",
         ],
         1,
@@ -384,7 +408,14 @@ fn configs_describe_and_alter() {
         "{json}"
     );
     ok(
-        &["configs", "alter", "topic", &topic, "--delete", "retention.ms"],
+        &[
+            "configs",
+            "alter",
+            "topic",
+            &topic,
+            "--delete",
+            "retention.ms",
+        ],
         b"",
     );
     let view = java_view();
@@ -411,7 +442,10 @@ fn cluster_reports_id_brokers_features_and_versions() {
     let id = java("org.apache.kafka.tools.ClusterTool", &["cluster-id"]);
     let id = id.trim().trim_start_matches("Cluster ID: ").to_string();
     let json = text(ok(&["cluster", "--json"], b""));
-    assert!(json.starts_with(&format!(r#"{{"cluster_id":"{id}","controller":"#)), "{json}");
+    assert!(
+        json.starts_with(&format!(r#"{{"cluster_id":"{id}","controller":"#)),
+        "{json}"
+    );
     assert!(json.contains(r#""name":"metadata.version""#), "{json}");
     let human = text(ok(&["cluster", "--api-versions"], b""));
     assert!(human.contains(&format!("cluster {id}")), "{human}");
@@ -436,7 +470,10 @@ fn records_delete_and_offsets() {
         &["--topic", &topic, "--time", "-2"],
     );
     assert_eq!(earliest.trim(), format!("{topic}:0:2"));
-    let latest = text(ok(&["records", "offsets", &topic, "--at", "latest", "--json"], b""));
+    let latest = text(ok(
+        &["records", "offsets", &topic, "--at", "latest", "--json"],
+        b"",
+    ));
     assert!(
         latest.contains(&format!(r#"{{"topic":"{topic}","partition":0,"offset":5,"#)),
         "{latest}"
@@ -449,7 +486,10 @@ fn records_delete_and_offsets() {
     );
     let e = fails(&["records", "delete", &format!("{topic}:0")], 2);
     assert!(e.contains("no @POINT"), "{e}");
-    let all = text(ok(&["records", "delete", &format!("{topic}@end"), "--json"], b""));
+    let all = text(ok(
+        &["records", "delete", &format!("{topic}@end"), "--json"],
+        b"",
+    ));
     assert_eq!(
         all.trim(),
         format!(r#"[{{"topic":"{topic}","partition":0,"low_watermark":5}}]"#)
@@ -479,7 +519,10 @@ fn groups_list_describe_reset_and_delete() {
     ok(&["topics", "create", &topic], b"");
     ok(&["produce", "-t", &topic, "-p", "0"], b"1\n2\n3\n4\n");
     let consumed = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kafka"))
-        .args(["run-class", "org.apache.kafka.tools.consumer.ConsoleConsumer"])
+        .args([
+            "run-class",
+            "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        ])
         .args(["--bootstrap-server", &common::bootstrap()])
         .args(["--topic", &topic, "--group", &group, "--from-beginning"])
         .args(["--max-messages", "4"])
@@ -490,7 +533,9 @@ fn groups_list_describe_reset_and_delete() {
 
     let listed = text(ok(&["groups", "list"], b""));
     assert!(
-        listed.lines().any(|l| l.starts_with(&format!("{group}\tEmpty"))),
+        listed
+            .lines()
+            .any(|l| l.starts_with(&format!("{group}\tEmpty"))),
         "{listed}"
     );
     let described = text(ok(&["groups", "describe", &group], b""));
@@ -500,7 +545,10 @@ fn groups_list_describe_reset_and_delete() {
         .unwrap_or_else(|| panic!("{described}"));
     let cells: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(&cells[1..5], &["0", "4", "6", "2"], "{described}");
-    assert_eq!(java_group_rows(&group, &topic), vec![("0".into(), "4".into(), "2".into())]);
+    assert_eq!(
+        java_group_rows(&group, &topic),
+        vec![("0".into(), "4".into(), "2".into())]
+    );
     let json = text(ok(&["groups", "describe", &group, "--json"], b""));
     assert!(
         json.contains(&format!(
@@ -510,20 +558,43 @@ fn groups_list_describe_reset_and_delete() {
     );
 
     let dry = text(ok(
-        &["groups", "reset-offsets", &group, "--topic", &topic, "--to", "earliest", "--dry-run"],
+        &[
+            "groups",
+            "reset-offsets",
+            &group,
+            "--topic",
+            &topic,
+            "--to",
+            "earliest",
+            "--dry-run",
+        ],
         b"",
     ));
     assert!(dry.contains(&format!("would set {topic}:0 to 0")), "{dry}");
     assert_eq!(java_group_rows(&group, &topic)[0].1, "4");
     ok(
-        &["groups", "reset-offsets", &group, "--topic", &format!("{topic}:0"), "--to", "1"],
+        &[
+            "groups",
+            "reset-offsets",
+            &group,
+            "--topic",
+            &format!("{topic}:0"),
+            "--to",
+            "1",
+        ],
         b"",
     );
-    assert_eq!(java_group_rows(&group, &topic)[0], ("0".into(), "1".into(), "5".into()));
+    assert_eq!(
+        java_group_rows(&group, &topic)[0],
+        ("0".into(), "1".into(), "5".into())
+    );
     let e = fails(&["groups", "reset-offsets", &group, "--topic", &topic], 2);
     assert!(e.contains("--to is needed"), "{e}");
 
-    ok(&["groups", "delete-offsets", &group, "--topic", &topic], b"");
+    ok(
+        &["groups", "delete-offsets", &group, "--topic", &topic],
+        b"",
+    );
     ok(&["groups", "delete", &group], b"");
     let java_list = java(
         "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
@@ -531,9 +602,15 @@ fn groups_list_describe_reset_and_delete() {
     );
     assert!(!java_list.lines().any(|l| l.trim() == group), "{java_list}");
     let e = fails(&["groups", "delete", &group], 1);
-    assert!(e.contains("GROUP_ID_NOT_FOUND") && e.contains(&group), "{e}");
+    assert!(
+        e.contains("GROUP_ID_NOT_FOUND") && e.contains(&group),
+        "{e}"
+    );
     let e = fails(&["groups", "describe", &group], 1);
-    assert!(e.contains("GROUP_ID_NOT_FOUND") && e.contains(&group), "{e}");
+    assert!(
+        e.contains("GROUP_ID_NOT_FOUND") && e.contains(&group),
+        "{e}"
+    );
     ok(&["topics", "delete", &topic], b"");
 }
 
@@ -543,8 +620,16 @@ fn acls_create_list_delete() {
     let topic = common::unique("cli-acl");
     ok(
         &[
-            "acls", "create", "--allow", "User:cli-reader", "--operation", "read",
-            "--operation", "describe", "--topic", &topic,
+            "acls",
+            "create",
+            "--allow",
+            "User:cli-reader",
+            "--operation",
+            "read",
+            "--operation",
+            "describe",
+            "--topic",
+            &topic,
         ],
         b"",
     );
@@ -555,7 +640,10 @@ fn acls_create_list_delete() {
         )
     };
     let listed = java_list();
-    assert!(listed.contains("principal=User:cli-reader, host=*, operation=READ"), "{listed}");
+    assert!(
+        listed.contains("principal=User:cli-reader, host=*, operation=READ"),
+        "{listed}"
+    );
     assert!(listed.contains("operation=DESCRIBE"), "{listed}");
     let json = text(ok(&["acls", "list", "--topic", &topic, "--json"], b""));
     assert!(
@@ -566,25 +654,53 @@ fn acls_create_list_delete() {
     );
 
     let e = fails(
-        &["acls", "create", "--allow", "cli-reader", "--operation", "write", "--topic", &topic],
+        &[
+            "acls",
+            "create",
+            "--allow",
+            "cli-reader",
+            "--operation",
+            "write",
+            "--topic",
+            &topic,
+        ],
         2,
     );
     assert!(e.contains("has no type"), "{e}");
     let e = fails(&["acls", "delete"], 2);
     assert!(e.contains("delete every ACL"), "{e}");
     let e = fails(
-        &["acls", "create", "--allow", "User:x", "--operation", "reed", "--topic", &topic],
+        &[
+            "acls",
+            "create",
+            "--allow",
+            "User:x",
+            "--operation",
+            "reed",
+            "--topic",
+            &topic,
+        ],
         2,
     );
     assert!(e.contains("\"reed\""), "{e}");
 
     let said = text(ok(
-        &["acls", "delete", "--topic", &topic, "--operation", "describe"],
+        &[
+            "acls",
+            "delete",
+            "--topic",
+            &topic,
+            "--operation",
+            "describe",
+        ],
         b"",
     ));
     assert!(said.starts_with("deleted 1 ACL(s)"), "{said}");
     let listed = java_list();
-    assert!(!listed.contains("DESCRIBE") && listed.contains("READ"), "{listed}");
+    assert!(
+        !listed.contains("DESCRIBE") && listed.contains("READ"),
+        "{listed}"
+    );
     ok(&["acls", "delete", "--topic", &topic], b"");
     assert!(!java_list().contains("principal="));
 }
@@ -595,14 +711,33 @@ fn users_scram_and_quotas() {
     let java_view = || {
         java(
             "org.apache.kafka.tools.ConfigCommand",
-            &["--describe", "--entity-type", "users", "--entity-name", &user],
+            &[
+                "--describe",
+                "--entity-type",
+                "users",
+                "--entity-name",
+                &user,
+            ],
         )
     };
     ok(
-        &["users", "scram", "set", &user, "--password-file", "-", "--iterations", "4096"],
+        &[
+            "users",
+            "scram",
+            "set",
+            &user,
+            "--password-file",
+            "-",
+            "--iterations",
+            "4096",
+        ],
         b"pw\n",
     );
-    assert!(java_view().contains("SCRAM-SHA-256=iterations=4096"), "{}", java_view());
+    assert!(
+        java_view().contains("SCRAM-SHA-256=iterations=4096"),
+        "{}",
+        java_view()
+    );
     let listed = text(ok(&["users", "scram", "list", &user, "--json"], b""));
     assert_eq!(
         listed.trim(),
@@ -610,7 +745,19 @@ fn users_scram_and_quotas() {
             r#"[{{"user":"{user}","credentials":[{{"mechanism":"SCRAM-SHA-256","iterations":4096}}]}}]"#
         )
     );
-    let e = fails(&["users", "scram", "set", &user, "--password-file", "-", "--iterations", "10"], 2);
+    let e = fails(
+        &[
+            "users",
+            "scram",
+            "set",
+            &user,
+            "--password-file",
+            "-",
+            "--iterations",
+            "10",
+        ],
+        2,
+    );
     assert!(e.contains("at least 4096"), "{e}");
     ok(&["users", "scram", "delete", &user], b"");
     assert!(!java_view().contains("SCRAM"), "{}", java_view());
@@ -618,16 +765,47 @@ fn users_scram_and_quotas() {
     assert!(e.contains("RESOURCE_NOT_FOUND") && e.contains(&user), "{e}");
 
     ok(
-        &["quotas", "alter", "--user", &user, "--set", "producer_byte_rate=4096"],
+        &[
+            "quotas",
+            "alter",
+            "--user",
+            &user,
+            "--set",
+            "producer_byte_rate=4096",
+        ],
         b"",
     );
-    assert!(java_view().contains("producer_byte_rate=4096.0"), "{}", java_view());
+    assert!(
+        java_view().contains("producer_byte_rate=4096.0"),
+        "{}",
+        java_view()
+    );
     let listed = text(ok(&["quotas", "list", "--user", &user], b""));
-    assert_eq!(listed.trim(), format!("user={user}\tproducer_byte_rate=4096"));
-    let e = fails(&["quotas", "alter", "--user", &user, "--set", "producer_byte_rate=fast"], 2);
+    assert_eq!(
+        listed.trim(),
+        format!("user={user}\tproducer_byte_rate=4096")
+    );
+    let e = fails(
+        &[
+            "quotas",
+            "alter",
+            "--user",
+            &user,
+            "--set",
+            "producer_byte_rate=fast",
+        ],
+        2,
+    );
     assert!(e.contains("fast"), "{e}");
     ok(
-        &["quotas", "alter", "--user", &user, "--delete", "producer_byte_rate"],
+        &[
+            "quotas",
+            "alter",
+            "--user",
+            &user,
+            "--delete",
+            "producer_byte_rate",
+        ],
         b"",
     );
     assert!(!java_view().contains("byte_rate"), "{}", java_view());

@@ -59,7 +59,9 @@ fn a_dropped_producer_fails_what_it_had_not_sent_and_ends_its_tasks() {
     let deliveries = send(&producer, &topic, 20);
     // The sink starts on its worker asynchronously: wait until it runs, so the drop
     // below is seen by a live sink holding unsent records.
-    wait_until("the partition's sink to run", || live_tasks(&client) > before);
+    wait_until("the partition's sink to run", || {
+        live_tasks(&client) > before
+    });
     drop(producer);
     for outcome in outcomes(deliveries) {
         assert!(

@@ -8,9 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use kring::Error;
-use kring::admin::{
-    Admin, AlterConfigOp, ConfigResource, ConfigSource, DeleteBefore, OffsetSpec,
-};
+use kring::admin::{Admin, AlterConfigOp, ConfigResource, ConfigSource, DeleteBefore, OffsetSpec};
 use kring::client::block_on;
 use kring::protocol::messages::{DeleteGroupsResponse, delete_groups::DeletableGroupResult};
 use kring::protocol::{ApiKey, KafkaCode};
@@ -48,11 +46,20 @@ fn describe_cluster_and_create_partitions() {
     block_on(admin.create_partitions("t", 5, false)).unwrap();
     assert_eq!(cluster.partition_count("t"), Some(5));
     assert_eq!(cluster.replicas("t", 4).map(|r| r.len()), Some(2));
-    assert_eq!(block_on(admin.describe_topic("t")).unwrap().partitions.len(), 5);
+    assert_eq!(
+        block_on(admin.describe_topic("t"))
+            .unwrap()
+            .partitions
+            .len(),
+        5
+    );
     let e = block_on(admin.create_partitions("t", 3, false)).unwrap_err();
     assert_eq!(code_naming(&e, "t"), KafkaCode::INVALID_PARTITIONS);
     let e = block_on(admin.create_partitions("nope", 3, false)).unwrap_err();
-    assert_eq!(code_naming(&e, "nope"), KafkaCode::UNKNOWN_TOPIC_OR_PARTITION);
+    assert_eq!(
+        code_naming(&e, "nope"),
+        KafkaCode::UNKNOWN_TOPIC_OR_PARTITION
+    );
     assert_eq!(cluster.partition_count("t"), Some(5));
 }
 
@@ -74,7 +81,10 @@ fn configs_change_all_or_nothing() {
     );
     let set = AlterConfigOp::Set("retention.ms".into(), "1000".into());
     block_on(admin.incremental_alter_configs(&topic, std::slice::from_ref(&set), false)).unwrap();
-    assert_eq!(value("retention.ms"), Some((Some("1000".into()), ConfigSource::Topic)));
+    assert_eq!(
+        value("retention.ms"),
+        Some((Some("1000".into()), ConfigSource::Topic))
+    );
 
     let e = block_on(admin.incremental_alter_configs(
         &topic,
@@ -87,13 +97,19 @@ fn configs_change_all_or_nothing() {
     .unwrap_err();
     assert_eq!(code_naming(&e, "topic t"), KafkaCode::INVALID_CONFIG);
     assert!(e.to_string().contains("bogus"), "{e}");
-    assert_eq!(value("retention.ms"), Some((Some("1000".into()), ConfigSource::Topic)));
+    assert_eq!(
+        value("retention.ms"),
+        Some((Some("1000".into()), ConfigSource::Topic))
+    );
 
     block_on(admin.alter_configs(&topic, &[("segment.ms".into(), "60000".into())], false)).unwrap();
     assert_eq!(value("retention.ms").unwrap().1, ConfigSource::Default);
     assert_eq!(value("segment.ms").unwrap().0.as_deref(), Some("60000"));
     let e = block_on(admin.describe_configs(&ConfigResource::Topic("nope".into()))).unwrap_err();
-    assert_eq!(code_naming(&e, "nope"), KafkaCode::UNKNOWN_TOPIC_OR_PARTITION);
+    assert_eq!(
+        code_naming(&e, "nope"),
+        KafkaCode::UNKNOWN_TOPIC_OR_PARTITION
+    );
 
     let id = cluster.broker_ids()[1];
     let broker = ConfigResource::Broker(id);
@@ -103,14 +119,20 @@ fn configs_change_all_or_nothing() {
     block_on(admin.incremental_alter_configs(&ConfigResource::BrokerDefault, &[op], false))
         .unwrap();
     let entries = block_on(admin.describe_configs(&broker)).unwrap();
-    let threads = entries.iter().find(|c| c.name == "log.cleaner.threads").unwrap();
+    let threads = entries
+        .iter()
+        .find(|c| c.name == "log.cleaner.threads")
+        .unwrap();
     assert_eq!(
         (threads.value.as_deref(), threads.source),
         (Some("2"), ConfigSource::DynamicBroker)
     );
-    let other = block_on(admin.describe_configs(&ConfigResource::Broker(cluster.broker_ids()[0])))
+    let other =
+        block_on(admin.describe_configs(&ConfigResource::Broker(cluster.broker_ids()[0]))).unwrap();
+    let threads = other
+        .iter()
+        .find(|c| c.name == "log.cleaner.threads")
         .unwrap();
-    let threads = other.iter().find(|c| c.name == "log.cleaner.threads").unwrap();
     assert_eq!(
         (threads.value.as_deref(), threads.source),
         (Some("3"), ConfigSource::DynamicDefaultBroker)
@@ -128,7 +150,10 @@ fn offsets_and_delete_records() {
         .unwrap();
     let latest = block_on(admin.topic_offsets("t", OffsetSpec::Latest)).unwrap();
     assert_eq!(
-        latest.iter().map(|o| (o.partition, o.offset)).collect::<Vec<_>>(),
+        latest
+            .iter()
+            .map(|o| (o.partition, o.offset))
+            .collect::<Vec<_>>(),
         vec![(0, 0), (1, 5)]
     );
     let low = block_on(admin.delete_records("t", &[(1, DeleteBefore::Offset(3))])).unwrap();
@@ -148,12 +173,17 @@ fn groups_and_their_offsets() {
     for g in &groups {
         cluster.commit(g, "t", 0, 7);
     }
-    let coordinators: std::collections::BTreeSet<i32> =
-        groups.iter().filter_map(|g| cluster.coordinator(g)).collect();
+    let coordinators: std::collections::BTreeSet<i32> = groups
+        .iter()
+        .filter_map(|g| cluster.coordinator(g))
+        .collect();
     assert!(coordinators.len() > 1, "{coordinators:?}");
     let listed = block_on(admin.list_groups()).unwrap();
     assert_eq!(
-        listed.iter().map(|g| g.group_id.clone()).collect::<Vec<_>>(),
+        listed
+            .iter()
+            .map(|g| g.group_id.clone())
+            .collect::<Vec<_>>(),
         groups
     );
     let d = block_on(admin.describe_group("g0")).unwrap();

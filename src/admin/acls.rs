@@ -11,8 +11,8 @@ use std::str::FromStr;
 use super::{Admin, Route, check};
 use crate::error::{Error, Result};
 use crate::protocol::messages::{
-    ApiKey, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
-    create_acls::AclCreation, delete_acls::DeleteAclsFilter,
+    ApiKey, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest, create_acls::AclCreation,
+    delete_acls::DeleteAclsFilter,
 };
 
 /// Declares a wire enum: its variants with codes and the names the Java tools accept.
@@ -463,7 +463,10 @@ mod tests {
             "describe_configs".parse::<AclOperation>().unwrap(),
             AclOperation::DescribeConfigs
         );
-        assert_eq!("prefixed".parse::<PatternType>().unwrap(), PatternType::Prefixed);
+        assert_eq!(
+            "prefixed".parse::<PatternType>().unwrap(),
+            PatternType::Prefixed
+        );
         let e = "reed".parse::<AclOperation>().unwrap_err().to_string();
         assert!(e.contains("\"reed\"") && e.contains("READ"), "{e}");
         assert_eq!(AclOperation::from_code(99), None);
@@ -471,7 +474,12 @@ mod tests {
 
     #[test]
     fn bindings_are_checked_before_sending() {
-        let ok = AclBinding::allow(AclResourceType::Topic, "t", "User:alice", AclOperation::Read);
+        let ok = AclBinding::allow(
+            AclResourceType::Topic,
+            "t",
+            "User:alice",
+            AclOperation::Read,
+        );
         ok.validate().unwrap();
         for principal in ["alice", ":alice", "User:", ""] {
             let mut b = ok.clone();

@@ -130,7 +130,8 @@ impl Admin {
                     .find(|g| g.group_id == group)
                     .ok_or_else(|| left_out(ApiKey::DescribeGroups, label))?;
                 let code = KafkaCode(g.error_code);
-                if code == KafkaCode::GROUP_ID_NOT_FOUND || (code.is_ok() && g.group_state == "Dead")
+                if code == KafkaCode::GROUP_ID_NOT_FOUND
+                    || (code.is_ok() && g.group_state == "Dead")
                 {
                     return Ok(None);
                 }
@@ -178,7 +179,8 @@ impl Admin {
             if version_of(&broker, ApiKey::ConsumerGroupDescribe).is_err() {
                 return Err(not_found());
             }
-            let request = ConsumerGroupDescribeRequest::default().with_group_ids(vec![group.into()]);
+            let request =
+                ConsumerGroupDescribeRequest::default().with_group_ids(vec![group.into()]);
             let response = broker.send(request).await?;
             let g = response
                 .groups
@@ -272,22 +274,28 @@ impl Admin {
                 check(ApiKey::OffsetFetch, label, g.error_code, None)?;
                 for t in g.topics {
                     for p in t.partitions {
-                        offset_row(&mut out, label, &t.name, p.partition_index, p.error_code, (
-                            p.committed_offset,
-                            p.committed_leader_epoch,
-                            p.metadata,
-                        ))?;
+                        offset_row(
+                            &mut out,
+                            label,
+                            &t.name,
+                            p.partition_index,
+                            p.error_code,
+                            (p.committed_offset, p.committed_leader_epoch, p.metadata),
+                        )?;
                     }
                 }
             } else {
                 check(ApiKey::OffsetFetch, label, response.error_code, None)?;
                 for t in response.topics {
                     for p in t.partitions {
-                        offset_row(&mut out, label, &t.name, p.partition_index, p.error_code, (
-                            p.committed_offset,
-                            p.committed_leader_epoch,
-                            p.metadata,
-                        ))?;
+                        offset_row(
+                            &mut out,
+                            label,
+                            &t.name,
+                            p.partition_index,
+                            p.error_code,
+                            (p.committed_offset, p.committed_leader_epoch, p.metadata),
+                        )?;
                     }
                 }
             }
@@ -437,7 +445,8 @@ fn decode_assignment(group: &str, bytes: &Bytes) -> Result<Vec<TopicPartition>> 
         return Ok(Vec::new());
     }
     let mut buf = bytes.clone();
-    let malformed = |why: String| Error::Malformed(format!("group {group}: a member assignment {why}"));
+    let malformed =
+        |why: String| Error::Malformed(format!("group {group}: a member assignment {why}"));
     if buf.remaining() < 2 {
         return Err(malformed(format!("of {} byte(s)", bytes.len())));
     }

@@ -150,7 +150,11 @@ impl Admin {
             let request = request.clone();
             async move {
                 let response = broker.send(request).await?;
-                let result = response.topics.into_iter().next().ok_or_else(|| left_out(ApiKey::CreateTopics, &topic.name))?;
+                let result = response
+                    .topics
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| left_out(ApiKey::CreateTopics, &topic.name))?;
                 Ok((result.error_code, result.error_message))
             }
         })
@@ -176,7 +180,11 @@ impl Admin {
             .with_timeout_ms(millis(timeout));
             async move {
                 let response = broker.send(request).await?;
-                let result = response.responses.into_iter().next().ok_or_else(|| left_out(ApiKey::DeleteTopics, topic))?;
+                let result = response
+                    .responses
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| left_out(ApiKey::DeleteTopics, topic))?;
                 Ok((result.error_code, result.error_message))
             }
         })
@@ -319,7 +327,9 @@ impl Admin {
     /// After a failed attempt: forget what may have pointed to the wrong broker.
     async fn reroute(&self, route: &Route) {
         match route {
-            Route::Group(g) => self.client.invalidate_coordinator(CoordinatorKind::Group, g),
+            Route::Group(g) => self
+                .client
+                .invalidate_coordinator(CoordinatorKind::Group, g),
             Route::Transaction(t) => self
                 .client
                 .invalidate_coordinator(CoordinatorKind::Transaction, t),

@@ -261,7 +261,10 @@ impl Admin {
         loop {
             let mut last_error = None;
             let mut again = Vec::new();
-            for (broker, batch) in self.by_leader(&pending, &mut again, &mut last_error).await? {
+            for (broker, batch) in self
+                .by_leader(&pending, &mut again, &mut last_error)
+                .await?
+            {
                 let asked = batch.clone();
                 match send(broker, batch).await {
                     Ok(answers) => {
@@ -364,16 +367,18 @@ async fn list_offsets_on(
     let topics = by_topic(&batch)
         .into_iter()
         .map(|(t, ps)| {
-            ListOffsetsTopic::default().with_name(t.to_string()).with_partitions(
-                ps.into_iter()
-                    .map(|p| {
-                        ListOffsetsPartition::default()
-                            .with_partition_index(p)
-                            .with_current_leader_epoch(-1)
-                            .with_timestamp(spec.wire())
-                    })
-                    .collect(),
-            )
+            ListOffsetsTopic::default()
+                .with_name(t.to_string())
+                .with_partitions(
+                    ps.into_iter()
+                        .map(|p| {
+                            ListOffsetsPartition::default()
+                                .with_partition_index(p)
+                                .with_current_leader_epoch(-1)
+                                .with_timestamp(spec.wire())
+                        })
+                        .collect(),
+                )
         })
         .collect();
     let request = ListOffsetsRequest::default()
@@ -410,16 +415,18 @@ async fn delete_records_on(
     let topics = by_topic(&batch)
         .into_iter()
         .map(|(t, ps)| {
-            DeleteRecordsTopic::default().with_name(t.to_string()).with_partitions(
-                ps.into_iter()
-                    .map(|p| {
-                        let offset = offsets.get(&(t.to_string(), p)).copied().unwrap_or(-1);
-                        DeleteRecordsPartition::default()
-                            .with_partition_index(p)
-                            .with_offset(offset)
-                    })
-                    .collect(),
-            )
+            DeleteRecordsTopic::default()
+                .with_name(t.to_string())
+                .with_partitions(
+                    ps.into_iter()
+                        .map(|p| {
+                            let offset = offsets.get(&(t.to_string(), p)).copied().unwrap_or(-1);
+                            DeleteRecordsPartition::default()
+                                .with_partition_index(p)
+                                .with_offset(offset)
+                        })
+                        .collect(),
+                )
         })
         .collect();
     let request = DeleteRecordsRequest::default()
@@ -450,7 +457,11 @@ mod tests {
         assert_eq!(OffsetSpec::Latest.wire(), -1);
         assert_eq!(OffsetSpec::MaxTimestamp.wire(), -3);
         assert_eq!(OffsetSpec::Timestamp(1234).wire(), 1234);
-        let parts = vec![("b".to_string(), 1), ("a".to_string(), 0), ("b".to_string(), 0)];
+        let parts = vec![
+            ("b".to_string(), 1),
+            ("a".to_string(), 0),
+            ("b".to_string(), 0),
+        ];
         let grouped = by_topic(&parts);
         assert_eq!(grouped["b"], vec![1, 0]);
         assert_eq!(grouped["a"], vec![0]);

@@ -10,7 +10,9 @@ use crate::error::{Error, Result};
 use crate::protocol::messages::{
     AlterClientQuotasRequest, AlterUserScramCredentialsRequest, ApiKey,
     DescribeClientQuotasRequest, DescribeUserScramCredentialsRequest,
-    alter_client_quotas::{AlterClientQuotasRequestEntityData, AlterClientQuotasRequestEntryData, OpData},
+    alter_client_quotas::{
+        AlterClientQuotasRequestEntityData, AlterClientQuotasRequestEntryData, OpData,
+    },
     alter_user_scram_credentials::{ScramCredentialDeletion, ScramCredentialUpsertion},
     describe_client_quotas::ComponentData,
     describe_user_scram_credentials::UserName,
@@ -192,7 +194,10 @@ impl Admin {
         if entity.is_empty() {
             return Err(Error::InvalidArgument("a quota entity needs a type".into()));
         }
-        if let Some((k, v)) = ops.iter().find(|(_, v)| v.is_some_and(|v| !v.is_finite() || v < 0.0)) {
+        if let Some((k, v)) = ops
+            .iter()
+            .find(|(_, v)| v.is_some_and(|v| !v.is_finite() || v < 0.0))
+        {
             return Err(Error::InvalidArgument(format!(
                 "{label}: quota {k} = {v:?} must be a finite number, not negative"
             )));
@@ -228,7 +233,12 @@ impl Admin {
             async move {
                 let response = broker.send(request).await?;
                 for e in response.entries {
-                    check(ApiKey::AlterClientQuotas, label, e.error_code, e.error_message)?;
+                    check(
+                        ApiKey::AlterClientQuotas,
+                        label,
+                        e.error_code,
+                        e.error_message,
+                    )?;
                 }
                 Ok(())
             }
@@ -268,7 +278,9 @@ impl Admin {
                     let credentials = r
                         .credential_infos
                         .iter()
-                        .filter_map(|c| Some((ScramMechanism::from_code(c.mechanism)?, c.iterations)))
+                        .filter_map(|c| {
+                            Some((ScramMechanism::from_code(c.mechanism)?, c.iterations))
+                        })
                         .collect();
                     out.push(UserScramCredentials {
                         user: r.user,
@@ -315,7 +327,11 @@ impl Admin {
 
     /// Deletes `user`'s `mechanism` credential; one it does not have is
     /// RESOURCE_NOT_FOUND naming the user.
-    pub async fn delete_scram_credential(&self, user: &str, mechanism: ScramMechanism) -> Result<()> {
+    pub async fn delete_scram_credential(
+        &self,
+        user: &str,
+        mechanism: ScramMechanism,
+    ) -> Result<()> {
         let request = AlterUserScramCredentialsRequest::default().with_deletions(vec![
             ScramCredentialDeletion::default()
                 .with_name(user.to_string())
@@ -324,7 +340,11 @@ impl Admin {
         self.alter_scram(user, request).await
     }
 
-    async fn alter_scram(&self, user: &str, request: AlterUserScramCredentialsRequest) -> Result<()> {
+    async fn alter_scram(
+        &self,
+        user: &str,
+        request: AlterUserScramCredentialsRequest,
+    ) -> Result<()> {
         let label = format!("user {user}");
         let label = &label;
         self.run(Route::Controller, |broker| {
@@ -332,7 +352,12 @@ impl Admin {
             async move {
                 let response = broker.send(request).await?;
                 for r in response.results {
-                    check(ApiKey::AlterUserScramCredentials, label, r.error_code, r.error_message)?;
+                    check(
+                        ApiKey::AlterUserScramCredentials,
+                        label,
+                        r.error_code,
+                        r.error_message,
+                    )?;
                 }
                 Ok(())
             }
@@ -351,10 +376,22 @@ fn random_salt() -> Result<Vec<u8>> {
 }
 
 /// RFC 5802 `Hi(password, salt, iterations)`: PBKDF2 with the mechanism's HMAC.
-fn salted_password(mechanism: ScramMechanism, password: &str, salt: &[u8], iterations: i32) -> Vec<u8> {
+fn salted_password(
+    mechanism: ScramMechanism,
+    password: &str,
+    salt: &[u8],
+    iterations: i32,
+) -> Vec<u8> {
     let mut out = vec![0u8; mechanism.digest_len()];
-    let rounds = std::num::NonZeroU32::new(iterations.max(1) as u32).unwrap_or(std::num::NonZeroU32::MIN);
-    ring::pbkdf2::derive(mechanism.pbkdf2(), rounds, salt, password.as_bytes(), &mut out);
+    let rounds =
+        std::num::NonZeroU32::new(iterations.max(1) as u32).unwrap_or(std::num::NonZeroU32::MIN);
+    ring::pbkdf2::derive(
+        mechanism.pbkdf2(),
+        rounds,
+        salt,
+        password.as_bytes(),
+        &mut out,
+    );
     out
 }
 
@@ -373,12 +410,24 @@ mod tests {
         ];
         let got = salted_password(ScramMechanism::Sha256, "pencil", &salt, 4096);
         let hex: String = got.iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(hex, "c4a49510323ab4f952cac1fa99441939e78ea74d6be81ddf7096e87513dc615d");
-        assert_eq!(salted_password(ScramMechanism::Sha512, "p", b"s", 4096).len(), 64);
-        assert_eq!("scram-sha-512".parse::<ScramMechanism>().unwrap(), ScramMechanism::Sha512);
+        assert_eq!(
+            hex,
+            "c4a49510323ab4f952cac1fa99441939e78ea74d6be81ddf7096e87513dc615d"
+        );
+        assert_eq!(
+            salted_password(ScramMechanism::Sha512, "p", b"s", 4096).len(),
+            64
+        );
+        assert_eq!(
+            "scram-sha-512".parse::<ScramMechanism>().unwrap(),
+            ScramMechanism::Sha512
+        );
         assert!("md5".parse::<ScramMechanism>().is_err());
         assert_eq!(
-            entity_label(&[("user".into(), Some("a".into())), ("client-id".into(), None)]),
+            entity_label(&[
+                ("user".into(), Some("a".into())),
+                ("client-id".into(), None)
+            ]),
             "quota entity user=a,client-id=<default>"
         );
     }

@@ -110,7 +110,12 @@ impl Admin {
             let request = request.clone();
             async move {
                 let response = broker.send(request).await?;
-                check(ApiKey::ElectLeaders, "the cluster", response.error_code, None)?;
+                check(
+                    ApiKey::ElectLeaders,
+                    "the cluster",
+                    response.error_code,
+                    None,
+                )?;
                 let mut elected = Vec::new();
                 for t in response.replica_election_results {
                     for p in t.partition_result {

@@ -12,7 +12,8 @@ use crate::error::{Error, Result};
 use crate::protocol::KafkaCode;
 use crate::protocol::messages::{
     ApiKey, DescribeProducersRequest, DescribeTransactionsRequest, ListTransactionsRequest,
-    WriteTxnMarkersRequest, describe_producers::TopicRequest,
+    WriteTxnMarkersRequest,
+    describe_producers::TopicRequest,
     write_txn_markers::{WritableTxnMarker, WritableTxnMarkerTopic},
 };
 
@@ -104,9 +105,15 @@ impl Admin {
             let filters = &filters;
             let listed = self
                 .run(Route::Node(id), |broker| async move {
-                    let request = ListTransactionsRequest::default().with_state_filters(filters.clone());
+                    let request =
+                        ListTransactionsRequest::default().with_state_filters(filters.clone());
                     let response = broker.send(request).await?;
-                    check(ApiKey::ListTransactions, &format!("broker {id}"), response.error_code, None)?;
+                    check(
+                        ApiKey::ListTransactions,
+                        &format!("broker {id}"),
+                        response.error_code,
+                        None,
+                    )?;
                     if let Some(unknown) = response.unknown_state_filters.first() {
                         return Err(Error::InvalidArgument(format!(
                             "{unknown:?} is not a transaction state broker {id} knows"
@@ -128,36 +135,42 @@ impl Admin {
 
     /// Describes the transaction of `transactional_id` (at its coordinator); an unknown
     /// id is TRANSACTIONAL_ID_NOT_FOUND naming it.
-    pub async fn describe_transaction(&self, transactional_id: &str) -> Result<TransactionDescription> {
+    pub async fn describe_transaction(
+        &self,
+        transactional_id: &str,
+    ) -> Result<TransactionDescription> {
         let label = format!("transactional id {transactional_id}");
         let label = &label;
-        self.run(Route::Transaction(transactional_id.to_string()), |broker| async move {
-            let request = DescribeTransactionsRequest::default()
-                .with_transactional_ids(vec![transactional_id.to_string()]);
-            let response = broker.send(request).await?;
-            let t = response
-                .transaction_states
-                .into_iter()
-                .find(|t| t.transactional_id == transactional_id)
-                .ok_or_else(|| left_out(ApiKey::DescribeTransactions, label))?;
-            check(ApiKey::DescribeTransactions, label, t.error_code, None)?;
-            let mut partitions: Vec<TopicPartition> = t
-                .topics
-                .iter()
-                .flat_map(|d| d.partitions.iter().map(|p| (d.topic.clone(), *p)))
-                .collect();
-            partitions.sort();
-            Ok(TransactionDescription {
-                transactional_id: t.transactional_id,
-                state: t.transaction_state,
-                timeout_ms: t.transaction_timeout_ms,
-                start_time_ms: t.transaction_start_time_ms,
-                producer_id: t.producer_id,
-                producer_epoch: t.producer_epoch,
-                partitions,
-                coordinator: broker.id(),
-            })
-        })
+        self.run(
+            Route::Transaction(transactional_id.to_string()),
+            |broker| async move {
+                let request = DescribeTransactionsRequest::default()
+                    .with_transactional_ids(vec![transactional_id.to_string()]);
+                let response = broker.send(request).await?;
+                let t = response
+                    .transaction_states
+                    .into_iter()
+                    .find(|t| t.transactional_id == transactional_id)
+                    .ok_or_else(|| left_out(ApiKey::DescribeTransactions, label))?;
+                check(ApiKey::DescribeTransactions, label, t.error_code, None)?;
+                let mut partitions: Vec<TopicPartition> = t
+                    .topics
+                    .iter()
+                    .flat_map(|d| d.partitions.iter().map(|p| (d.topic.clone(), *p)))
+                    .collect();
+                partitions.sort();
+                Ok(TransactionDescription {
+                    transactional_id: t.transactional_id,
+                    state: t.transaction_state,
+                    timeout_ms: t.transaction_timeout_ms,
+                    start_time_ms: t.transaction_start_time_ms,
+                    producer_id: t.producer_id,
+                    producer_epoch: t.producer_epoch,
+                    partitions,
+                    coordinator: broker.id(),
+                })
+            },
+        )
         .await
     }
 
@@ -176,23 +189,27 @@ impl Admin {
             ]);
         let request = WriteTxnMarkersRequest::default().with_markers(vec![marker]);
         let request = &request;
-        self.on_leaders(ApiKey::WriteTxnMarkers, std::slice::from_ref(&abort.partition), |broker, _| async move {
-            let response = broker.send(request.clone()).await?;
-            let mut out = Vec::new();
-            for m in response.markers {
-                for t in m.topics {
-                    for p in t.partitions {
-                        let answer = if p.error_code == 0 {
-                            Ok(())
-                        } else {
-                            Err(KafkaCode(p.error_code))
-                        };
-                        out.push(((t.name.clone(), p.partition_index), answer));
+        self.on_leaders(
+            ApiKey::WriteTxnMarkers,
+            std::slice::from_ref(&abort.partition),
+            |broker, _| async move {
+                let response = broker.send(request.clone()).await?;
+                let mut out = Vec::new();
+                for m in response.markers {
+                    for t in m.topics {
+                        for p in t.partitions {
+                            let answer = if p.error_code == 0 {
+                                Ok(())
+                            } else {
+                                Err(KafkaCode(p.error_code))
+                            };
+                            out.push(((t.name.clone(), p.partition_index), answer));
+                        }
                     }
                 }
-            }
-            Ok(out)
-        })
+                Ok(out)
+            },
+        )
         .await?;
         Ok(())
     }

@@ -546,7 +546,9 @@ impl State {
         if total <= current {
             return Err(create_error(
                 KafkaCode::INVALID_PARTITIONS,
-                format!("topic {topic:?} has {current} partitions, which is not fewer than the requested {total}"),
+                format!(
+                    "topic {topic:?} has {current} partitions, which is not fewer than the requested {total}"
+                ),
             ));
         }
         let adding = (total - current) as usize;
@@ -562,7 +564,9 @@ impl State {
                 if a.len() != adding || !a.iter().all(distinct_known) {
                     return Err(create_error(
                         KafkaCode::INVALID_REPLICA_ASSIGNMENT,
-                        format!("{adding} new partitions need as many lists of distinct known brokers"),
+                        format!(
+                            "{adding} new partitions need as many lists of distinct known brokers"
+                        ),
                     ));
                 }
                 a
@@ -571,7 +575,10 @@ impl State {
                 if live.len() < replication {
                     return Err(create_error(
                         KafkaCode::INVALID_REPLICATION_FACTOR,
-                        format!("replication factor {replication} with {} live brokers", live.len()),
+                        format!(
+                            "replication factor {replication} with {} live brokers",
+                            live.len()
+                        ),
                     ));
                 }
                 (0..adding)

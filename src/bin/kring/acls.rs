@@ -2,8 +2,7 @@
 //! operation, permission, pattern and host filters of the Java `kafka-acls` tool.
 
 use kring::admin::{
-    AclBinding, AclBindingFilter, AclOperation, AclPermission, AclResourceType, Admin,
-    PatternType,
+    AclBinding, AclBindingFilter, AclOperation, AclPermission, AclResourceType, Admin, PatternType,
 };
 
 use crate::args::{Args, ClusterOptions, UsageError, cluster_usage};
@@ -69,7 +68,9 @@ fn resource(args: &mut Args) -> Result<Option<(AclResourceType, String)>, UsageE
     match found.len() {
         0 => Ok(None),
         1 => Ok(found.pop()),
-        _ => Err(UsageError::new("give one resource: --topic, --group, --cluster or --transactional-id")),
+        _ => Err(UsageError::new(
+            "give one resource: --topic, --group, --cluster or --transactional-id",
+        )),
     }
 }
 

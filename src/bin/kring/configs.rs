@@ -137,11 +137,18 @@ fn alter(mut args: Args) -> CliResult {
     let resource = resource(&mut args)?;
     args.finish()?;
     if ops.is_empty() {
-        return Err(UsageError::new("nothing to change: give --set, --delete, --append or --subtract").into());
+        return Err(UsageError::new(
+            "nothing to change: give --set, --delete, --append or --subtract",
+        )
+        .into());
     }
     let admin = Admin::new(connect(cluster)?);
     wait(admin.incremental_alter_configs(&resource, &ops, validate_only))?;
-    let verb = if validate_only { "would change" } else { "changed" };
+    let verb = if validate_only {
+        "would change"
+    } else {
+        "changed"
+    };
     println!("{verb} {} config(s) of {resource}", ops.len());
     Ok(())
 }

@@ -204,16 +204,18 @@ fn delete(mut args: Args) -> CliResult {
 }
 
 /// The partitions `--topic T[:P]` options name (every partition of a bare topic).
-fn topic_partitions(admin: &Admin, specs: &[String]) -> Result<Vec<TopicPartition>, crate::CliError> {
+fn topic_partitions(
+    admin: &Admin,
+    specs: &[String],
+) -> Result<Vec<TopicPartition>, crate::CliError> {
     let mut out = Vec::new();
     for spec in specs {
         match spec.rsplit_once(':') {
             Some((t, p)) => {
-                let p: i32 = p
-                    .parse()
-                    .ok()
-                    .filter(|p| *p >= 0)
-                    .ok_or_else(|| UsageError::new(format!("--topic {spec:?}: bad partition")))?;
+                let p: i32 =
+                    p.parse().ok().filter(|p| *p >= 0).ok_or_else(|| {
+                        UsageError::new(format!("--topic {spec:?}: bad partition"))
+                    })?;
                 out.push((t.to_string(), p));
             }
             None => {
@@ -235,7 +237,11 @@ enum ResetTo {
 }
 
 fn parse_to(text: &str) -> Result<ResetTo, UsageError> {
-    let bad = || UsageError::new(format!("--to {text:?}: expected earliest, latest, OFFSET or time=MS"));
+    let bad = || {
+        UsageError::new(format!(
+            "--to {text:?}: expected earliest, latest, OFFSET or time=MS"
+        ))
+    };
     Ok(match text {
         "earliest" => ResetTo::Spec(OffsetSpec::Earliest),
         "latest" => ResetTo::Spec(OffsetSpec::Latest),
@@ -293,7 +299,10 @@ fn reset_offsets(mut args: Args) -> CliResult {
             .iter()
             .map(|((t, p), o)| obj! {"topic" => t, "partition" => *p, "offset" => *o})
             .collect();
-        println!("{}", obj! {"group" => &group, "applied" => !dry_run, "offsets" => Json::Arr(rows)});
+        println!(
+            "{}",
+            obj! {"group" => &group, "applied" => !dry_run, "offsets" => Json::Arr(rows)}
+        );
     } else {
         let verb = if dry_run { "would set" } else { "set" };
         for ((t, p), o) in &offsets {
@@ -309,12 +318,17 @@ fn delete_offsets(mut args: Args) -> CliResult {
     let group = group_name(&mut args)?;
     args.finish()?;
     if topics.is_empty() {
-        return Err(UsageError::new("--topic is needed: which partitions' offsets to delete").into());
+        return Err(
+            UsageError::new("--topic is needed: which partitions' offsets to delete").into(),
+        );
     }
     let admin = Admin::new(connect(cluster)?);
     let partitions = topic_partitions(&admin, &topics)?;
     wait(admin.delete_group_offsets(&group, &partitions))?;
-    println!("{group}: deleted the offsets of {} partition(s)", partitions.len());
+    println!(
+        "{group}: deleted the offsets of {} partition(s)",
+        partitions.len()
+    );
     Ok(())
 }
 
@@ -324,7 +338,10 @@ mod tests {
 
     #[test]
     fn reset_points_parse() {
-        assert_eq!(parse_to("earliest").unwrap(), ResetTo::Spec(OffsetSpec::Earliest));
+        assert_eq!(
+            parse_to("earliest").unwrap(),
+            ResetTo::Spec(OffsetSpec::Earliest)
+        );
         assert_eq!(parse_to("42").unwrap(), ResetTo::Offset(42));
         assert_eq!(
             parse_to("time=5").unwrap(),

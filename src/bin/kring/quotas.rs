@@ -38,7 +38,11 @@ pub fn run(mut args: Args) -> CliResult {
 /// The `--user`/`--client-id`/`--ip` options, as (type, name or None for default).
 fn entity(args: &mut Args) -> Result<Vec<(String, Option<String>)>, UsageError> {
     let mut out = Vec::new();
-    for (option, kind) in [("--user", "user"), ("--client-id", "client-id"), ("--ip", "ip")] {
+    for (option, kind) in [
+        ("--user", "user"),
+        ("--client-id", "client-id"),
+        ("--ip", "ip"),
+    ] {
         if let Some(name) = args.value(&[option])? {
             let name = (name != "<default>").then_some(name);
             out.push((kind.to_string(), name));
@@ -123,7 +127,11 @@ fn alter(mut args: Args) -> CliResult {
     }
     let admin = Admin::new(connect(cluster)?);
     wait(admin.alter_client_quotas(&entity, &ops, validate_only))?;
-    let verb = if validate_only { "would change" } else { "changed" };
+    let verb = if validate_only {
+        "would change"
+    } else {
+        "changed"
+    };
     println!("{verb} {} quota(s)", ops.len());
     Ok(())
 }

@@ -46,12 +46,21 @@ struct Cut {
 }
 
 fn parse_cut(text: &str) -> Result<Cut, UsageError> {
-    let bad = |why: &str| UsageError::new(format!("{text:?}: {why} (expected TOPIC[:PARTITION]@POINT)"));
+    let bad = |why: &str| {
+        UsageError::new(format!(
+            "{text:?}: {why} (expected TOPIC[:PARTITION]@POINT)"
+        ))
+    };
     let (target, point) = text.rsplit_once('@').ok_or_else(|| bad("no @POINT"))?;
     let (topic, partition) = match target.rsplit_once(':') {
         Some((t, p)) => (
             t,
-            Some(p.parse::<i32>().ok().filter(|p| *p >= 0).ok_or_else(|| bad("bad partition"))?),
+            Some(
+                p.parse::<i32>()
+                    .ok()
+                    .filter(|p| *p >= 0)
+                    .ok_or_else(|| bad("bad partition"))?,
+            ),
         ),
         None => (target, None),
     };
@@ -182,7 +191,15 @@ mod tests {
             parse_cut("t:0@time=1700000000000").unwrap().before,
             DeleteBefore::Timestamp(1_700_000_000_000)
         );
-        for bad in ["t:0", "t:x@1", "t:-1@1", "@5", "t:0@-3", "t:0@soon", "t:0@time=x"] {
+        for bad in [
+            "t:0",
+            "t:x@1",
+            "t:-1@1",
+            "@5",
+            "t:0@-3",
+            "t:0@soon",
+            "t:0@time=x",
+        ] {
             let e = parse_cut(bad).unwrap_err();
             assert!(e.0.contains(bad), "{bad}: {e}");
         }

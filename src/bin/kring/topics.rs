@@ -178,7 +178,11 @@ fn alter_partitions(mut args: Args) -> CliResult {
     args.finish()?;
     let admin = Admin::new(connect(cluster)?);
     wait(admin.create_partitions(&name, count, validate_only))?;
-    let verb = if validate_only { "would have" } else { "now has" };
+    let verb = if validate_only {
+        "would have"
+    } else {
+        "now has"
+    };
     println!("{name} {verb} {count} partition(s)");
     Ok(())
 }

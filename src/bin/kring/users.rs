@@ -46,7 +46,9 @@ pub fn run(mut args: Args) -> CliResult {
 
 fn mechanism(args: &mut Args) -> Result<ScramMechanism, UsageError> {
     match args.value(&["--mechanism"])? {
-        Some(m) => m.parse().map_err(|e: kring::Error| UsageError::new(e.to_string())),
+        Some(m) => m
+            .parse()
+            .map_err(|e: kring::Error| UsageError::new(e.to_string())),
         None => Ok(ScramMechanism::Sha256),
     }
 }
@@ -103,11 +105,14 @@ fn read_password(path: &str) -> Result<String, crate::CliError> {
             .map_err(|e| crate::CliError::io("reading the password from stdin", e))?;
         s
     } else {
-        std::fs::read_to_string(path).map_err(|e| crate::CliError::io(format!("reading {path}"), e))?
+        std::fs::read_to_string(path)
+            .map_err(|e| crate::CliError::io(format!("reading {path}"), e))?
     };
     let password = text.lines().next().unwrap_or("").to_string();
     if password.is_empty() {
-        return Err(UsageError::new(format!("--password-file {path}: the password is empty")).into());
+        return Err(
+            UsageError::new(format!("--password-file {path}: the password is empty")).into(),
+        );
     }
     Ok(password)
 }

@@ -67,8 +67,7 @@ pub(super) fn apply(
             Ok(())
         }
         RESOURCE_BROKER => {
-            let id = broker_id(st, name)
-                .map_err(|code| (code, format!("no broker {name:?}")))?;
+            let id = broker_id(st, name).map_err(|code| (code, format!("no broker {name:?}")))?;
             if !validate_only {
                 let configs = st.broker_configs.entry(id).or_default();
                 if replace {

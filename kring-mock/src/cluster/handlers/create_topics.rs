@@ -84,11 +84,11 @@ pub(crate) fn create_topics(cx: &Ctx<'_>, r: &CreateTopicsRequest) -> ResponseKi
                         }
                     }
                     CreatableTopicResult::default()
-                    .with_name(t.name.clone())
-                    .with_topic_id(created.id)
-                    .with_num_partitions(created.partitions)
-                    .with_replication_factor(created.replication)
-                    .with_configs(Some(Vec::new()))
+                        .with_name(t.name.clone())
+                        .with_topic_id(created.id)
+                        .with_num_partitions(created.partitions)
+                        .with_replication_factor(created.replication)
+                        .with_configs(Some(Vec::new()))
                 }
                 Err(e) => failed(e.code, e.message),
             }

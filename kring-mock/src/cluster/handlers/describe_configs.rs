@@ -27,7 +27,10 @@ fn entry(name: &str, value: &str, source: i8) -> DescribeConfigsResourceResult {
 }
 
 /// v0 says "default" with a flag, v1+ with the source; each field exists only there.
-fn for_version(mut e: DescribeConfigsResourceResult, version: i16) -> DescribeConfigsResourceResult {
+fn for_version(
+    mut e: DescribeConfigsResourceResult,
+    version: i16,
+) -> DescribeConfigsResourceResult {
     if version == 0 {
         e.is_default = e.config_source == SOURCE_DEFAULT;
         e.config_source = -1;
@@ -57,7 +60,11 @@ fn broker_entries(st: &State, name: &str) -> Result<Vec<DescribeConfigsResourceR
     }
     let defaults = st.broker_configs.get(&-1);
     let own = (id >= 0).then(|| st.broker_configs.get(&id)).flatten();
-    let mut names: Vec<&String> = defaults.into_iter().chain(own).flat_map(|m| m.keys()).collect();
+    let mut names: Vec<&String> = defaults
+        .into_iter()
+        .chain(own)
+        .flat_map(|m| m.keys())
+        .collect();
     names.sort();
     names.dedup();
     for n in names {
@@ -93,7 +100,12 @@ pub(crate) fn describe_configs(cx: &Ctx<'_>, r: &DescribeConfigsRequest) -> Resp
                         configs.retain(|c| keys.contains(&c.name));
                     }
                     let version = cx.request.version;
-                    result.with_configs(configs.into_iter().map(|c| for_version(c, version)).collect())
+                    result.with_configs(
+                        configs
+                            .into_iter()
+                            .map(|c| for_version(c, version))
+                            .collect(),
+                    )
                 }
                 Err(code) => result
                     .with_error_code(code.code())

@@ -25,8 +25,7 @@ pub(crate) fn offset_delete(cx: &Ctx<'_>, r: &OffsetDeleteRequest) -> ResponseKi
     }
     let Some(group) = st.groups.get_mut(&r.group_id) else {
         return ResponseKind::OffsetDelete(
-            OffsetDeleteResponse::default()
-                .with_error_code(KafkaCode::GROUP_ID_NOT_FOUND.code()),
+            OffsetDeleteResponse::default().with_error_code(KafkaCode::GROUP_ID_NOT_FOUND.code()),
         );
     };
     let active = !group.members.is_empty();
