@@ -79,6 +79,25 @@ fn topics_lifecycle() {
         "{described}"
     );
     assert!(described.contains("retention.ms = 3600000"), "{described}");
+    let json = String::from_utf8(ok(&["topics", "describe", &topic, "--json"], b"")).unwrap();
+    assert!(
+        json.starts_with(&format!(r#"{{"name":"{topic}","id":"#)),
+        "{json}"
+    );
+    assert_eq!(json.matches(r#"{"partition":"#).count(), 4, "{json}");
+    assert!(
+        json.contains(
+            r#"{"name":"retention.ms","value":"3600000","source":"DYNAMIC_TOPIC_CONFIG"}"#
+        ),
+        "{json}"
+    );
+    let listed = String::from_utf8(ok(&["topics", "list", "--json"], b"")).unwrap();
+    assert!(
+        listed.contains(&format!(
+            r#"{{"name":"{topic}","partitions":4,"internal":false}}"#
+        )),
+        "{listed}"
+    );
 
     let again = fails(&["topics", "create", &topic], 1);
     assert!(again.contains("TOPIC_ALREADY_EXISTS"), "{again}");

@@ -4,13 +4,14 @@
 use kring::admin::{Admin, NewTopic};
 
 use crate::args::{Args, ClusterOptions, UsageError, cluster_usage};
+use crate::json::{Json, obj};
 use crate::{CliError, CliResult, connect, wait};
 
 pub const USAGE: &str = concat!(
     "\
-usage: kring topics list     [--internal] [CLUSTER]
+usage: kring topics list     [--internal] [--json] [CLUSTER]
        kring topics create   TOPIC [-p PARTITIONS] [-r REPLICATION] [--config NAME=VALUE]... [CLUSTER]
-       kring topics describe TOPIC [--all-configs] [CLUSTER]
+       kring topics describe TOPIC [--all-configs] [--json] [CLUSTER]
        kring topics delete   TOPIC [CLUSTER]
        kring topics alter-partitions TOPIC COUNT [--validate-only] [CLUSTER]
 
@@ -19,6 +20,7 @@ usage: kring topics list     [--internal] [CLUSTER]
   -r, --replication-factor R replicas per partition (default 1)
   --config NAME=VALUE        a topic config of a new topic (repeatable)
   --all-configs              describe every config, defaults included
+  --json                     JSON instead of text
   COUNT                      the topic's new partition count (more than today's)
   --validate-only            let the controller check without adding partitions
 
@@ -64,10 +66,22 @@ fn topic_name(args: &mut Args) -> Result<String, UsageError> {
 
 fn list(mut args: Args) -> CliResult {
     let internal = args.flag(&["--internal"]);
+    let json = args.flag(&["--json"]);
     let cluster = ClusterOptions::take(&mut args)?;
     args.finish()?;
     let admin = Admin::new(connect(cluster)?);
-    for t in wait(admin.list_topics(internal))? {
+    let topics = wait(admin.list_topics(internal))?;
+    if json {
+        let rows: Vec<Json> = topics
+            .iter()
+            .map(|t| {
+                obj! {"name" => &t.name, "partitions" => t.partitions.len(), "internal" => t.internal}
+            })
+            .collect();
+        println!("{}", Json::Arr(rows));
+        return Ok(());
+    }
+    for t in topics {
         println!("{}\t{} partition(s)", t.name, t.partitions.len());
     }
     Ok(())
@@ -102,12 +116,43 @@ fn create(mut args: Args) -> CliResult {
 
 fn describe(mut args: Args) -> CliResult {
     let all_configs = args.flag(&["--all-configs"]);
+    let json = args.flag(&["--json"]);
     let cluster = ClusterOptions::take(&mut args)?;
     let name = topic_name(&mut args)?;
     args.finish()?;
     let admin = Admin::new(connect(cluster)?);
     let info = wait(admin.describe_topic(&name))?;
     let configs = wait(admin.topic_configs(&name))?;
+    if json {
+        let partitions: Vec<Json> = info
+            .partitions
+            .iter()
+            .map(|p| {
+                obj! {
+                    "partition" => p.id, "leader" => p.leader, "leader_epoch" => p.leader_epoch,
+                    "replicas" => p.replicas.clone(), "isr" => p.isr.clone(),
+                    "offline" => p.offline.clone(),
+                }
+            })
+            .collect();
+        let configs: Vec<Json> = configs
+            .iter()
+            .filter(|c| all_configs || !c.is_default)
+            .map(|c| {
+                obj! {
+                    "name" => &c.name,
+                    "value" => if c.sensitive { None } else { c.value.clone() },
+                    "source" => c.source.name(),
+                }
+            })
+            .collect();
+        let value = obj! {
+            "name" => &info.name, "id" => info.id.to_string(), "internal" => info.internal,
+            "partitions" => Json::Arr(partitions), "configs" => Json::Arr(configs),
+        };
+        println!("{value}");
+        return Ok(());
+    }
     println!(
         "topic {}  id {}  {} partition(s){}",
         info.name,
