@@ -476,8 +476,13 @@ fn list_offsets_and_delete_records_by_offset_and_time() {
 /// A Java console consumer in group `group` reading `topic` from the beginning, until
 /// killed (`max` None) or after `max` records.
 fn console_consumer(topic: &str, group: &str, max: Option<usize>) -> Child {
+    console_consumer_with(topic, group, max, &[])
+}
+
+fn console_consumer_with(topic: &str, group: &str, max: Option<usize>, extra: &[&str]) -> Child {
     let mut c = kafka_tool("org.apache.kafka.tools.consumer.ConsoleConsumer");
     c.args(["--topic", topic, "--group", group, "--from-beginning"]);
+    c.args(extra);
     if let Some(n) = max {
         c.args(["--max-messages", &n.to_string()]);
     }
@@ -1038,6 +1043,21 @@ fn producers_and_transactions() {
         .find(|p| p.producer_id == described.producer_id)
         .expect("the transactional producer");
     assert_eq!(state.open_transaction_start, None);
+    let java_list = java("org.apache.kafka.tools.TransactionsCommand", &["list"]);
+    assert!(
+        java_list
+            .lines()
+            .any(|l| l.contains(&txn) && l.contains(&listing.producer_id.to_string())),
+        "{java_list}"
+    );
+    let java_producers = java(
+        "org.apache.kafka.tools.TransactionsCommand",
+        &["describe-producers", "--topic", &topic, "--partition", "0"],
+    );
+    assert!(
+        java_producers.contains(&state.producer_id.to_string()),
+        "{java_producers}"
+    );
 
     // An abort marker written for the producer lands as one control record.
     let end = || {
@@ -1073,4 +1093,51 @@ fn java_plain(class: &str, args: &[&str]) -> String {
         .unwrap();
     assert!(out.status.success(), "{class}: {out:?}");
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A KIP-848 group (the new consumer protocol) is described with ConsumerGroupDescribe:
+/// its members and their assignments, as the classic one.
+#[test]
+fn a_kip_848_group_is_described_and_kept_while_active() {
+    let admin = admin();
+    let topic = unique("admin-848");
+    create_topic(admin.client(), &topic, 2, 1, &[]);
+    let group = unique("admin-848-group");
+    let mut child = console_consumer_with(
+        &topic,
+        &group,
+        None,
+        &["--consumer-property", "group.protocol=consumer"],
+    );
+    eventually("the consumer is assigned both partitions", || {
+        block_on(admin.describe_group(&group))
+            .is_ok_and(|d| d.members.len() == 1 && d.members[0].assignment.len() == 2)
+    });
+    let d = block_on(admin.describe_group(&group)).unwrap();
+    assert_eq!(d.protocol_type, "consumer");
+    assert_eq!(d.state, "Stable", "{d:?}");
+    // The broker's server-side assignor: only ConsumerGroupDescribe reports it.
+    assert_eq!(d.protocol, "uniform", "{d:?}");
+    assert_eq!(
+        d.members[0].assignment,
+        vec![(topic.clone(), 0), (topic.clone(), 1)]
+    );
+    let listed = block_on(admin.list_groups()).unwrap();
+    let g = listed.iter().find(|g| g.group_id == group).expect("listed");
+    assert_eq!(g.group_type, "consumer");
+    let e = block_on(admin.delete_group(&group)).unwrap_err();
+    assert_eq!(code_naming(&e, &group), KafkaCode::NON_EMPTY_GROUP);
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    child.wait().unwrap();
+    eventually("the group is deleted once empty", || {
+        block_on(admin.delete_group(&group)).is_ok()
+    });
+    block_on(admin.delete_topic(&topic)).unwrap();
 }
