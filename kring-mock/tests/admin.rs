@@ -10,7 +10,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use kring::Error;
 use kring::admin::{Admin, AlterConfigOp, ConfigResource, ConfigSource, DeleteBefore, OffsetSpec};
 use kring::client::block_on;
-use kring::protocol::messages::{DeleteGroupsResponse, delete_groups::DeletableGroupResult};
+use kring::protocol::messages::{
+    CreatePartitionsResponse, DeleteGroupsResponse, DescribeGroupsResponse,
+    create_partitions::CreatePartitionsTopicResult, delete_groups::DeletableGroupResult,
+    describe_groups::DescribedGroup,
+};
 use kring::protocol::{ApiKey, KafkaCode};
 use kring_mock::{FakeCluster, Reply, record_batch};
 
@@ -220,4 +224,39 @@ fn groups_and_their_offsets() {
     assert_eq!(code_naming(&e, "group g0"), KafkaCode::GROUP_ID_NOT_FOUND);
     let e = block_on(admin.describe_group("g0")).unwrap_err();
     assert_eq!(code_naming(&e, "group g0"), KafkaCode::GROUP_ID_NOT_FOUND);
+}
+
+/// NOT_CONTROLLER and COORDINATOR_LOAD_IN_PROGRESS are passing answers: the call is
+/// sent again (after a metadata or coordinator refresh) and then succeeds.
+#[test]
+fn not_controller_and_loading_coordinator_are_retried() {
+    let (cluster, admin) = setup();
+    cluster.create_topic("t", 1, 1).unwrap();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let seen = hits.clone();
+    cluster.control_once(Some(ApiKey::CreatePartitions), move |_| {
+        seen.fetch_add(1, Ordering::SeqCst);
+        Reply::from(CreatePartitionsResponse::default().with_results(vec![
+            CreatePartitionsTopicResult::default()
+                .with_name("t".into())
+                .with_error_code(KafkaCode::NOT_CONTROLLER.code()),
+        ]))
+    });
+    block_on(admin.create_partitions("t", 3, false)).unwrap();
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    assert_eq!(cluster.partition_count("t"), Some(3));
+
+    cluster.commit("g", "t", 0, 1);
+    let seen = hits.clone();
+    cluster.control_once(Some(ApiKey::DescribeGroups), move |_| {
+        seen.fetch_add(1, Ordering::SeqCst);
+        Reply::from(DescribeGroupsResponse::default().with_groups(vec![
+            DescribedGroup::default()
+                .with_group_id("g".into())
+                .with_error_code(KafkaCode::COORDINATOR_LOAD_IN_PROGRESS.code()),
+        ]))
+    });
+    let d = block_on(admin.describe_group("g")).unwrap();
+    assert_eq!(d.state, "Empty");
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
 }

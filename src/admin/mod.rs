@@ -15,6 +15,22 @@
 //! `config.admin.timeout` runs out; everything else fails at once with an error that
 //! names the resource (topic, partition, group or broker).
 //!
+//! The methods are async and run on any executor; from plain threads, the one generic
+//! adapter [`crate::client::block_on`] waits for any of them:
+//!
+//! ```no_run
+//! use kring::admin::{Admin, AlterConfigOp, ConfigResource};
+//! use kring::client::block_on;
+//!
+//! let client = kring::Client::connect_blocking(kring::Config::new(["127.0.0.1:9092"]))?;
+//! let admin = Admin::new(client);
+//! block_on(admin.create_partitions("orders", 6, false))?;
+//! let topic = ConfigResource::Topic("orders".into());
+//! let set = AlterConfigOp::Set("retention.ms".into(), "86400000".into());
+//! block_on(admin.incremental_alter_configs(&topic, &[set], false))?;
+//! # Ok::<(), kring::Error>(())
+//! ```
+//!
 //! Creation waits, by default, until every partition of the new topic has a leader in the
 //! client's metadata, so a producer or consumer started right after sees the topic — the
 //! broker's CreateTopics answer comes before the metadata has spread.
