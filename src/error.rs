@@ -77,6 +77,24 @@ pub enum Error {
         /// The broker's error message.
         message: Option<String>,
     },
+    /// A broker answered without the resource it was asked about.
+    #[error("{api:?} answered without {resource}")]
+    Incomplete {
+        /// The API.
+        api: ApiKey,
+        /// The resource the answer left out.
+        resource: String,
+    },
+    /// A broker's answer holds something that does not parse, said with what it concerns.
+    #[error("malformed answer: {0}")]
+    Malformed(String),
+    /// A broker id the cluster's metadata does not list.
+    #[error("broker {0} is not in the cluster's metadata")]
+    UnknownBroker(i32),
+    /// An argument the request can't be built from, said in words (checked before
+    /// anything is sent).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
     /// A broker answered with an error code.
     #[error("{api:?}{}: {code}", context(.topic, .partition))]
     Broker {

@@ -23,7 +23,9 @@
 //!   fetch sessions, and the offset manager.
 //! - [`producer`]: async and sync producers: in-place batching, Java-compatible
 //!   partitioning, compression, idempotence, ordered retries.
-//! - [`admin`]: create, delete, list and describe topics; read topic configs.
+//! - [`admin`]: what Sarama's `ClusterAdmin` does: topics, partitions, configs,
+//!   records, offsets, consumer groups, ACLs, reassignments, log dirs, quotas, SCRAM
+//!   credentials, producers and transactions, the cluster and its features.
 //!
 //! Test doubles live in their own crate, `kring-mock` (a dev-dependency for users'
 //! tests): `MockBroker` and `FakeCluster`, brokers on loopback sockets that speak the

@@ -2,7 +2,9 @@
 //! produce with key delimiter, headers and partition, consume with every start position,
 //! count, exit-at-end and output-format token, perf produce/consume's JSON result, and
 //! the clear errors and exit codes for an unreachable broker, an unknown topic and bad
-//! arguments.
+//! arguments. The admin commands (cluster, configs, records, groups, acls, topics
+//! alter-partitions) are checked with Kafka's Java tools: what kring changes, they
+//! report.
 
 mod common;
 
@@ -77,6 +79,25 @@ fn topics_lifecycle() {
         "{described}"
     );
     assert!(described.contains("retention.ms = 3600000"), "{described}");
+    let json = String::from_utf8(ok(&["topics", "describe", &topic, "--json"], b"")).unwrap();
+    assert!(
+        json.starts_with(&format!(r#"{{"name":"{topic}","id":"#)),
+        "{json}"
+    );
+    assert_eq!(json.matches(r#"{"partition":"#).count(), 4, "{json}");
+    assert!(
+        json.contains(
+            r#"{"name":"retention.ms","value":"3600000","source":"DYNAMIC_TOPIC_CONFIG"}"#
+        ),
+        "{json}"
+    );
+    let listed = String::from_utf8(ok(&["topics", "list", "--json"], b"")).unwrap();
+    assert!(
+        listed.contains(&format!(
+            r#"{{"name":"{topic}","partitions":4,"internal":false}}"#
+        )),
+        "{listed}"
+    );
 
     let again = fails(&["topics", "create", &topic], 1);
     assert!(again.contains("TOPIC_ALREADY_EXISTS"), "{again}");
@@ -347,4 +368,527 @@ fn consume_count_equal_to_the_records_there_are_exits() {
         assert_eq!(text.lines().count(), want, "{all:?}: {text}");
         assert!(text.lines().all(|l| l.starts_with('r')), "{text}");
     }
+}
+
+// ------------------------------------------------------------------ admin commands
+
+/// Runs a Kafka Java tool (`scripts/kafka run-class`) to success; answers stdout.
+fn java(class: &str, args: &[&str]) -> String {
+    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kafka"))
+        .arg("run-class")
+        .arg(class)
+        .args(args)
+        .args(["--bootstrap-server", &common::bootstrap()])
+        .output()
+        .expect("scripts/kafka");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{class} {args:?}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn text(out: Vec<u8>) -> String {
+    String::from_utf8(out).expect("UTF-8 output")
+}
+
+fn java_partition_count(topic: &str) -> String {
+    let out = java(
+        "org.apache.kafka.tools.TopicCommand",
+        &["--describe", "--topic", topic],
+    );
+    out.split_whitespace()
+        .skip_while(|w| *w != "PartitionCount:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_string()
+}
+
+#[test]
+fn topics_alter_partitions() {
+    let topic = common::unique("cli-partitions");
+    ok(&["topics", "create", &topic, "-p", "2"], b"");
+    let said = text(ok(
+        &["topics", "alter-partitions", &topic, "5", "--validate-only"],
+        b"",
+    ));
+    assert!(said.contains("would have 5"), "{said}");
+    assert_eq!(java_partition_count(&topic), "2");
+    ok(&["topics", "alter-partitions", &topic, "3"], b"");
+    assert_eq!(java_partition_count(&topic), "3");
+
+    let e = fails(&["topics", "alter-partitions", &topic, "1"], 1);
+    assert!(
+        e.contains("INVALID_PARTITIONS") && e.contains(&topic),
+        "{e}"
+    );
+    assert_eq!(java_partition_count(&topic), "3");
+    let missing = common::unique("cli-missing");
+    let e = fails(&["topics", "alter-partitions", &missing, "4"], 1);
+    assert!(
+        e.contains("UNKNOWN_TOPIC_OR_PARTITION") && e.contains(&missing),
+        "{e}"
+    );
+    let e = fails(&["topics", "alter-partitions", &topic, "many"], 2);
+    assert!(e.contains("COUNT \"many\""), "{e}");
+    ok(&["topics", "delete", &topic], b"");
+}
+
+#[test]
+fn configs_describe_and_alter() {
+    let topic = common::unique("cli-configs");
+    ok(&["topics", "create", &topic], b"");
+    ok(
+        &[
+            "configs",
+            "alter",
+            "topic",
+            &topic,
+            "--set",
+            "retention.ms=1000",
+            "--set",
+            "cleanup.policy=compact",
+        ],
+        b"",
+    );
+    let java_view = || {
+        java(
+            "org.apache.kafka.tools.ConfigCommand",
+            &[
+                "--describe",
+                "--entity-type",
+                "topics",
+                "--entity-name",
+                &topic,
+            ],
+        )
+    };
+    let view = java_view();
+    assert!(view.contains("retention.ms=1000"), "{view}");
+    assert!(view.contains("cleanup.policy=compact"), "{view}");
+
+    // One bad name: nothing of the request is applied.
+    let e = fails(
+        &[
+            "configs",
+            "alter",
+            "topic",
+            &topic,
+            "--set",
+            "retention.ms=5",
+            "--set",
+            "no.such.config=1",
+        ],
+        1,
+    );
+    assert!(e.contains("INVALID_CONFIG") && e.contains(&topic), "{e}");
+    let json = text(ok(&["configs", "describe", "topic", &topic, "--json"], b""));
+    assert!(
+        json.contains(r#"{"name":"retention.ms","value":"1000","source":"DYNAMIC_TOPIC_CONFIG""#),
+        "{json}"
+    );
+    ok(
+        &[
+            "configs",
+            "alter",
+            "topic",
+            &topic,
+            "--delete",
+            "retention.ms",
+        ],
+        b"",
+    );
+    let view = java_view();
+    assert!(!view.contains("retention.ms"), "{view}");
+    let human = text(ok(&["configs", "describe", "topic", &topic], b""));
+    assert!(
+        human.contains("cleanup.policy = compact  (DYNAMIC_TOPIC_CONFIG)"),
+        "{human}"
+    );
+
+    let all = text(ok(&["configs", "describe", "broker", "1", "--all"], b""));
+    assert!(all.contains("num.io.threads = "), "{all}");
+    let e = fails(&["configs", "describe", "queue", "x"], 2);
+    assert!(e.contains("topic or a broker"), "{e}");
+    let e = fails(&["configs", "alter", "topic", &topic], 2);
+    assert!(e.contains("nothing to change"), "{e}");
+    let e = fails(&["configs", "alter", "broker", "one", "--set", "a=b"], 2);
+    assert!(e.contains("expected an id or default"), "{e}");
+    ok(&["topics", "delete", &topic], b"");
+}
+
+#[test]
+fn cluster_reports_id_brokers_features_and_versions() {
+    let id = java("org.apache.kafka.tools.ClusterTool", &["cluster-id"]);
+    let id = id.trim().trim_start_matches("Cluster ID: ").to_string();
+    let json = text(ok(&["cluster", "--json"], b""));
+    assert!(
+        json.starts_with(&format!(r#"{{"cluster_id":"{id}","controller":"#)),
+        "{json}"
+    );
+    assert!(json.contains(r#""name":"metadata.version""#), "{json}");
+    let human = text(ok(&["cluster", "--api-versions"], b""));
+    assert!(human.contains(&format!("cluster {id}")), "{human}");
+    assert!(human.contains("(controller)"), "{human}");
+    assert!(
+        human
+            .lines()
+            .any(|l| l.contains(" DescribeCluster ") && l.contains("kring uses")),
+        "{human}"
+    );
+}
+
+#[test]
+fn records_delete_and_offsets() {
+    let topic = common::unique("cli-records");
+    ok(&["topics", "create", &topic], b"");
+    ok(&["produce", "-t", &topic, "-p", "0"], b"a\nb\nc\nd\ne\n");
+    let said = text(ok(&["records", "delete", &format!("{topic}:0@2")], b""));
+    assert_eq!(said.trim(), format!("{topic}:0 now starts at offset 2"));
+    let earliest = java(
+        "org.apache.kafka.tools.GetOffsetShell",
+        &["--topic", &topic, "--time", "-2"],
+    );
+    assert_eq!(earliest.trim(), format!("{topic}:0:2"));
+    let latest = text(ok(
+        &["records", "offsets", &topic, "--at", "latest", "--json"],
+        b"",
+    ));
+    assert!(
+        latest.contains(&format!(r#"{{"topic":"{topic}","partition":0,"offset":5,"#)),
+        "{latest}"
+    );
+
+    let e = fails(&["records", "delete", &format!("{topic}:0@99")], 1);
+    assert!(
+        e.contains("OFFSET_OUT_OF_RANGE") && e.contains(&format!("{topic}-0")),
+        "{e}"
+    );
+    let e = fails(&["records", "delete", &format!("{topic}:0")], 2);
+    assert!(e.contains("no @POINT"), "{e}");
+    let all = text(ok(
+        &["records", "delete", &format!("{topic}@end"), "--json"],
+        b"",
+    ));
+    assert_eq!(
+        all.trim(),
+        format!(r#"[{{"topic":"{topic}","partition":0,"low_watermark":5}}]"#)
+    );
+    ok(&["topics", "delete", &topic], b"");
+}
+
+/// ConsumerGroupCommand --describe: (partition, current offset, lag) rows of `topic`.
+fn java_group_rows(group: &str, topic: &str) -> Vec<(String, String, String)> {
+    let out = java(
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        &["--describe", "--group", group],
+    );
+    out.lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.len() >= 6 && w[1] == topic)
+                .then(|| (w[2].to_string(), w[3].to_string(), w[5].to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn groups_list_describe_reset_and_delete() {
+    let topic = common::unique("cli-groups");
+    let group = common::unique("cli-group");
+    ok(&["topics", "create", &topic], b"");
+    ok(&["produce", "-t", &topic, "-p", "0"], b"1\n2\n3\n4\n");
+    let consumed = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kafka"))
+        .args([
+            "run-class",
+            "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        ])
+        .args(["--bootstrap-server", &common::bootstrap()])
+        .args(["--topic", &topic, "--group", &group, "--from-beginning"])
+        .args(["--max-messages", "4"])
+        .output()
+        .unwrap();
+    assert!(consumed.status.success(), "{consumed:?}");
+    ok(&["produce", "-t", &topic, "-p", "0"], b"5\n6\n");
+
+    let listed = text(ok(&["groups", "list"], b""));
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with(&format!("{group}\tEmpty"))),
+        "{listed}"
+    );
+    let described = text(ok(&["groups", "describe", &group], b""));
+    let row = described
+        .lines()
+        .find(|l| l.trim_start().starts_with(&topic))
+        .unwrap_or_else(|| panic!("{described}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&cells[1..5], &["0", "4", "6", "2"], "{described}");
+    assert_eq!(
+        java_group_rows(&group, &topic),
+        vec![("0".into(), "4".into(), "2".into())]
+    );
+    let json = text(ok(&["groups", "describe", &group, "--json"], b""));
+    assert!(
+        json.contains(&format!(
+            r#"{{"topic":"{topic}","partition":0,"committed":4,"end":6,"lag":2,"member":null}}"#
+        )),
+        "{json}"
+    );
+
+    let dry = text(ok(
+        &[
+            "groups",
+            "reset-offsets",
+            &group,
+            "--topic",
+            &topic,
+            "--to",
+            "earliest",
+            "--dry-run",
+        ],
+        b"",
+    ));
+    assert!(dry.contains(&format!("would set {topic}:0 to 0")), "{dry}");
+    assert_eq!(java_group_rows(&group, &topic)[0].1, "4");
+    ok(
+        &[
+            "groups",
+            "reset-offsets",
+            &group,
+            "--topic",
+            &format!("{topic}:0"),
+            "--to",
+            "1",
+        ],
+        b"",
+    );
+    assert_eq!(
+        java_group_rows(&group, &topic)[0],
+        ("0".into(), "1".into(), "5".into())
+    );
+    let e = fails(&["groups", "reset-offsets", &group, "--topic", &topic], 2);
+    assert!(e.contains("--to is needed"), "{e}");
+
+    ok(
+        &["groups", "delete-offsets", &group, "--topic", &topic],
+        b"",
+    );
+    ok(&["groups", "delete", &group], b"");
+    let java_list = java(
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        &["--list"],
+    );
+    assert!(!java_list.lines().any(|l| l.trim() == group), "{java_list}");
+    let e = fails(&["groups", "delete", &group], 1);
+    assert!(
+        e.contains("GROUP_ID_NOT_FOUND") && e.contains(&group),
+        "{e}"
+    );
+    let e = fails(&["groups", "describe", &group], 1);
+    assert!(
+        e.contains("GROUP_ID_NOT_FOUND") && e.contains(&group),
+        "{e}"
+    );
+    ok(&["topics", "delete", &topic], b"");
+}
+
+#[test]
+fn acls_create_list_delete() {
+    // A topic of this test's own: ACLs elsewhere would change other tests' rights.
+    let topic = common::unique("cli-acl");
+    ok(
+        &[
+            "acls",
+            "create",
+            "--allow",
+            "User:cli-reader",
+            "--operation",
+            "read",
+            "--operation",
+            "describe",
+            "--topic",
+            &topic,
+        ],
+        b"",
+    );
+    let java_list = || {
+        java(
+            "org.apache.kafka.tools.AclCommand",
+            &["--list", "--topic", &topic],
+        )
+    };
+    let listed = java_list();
+    assert!(
+        listed.contains("principal=User:cli-reader, host=*, operation=READ"),
+        "{listed}"
+    );
+    assert!(listed.contains("operation=DESCRIBE"), "{listed}");
+    let json = text(ok(&["acls", "list", "--topic", &topic, "--json"], b""));
+    assert!(
+        json.contains(&format!(
+            r#"{{"resource_type":"TOPIC","resource":"{topic}","pattern":"LITERAL","principal":"User:cli-reader","host":"*","operation":"READ","permission":"ALLOW"}}"#
+        )),
+        "{json}"
+    );
+
+    let e = fails(
+        &[
+            "acls",
+            "create",
+            "--allow",
+            "cli-reader",
+            "--operation",
+            "write",
+            "--topic",
+            &topic,
+        ],
+        2,
+    );
+    assert!(e.contains("has no type"), "{e}");
+    let e = fails(&["acls", "delete"], 2);
+    assert!(e.contains("delete every ACL"), "{e}");
+    let e = fails(
+        &[
+            "acls",
+            "create",
+            "--allow",
+            "User:x",
+            "--operation",
+            "reed",
+            "--topic",
+            &topic,
+        ],
+        2,
+    );
+    assert!(e.contains("\"reed\""), "{e}");
+
+    let said = text(ok(
+        &[
+            "acls",
+            "delete",
+            "--topic",
+            &topic,
+            "--operation",
+            "describe",
+        ],
+        b"",
+    ));
+    assert!(said.starts_with("deleted 1 ACL(s)"), "{said}");
+    let listed = java_list();
+    assert!(
+        !listed.contains("DESCRIBE") && listed.contains("READ"),
+        "{listed}"
+    );
+    ok(&["acls", "delete", "--topic", &topic], b"");
+    assert!(!java_list().contains("principal="));
+}
+
+#[test]
+fn users_scram_and_quotas() {
+    let user = common::unique("cli-user");
+    let java_view = || {
+        java(
+            "org.apache.kafka.tools.ConfigCommand",
+            &[
+                "--describe",
+                "--entity-type",
+                "users",
+                "--entity-name",
+                &user,
+            ],
+        )
+    };
+    ok(
+        &[
+            "users",
+            "scram",
+            "set",
+            &user,
+            "--password-file",
+            "-",
+            "--iterations",
+            "4096",
+        ],
+        b"pw\n",
+    );
+    assert!(
+        java_view().contains("SCRAM-SHA-256=iterations=4096"),
+        "{}",
+        java_view()
+    );
+    let listed = text(ok(&["users", "scram", "list", &user, "--json"], b""));
+    assert_eq!(
+        listed.trim(),
+        format!(
+            r#"[{{"user":"{user}","credentials":[{{"mechanism":"SCRAM-SHA-256","iterations":4096}}]}}]"#
+        )
+    );
+    let e = fails(
+        &[
+            "users",
+            "scram",
+            "set",
+            &user,
+            "--password-file",
+            "-",
+            "--iterations",
+            "10",
+        ],
+        2,
+    );
+    assert!(e.contains("at least 4096"), "{e}");
+    ok(&["users", "scram", "delete", &user], b"");
+    assert!(!java_view().contains("SCRAM"), "{}", java_view());
+    let e = fails(&["users", "scram", "delete", &user], 1);
+    assert!(e.contains("RESOURCE_NOT_FOUND") && e.contains(&user), "{e}");
+
+    ok(
+        &[
+            "quotas",
+            "alter",
+            "--user",
+            &user,
+            "--set",
+            "producer_byte_rate=4096",
+        ],
+        b"",
+    );
+    assert!(
+        java_view().contains("producer_byte_rate=4096.0"),
+        "{}",
+        java_view()
+    );
+    let listed = text(ok(&["quotas", "list", "--user", &user], b""));
+    assert_eq!(
+        listed.trim(),
+        format!("user={user}\tproducer_byte_rate=4096")
+    );
+    let e = fails(
+        &[
+            "quotas",
+            "alter",
+            "--user",
+            &user,
+            "--set",
+            "producer_byte_rate=fast",
+        ],
+        2,
+    );
+    assert!(e.contains("fast"), "{e}");
+    ok(
+        &[
+            "quotas",
+            "alter",
+            "--user",
+            &user,
+            "--delete",
+            "producer_byte_rate",
+        ],
+        b"",
+    );
+    assert!(!java_view().contains("byte_rate"), "{}", java_view());
 }

@@ -1269,8 +1269,8 @@ fn garbage_never_takes_the_cluster_down() {
     let mut conn = connect(&addr);
     assert!(
         conn.send_version(
-            &kring::protocol::messages::DescribeConfigsRequest::default(),
-            4
+            &kring::protocol::messages::DescribeAclsRequest::default(),
+            3
         )
         .is_err()
     );

@@ -1,28 +1,73 @@
-//! Cluster administration over a [`Client`]: create, delete, list and describe topics
-//! and read their configs — the topic half of Sarama's `ClusterAdmin` and of the Java
-//! `Admin`. Requests go to the controller the metadata names (any broker forwards them
-//! under KRaft, KIP-590); NOT_CONTROLLER and other retriable answers are retried after a
-//! metadata refresh until `config.admin.timeout` runs out.
+//! Cluster administration over a [`Client`]: what Sarama's `ClusterAdmin` and the Java
+//! `Admin` do. Topics live here; the rest is split by subject: [`cluster`] (brokers,
+//! controller, features, API versions), [`configs`] (describe, alter, incremental alter
+//! for topics and brokers), [`partitions`] (create partitions, list offsets, delete
+//! records), [`groups`] (consumer groups and their committed offsets), [`acls`],
+//! [`replicas`] (leader elections, reassignments, log dirs), [`quotas`] (client quotas,
+//! SCRAM credentials) and [`transactions`] (producers, transactions, aborting one).
+//!
+//! Every request goes to the broker its API needs — the controller the metadata names
+//! (any broker forwards under KRaft, KIP-590), a named broker (its own configs), a
+//! partition's leader, a group's coordinator (FindCoordinator), or every broker when the
+//! answer is split among them (ListGroups). Answers that mean "ask again, elsewhere"
+//! (NOT_CONTROLLER, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, a lost connection,
+//! a moved leader) are retried after a metadata or coordinator refresh until
+//! `config.admin.timeout` runs out; everything else fails at once with an error that
+//! names the resource (topic, partition, group or broker).
+//!
+//! The methods are async and run on any executor; from plain threads, the one generic
+//! adapter [`crate::client::block_on`] waits for any of them:
+//!
+//! ```no_run
+//! use kring::admin::{Admin, AlterConfigOp, ConfigResource};
+//! use kring::client::block_on;
+//!
+//! let client = kring::Client::connect_blocking(kring::Config::new(["127.0.0.1:9092"]))?;
+//! let admin = Admin::new(client);
+//! block_on(admin.create_partitions("orders", 6, false))?;
+//! let topic = ConfigResource::Topic("orders".into());
+//! let set = AlterConfigOp::Set("retention.ms".into(), "86400000".into());
+//! block_on(admin.incremental_alter_configs(&topic, &[set], false))?;
+//! # Ok::<(), kring::Error>(())
+//! ```
 //!
 //! Creation waits, by default, until every partition of the new topic has a leader in the
 //! client's metadata, so a producer or consumer started right after sees the topic — the
 //! broker's CreateTopics answer comes before the metadata has spread.
 
+pub mod acls;
+pub mod cluster;
+pub mod configs;
+pub mod groups;
+pub mod partitions;
+pub mod quotas;
+pub mod replicas;
+pub mod transactions;
+
 use std::time::{Duration, Instant};
 
-use crate::client::{Client, TopicInfo};
+pub use acls::{
+    AclBinding, AclBindingFilter, AclOperation, AclPermission, AclResourceType, PatternType,
+};
+pub use cluster::{ApiSupport, BrokerApis, ClusterDescription, Feature, Features};
+pub use configs::{AlterConfigOp, ConfigResource, ConfigSource};
+pub use groups::{CommittedOffset, GroupDescription, GroupListing, GroupMember};
+pub use partitions::{DeleteBefore, ListedOffset, OffsetSpec, TopicPartition};
+pub use quotas::{ClientQuota, QuotaEntity, QuotaMatch, ScramMechanism, UserScramCredentials};
+pub use replicas::{Election, LogDir, LogDirReplica, Reassignment};
+pub use transactions::{
+    AbortTransaction, ProducerInfo, TransactionDescription, TransactionListing,
+};
+
+use crate::client::{Client, CoordinatorKind, TopicInfo};
 use crate::error::{Error, Result};
 use crate::io::Broker;
 use crate::protocol::KafkaCode;
 use crate::protocol::messages::{
-    ApiKey, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
+    ApiKey, CreateTopicsRequest, DeleteTopicsRequest,
     create_topics::{CreatableTopic, CreatableTopicConfig},
     delete_topics::DeleteTopicState,
-    describe_configs::DescribeConfigsResource,
 };
-
-/// DescribeConfigs resource type of a topic (`ConfigResource.Type.TOPIC`).
-const RESOURCE_TOPIC: i8 = 2;
 
 /// A topic to create.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +113,8 @@ pub struct ConfigEntry {
     pub read_only: bool,
     /// Whether the value is hidden because it is secret.
     pub sensitive: bool,
+    /// Where the value comes from (v1+ of DescribeConfigs; `Unknown` before).
+    pub source: ConfigSource,
 }
 
 /// Topic administration. Cheap to clone; shares the client's connections.
@@ -119,9 +166,11 @@ impl Admin {
             let request = request.clone();
             async move {
                 let response = broker.send(request).await?;
-                let result = response.topics.into_iter().next().ok_or_else(|| {
-                    Error::Timeout("CreateTopics answered without the topic".into())
-                })?;
+                let result = response
+                    .topics
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| left_out(ApiKey::CreateTopics, &topic.name))?;
                 Ok((result.error_code, result.error_message))
             }
         })
@@ -147,9 +196,11 @@ impl Admin {
             .with_timeout_ms(millis(timeout));
             async move {
                 let response = broker.send(request).await?;
-                let result = response.responses.into_iter().next().ok_or_else(|| {
-                    Error::Timeout("DeleteTopics answered without the topic".into())
-                })?;
+                let result = response
+                    .responses
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| left_out(ApiKey::DeleteTopics, topic))?;
                 Ok((result.error_code, result.error_message))
             }
         })
@@ -192,37 +243,8 @@ impl Admin {
 
     /// A topic's configs, every one including the defaults, sorted by name.
     pub async fn topic_configs(&self, topic: &str) -> Result<Vec<ConfigEntry>> {
-        let request = DescribeConfigsRequest::default().with_resources(vec![
-            DescribeConfigsResource::default()
-                .with_resource_type(RESOURCE_TOPIC)
-                .with_resource_name(topic.to_string())
-                .with_configuration_keys(None),
-        ]);
-        let response = self.client.send_any(request).await?;
-        let result =
-            response.results.into_iter().next().ok_or_else(|| {
-                Error::Timeout("DescribeConfigs answered without the topic".into())
-            })?;
-        check(
-            ApiKey::DescribeConfigs,
-            topic,
-            result.error_code,
-            result.error_message,
-        )?;
-        let mut entries: Vec<ConfigEntry> = result
-            .configs
-            .into_iter()
-            .map(|c| ConfigEntry {
-                // v1+ reports the source (5 = DEFAULT_CONFIG); v0 a flag.
-                is_default: c.is_default || c.config_source == 5,
-                name: c.name,
-                value: c.value,
-                read_only: c.read_only,
-                sensitive: c.is_sensitive,
-            })
-            .collect();
-        entries.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(entries)
+        self.describe_configs(&ConfigResource::Topic(topic.to_string()))
+            .await
     }
 
     /// Waits until the metadata shows every partition of `topic` with a leader.
@@ -255,25 +277,160 @@ impl Admin {
         F: Fn(Broker) -> Fut,
         Fut: std::future::Future<Output = Result<(i16, Option<String>)>>,
     {
+        self.run(Route::Controller, |broker| {
+            let answer = attempt(broker);
+            async move {
+                let (code, message) = answer.await?;
+                check(api, resource, code, message)
+            }
+        })
+        .await
+    }
+
+    /// Runs `attempt` on the broker `route` names until it succeeds, fails for good
+    /// ([`worth_retrying`] says which failures are passing), or the admin timeout
+    /// passes. Between attempts the route is looked up again: metadata refreshed, a
+    /// coordinator forgotten.
+    pub(crate) async fn run<T, F, Fut>(&self, route: Route, attempt: F) -> Result<T>
+    where
+        F: Fn(Broker) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
         let config = self.client.config();
         let deadline = Instant::now() + config.admin.timeout;
         loop {
-            let broker = match self.client.controller() {
-                Some(b) => b,
-                None => self.client.any_broker()?,
+            let outcome = match self.broker_for(&route).await {
+                Ok(broker) => attempt(broker).await,
+                Err(e) => Err(e),
             };
-            let outcome = attempt(broker)
-                .await
-                .and_then(|(code, message)| check(api, resource, code, message));
             match outcome {
-                Ok(()) => return Ok(()),
-                Err(e) if e.is_retriable() && Instant::now() < deadline => {
-                    let _ = self.client.refresh_all_metadata().await;
+                Ok(v) => return Ok(v),
+                Err(e) if worth_retrying(&e) && Instant::now() < deadline => {
+                    tracing::debug!(error = %e, ?route, "admin request retried");
+                    self.reroute(&route).await;
                     self.client.sleep(config.admin.retry_backoff).await?;
                 }
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// The connected broker `route` names.
+    async fn broker_for(&self, route: &Route) -> Result<Broker> {
+        let broker = match route {
+            Route::Controller => match self.client.controller() {
+                Some(b) => b,
+                None => self.client.any_broker()?,
+            },
+            Route::Any => self.client.any_broker()?,
+            Route::Node(id) => self.node(*id).await?,
+            Route::Group(group) => self.client.coordinator(group).await?,
+            Route::Transaction(id) => self.client.transaction_coordinator(id).await?,
+        };
+        broker.connect().await?;
+        Ok(broker)
+    }
+
+    /// Broker `id`'s handle, refreshing metadata once if it is not known yet.
+    pub(crate) async fn node(&self, id: i32) -> Result<Broker> {
+        if let Some(b) = self.client.broker(id) {
+            return Ok(b);
+        }
+        self.client.refresh_metadata(&[]).await?;
+        self.client.broker(id).ok_or(Error::UnknownBroker(id))
+    }
+
+    /// After a failed attempt: forget what may have pointed to the wrong broker.
+    async fn reroute(&self, route: &Route) {
+        match route {
+            Route::Group(g) => self
+                .client
+                .invalidate_coordinator(CoordinatorKind::Group, g),
+            Route::Transaction(t) => self
+                .client
+                .invalidate_coordinator(CoordinatorKind::Transaction, t),
+            Route::Controller | Route::Any | Route::Node(_) => {
+                let _ = self.client.refresh_metadata(&[]).await;
+            }
+        }
+    }
+
+    /// The deadline of an operation that starts now.
+    pub(crate) fn deadline(&self) -> Instant {
+        Instant::now() + self.client.config().admin.timeout
+    }
+
+    /// The request timeout admin requests carry (`timeout_ms` fields).
+    pub(crate) fn timeout_ms(&self) -> i32 {
+        millis(self.client.config().admin.timeout)
+    }
+}
+
+/// Where an admin request must go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// The active controller (any broker forwards under KRaft).
+    Controller,
+    /// Any broker.
+    Any,
+    /// One broker, by id (its own configs, its log dirs).
+    Node(i32),
+    /// A consumer group's coordinator.
+    Group(String),
+    /// A transactional id's coordinator.
+    Transaction(String),
+}
+
+/// Whether a failed attempt may succeed when sent again (after the route is looked up
+/// again): lost connections and the answers that say "not here" or "not yet". Codes
+/// that Kafka calls retriable but that mean the resource is missing
+/// (UNKNOWN_TOPIC_OR_PARTITION) fail at once: an admin call on a missing topic must
+/// say so, not wait out its timeout.
+pub(crate) fn worth_retrying(e: &Error) -> bool {
+    match e {
+        Error::Broker { code, .. } | Error::Rejected { code, .. } => passing_code(*code),
+        Error::Io(e) => e.is_retriable(),
+        Error::NotConnected(_) | Error::OutOfBrokers(_) => true,
+        _ => false,
+    }
+}
+
+/// The broker codes [`worth_retrying`] retries.
+pub(crate) fn passing_code(code: KafkaCode) -> bool {
+    [
+        KafkaCode::NOT_CONTROLLER,
+        KafkaCode::NOT_COORDINATOR,
+        KafkaCode::COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaCode::COORDINATOR_NOT_AVAILABLE,
+        KafkaCode::LEADER_NOT_AVAILABLE,
+        KafkaCode::NOT_LEADER_OR_FOLLOWER,
+        KafkaCode::FENCED_LEADER_EPOCH,
+        KafkaCode::UNKNOWN_LEADER_EPOCH,
+        KafkaCode::THROTTLING_QUOTA_EXCEEDED,
+        KafkaCode::REBALANCE_IN_PROGRESS,
+    ]
+    .contains(&code)
+}
+
+/// The version of `api` the connected `broker` and this crate share, or an error
+/// naming the broker when they share none.
+pub(crate) fn version_of(broker: &Broker, api: ApiKey) -> Result<i16> {
+    broker
+        .api_versions()
+        .and_then(|v| v.version_for(api))
+        .ok_or_else(|| Error::Rejected {
+            api,
+            resource: format!("broker {}", broker.id()),
+            code: KafkaCode::UNSUPPORTED_VERSION,
+            message: Some("the broker and kring share no version of this API".into()),
+        })
+}
+
+/// The error for an answer that left out the resource it was asked about.
+pub(crate) fn left_out(api: ApiKey, resource: impl Into<String>) -> Error {
+    Error::Incomplete {
+        api,
+        resource: resource.into(),
     }
 }
 

@@ -8,13 +8,16 @@
 //! for `min_bytes`, KIP-74 sizing, no fetch sessions), ListOffsets, OffsetForLeaderEpoch, DeleteRecords,
 //! Metadata (optionally creating topics), CreateTopics, DeleteTopics,
 //! FindCoordinator, InitProducerId, classic consumer groups (JoinGroup, SyncGroup,
-//! Heartbeat, LeaveGroup, DescribeGroups, ListGroups) and committed offsets
-//! (OffsetCommit, OffsetFetch). ApiVersions advertises exactly these APIs, with every
-//! version kring speaks.
+//! Heartbeat, LeaveGroup, DescribeGroups, ListGroups, DeleteGroups) and committed
+//! offsets (OffsetCommit, OffsetFetch, OffsetDelete), and the admin APIs users' tests
+//! call: DescribeCluster, CreatePartitions, DescribeConfigs, AlterConfigs and
+//! IncrementalAlterConfigs (topic configs from a fixed list of known names with Kafka's
+//! defaults; broker configs of any name, stored as dynamic ones). ApiVersions advertises
+//! exactly these APIs, with every version kring speaks.
 //!
 //! What it leaves out: transactions, replication (followers never fetch: every replica
-//! is always in sync while up), quotas, ACLs, configs, fetch sessions, KIP-848 groups
-//! and group session expiry.
+//! is always in sync while up), quotas, ACLs, list configs (APPEND/SUBTRACT), fetch
+//! sessions, KIP-848 groups and group session expiry.
 //!
 //! Faults are scripted through control hooks ([`FakeCluster::control`]), which see every
 //! request before the cluster does and may answer it, drop the connection, delay it
@@ -61,6 +64,13 @@ const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::DeleteRecords,
     ApiKey::InitProducerId,
     ApiKey::OffsetForLeaderEpoch,
+    ApiKey::DescribeCluster,
+    ApiKey::CreatePartitions,
+    ApiKey::DescribeConfigs,
+    ApiKey::AlterConfigs,
+    ApiKey::IncrementalAlterConfigs,
+    ApiKey::DeleteGroups,
+    ApiKey::OffsetDelete,
 ];
 
 type Hook = dyn Fn(&ReceivedRequest) -> Reply + Send + Sync;
@@ -156,6 +166,15 @@ impl Core {
             RequestKind::ListGroups(r) => h::list_groups::list(cx, r),
             RequestKind::OffsetCommit(r) => h::offset_commit::offset_commit(cx, r),
             RequestKind::OffsetFetch(r) => h::offset_fetch::offset_fetch(cx, r),
+            RequestKind::DescribeCluster(_) => h::describe_cluster::describe_cluster(cx),
+            RequestKind::CreatePartitions(r) => h::create_partitions::create_partitions(cx, r),
+            RequestKind::DescribeConfigs(r) => h::describe_configs::describe_configs(cx, r),
+            RequestKind::AlterConfigs(r) => h::alter_configs::alter_configs(cx, r),
+            RequestKind::IncrementalAlterConfigs(r) => {
+                h::incremental_alter_configs::incremental_alter_configs(cx, r)
+            }
+            RequestKind::DeleteGroups(r) => h::delete_groups::delete_groups(cx, r),
+            RequestKind::OffsetDelete(r) => h::offset_delete::offset_delete(cx, r),
             _ => return None,
         })
     }

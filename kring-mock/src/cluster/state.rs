@@ -295,7 +295,26 @@ pub(crate) struct Partition {
 pub(crate) struct Topic {
     pub(crate) id: Uuid,
     pub(crate) partitions: Vec<Partition>,
+    /// Configs set on the topic (overrides of [`TOPIC_CONFIG_DEFAULTS`]).
+    pub(crate) configs: BTreeMap<String, String>,
 }
+
+/// The topic configs the fake cluster knows, with Kafka's defaults: a config not named
+/// here is refused as unknown, as the broker does.
+pub(crate) const TOPIC_CONFIG_DEFAULTS: &[(&str, &str)] = &[
+    ("cleanup.policy", "delete"),
+    ("compression.type", "producer"),
+    ("delete.retention.ms", "86400000"),
+    ("max.message.bytes", "1048588"),
+    ("message.timestamp.type", "CreateTime"),
+    ("min.cleanable.dirty.ratio", "0.5"),
+    ("min.compaction.lag.ms", "0"),
+    ("min.insync.replicas", "1"),
+    ("retention.bytes", "-1"),
+    ("retention.ms", "604800000"),
+    ("segment.bytes", "1073741824"),
+    ("segment.ms", "604800000"),
+];
 
 /// Committed offsets are per group.
 #[derive(Debug, Clone)]
@@ -313,6 +332,8 @@ pub(crate) struct State {
     pub(crate) topics: BTreeMap<String, Topic>,
     topics_created: u64,
     pub(crate) groups: BTreeMap<String, Group>,
+    /// Dynamic broker configs by broker id (-1: the cluster-wide default).
+    pub(crate) broker_configs: BTreeMap<i32, BTreeMap<String, String>>,
     pub(crate) coordinator_overrides: BTreeMap<String, i32>,
     pub(crate) next_producer_id: i64,
     pub(crate) transactional_ids: BTreeMap<String, (i64, i16)>,
@@ -359,6 +380,7 @@ impl State {
             topics: BTreeMap::new(),
             topics_created: 0,
             groups: BTreeMap::new(),
+            broker_configs: BTreeMap::new(),
             coordinator_overrides: BTreeMap::new(),
             next_producer_id: 1000,
             transactional_ids: BTreeMap::new(),
@@ -497,9 +519,93 @@ impl State {
                     }
                 })
                 .collect(),
+            configs: BTreeMap::new(),
         };
         self.topics.insert(name.to_string(), topic);
         Ok(created)
+    }
+
+    /// Adds partitions to `topic` until it has `total`, placed round-robin over the
+    /// live brokers with the topic's replication factor (or as `assignment` says).
+    pub(crate) fn add_partitions(
+        &mut self,
+        topic: &str,
+        total: i32,
+        assignment: Option<Vec<Vec<i32>>>,
+        validate_only: bool,
+    ) -> Result<(), CreateError> {
+        let live = self.live_brokers();
+        let brokers: Vec<i32> = self.brokers.keys().copied().collect();
+        let Some(t) = self.topics.get(topic) else {
+            return Err(create_error(
+                KafkaCode::UNKNOWN_TOPIC_OR_PARTITION,
+                format!("topic {topic:?} does not exist"),
+            ));
+        };
+        let current = t.partitions.len() as i32;
+        if total <= current {
+            return Err(create_error(
+                KafkaCode::INVALID_PARTITIONS,
+                format!(
+                    "topic {topic:?} has {current} partitions, which is not fewer than the requested {total}"
+                ),
+            ));
+        }
+        let adding = (total - current) as usize;
+        let replication = t.partitions.first().map_or(1, |p| p.replicas.len());
+        let replicas: Vec<Vec<i32>> = match assignment {
+            Some(a) => {
+                let distinct_known = |r: &Vec<i32>| {
+                    let mut s = r.clone();
+                    s.sort_unstable();
+                    s.dedup();
+                    !r.is_empty() && s.len() == r.len() && r.iter().all(|b| brokers.contains(b))
+                };
+                if a.len() != adding || !a.iter().all(distinct_known) {
+                    return Err(create_error(
+                        KafkaCode::INVALID_REPLICA_ASSIGNMENT,
+                        format!(
+                            "{adding} new partitions need as many lists of distinct known brokers"
+                        ),
+                    ));
+                }
+                a
+            }
+            None => {
+                if live.len() < replication {
+                    return Err(create_error(
+                        KafkaCode::INVALID_REPLICATION_FACTOR,
+                        format!(
+                            "replication factor {replication} with {} live brokers",
+                            live.len()
+                        ),
+                    ));
+                }
+                (0..adding)
+                    .map(|i| {
+                        (0..replication)
+                            .map(|r| live[(current as usize + i + r) % live.len()])
+                            .collect()
+                    })
+                    .collect()
+            }
+        };
+        if validate_only {
+            return Ok(());
+        }
+        let up: Vec<i32> = live;
+        if let Some(t) = self.topics.get_mut(topic) {
+            for r in replicas {
+                let leader = r.iter().copied().find(|b| up.contains(b)).unwrap_or(-1);
+                t.partitions.push(Partition {
+                    leader,
+                    leader_epoch: 0,
+                    replicas: r,
+                    log: Log::default(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The topic with id `id`.

@@ -3,22 +3,36 @@
 //!
 //! - `kring produce`: records from stdin or a file, split on a delimiter;
 //! - `kring consume`: a partition or a whole topic, printed in a chosen format;
-//! - `kring topics list|create|describe|delete`;
+//! - `kring topics list|create|describe|delete|alter-partitions`;
+//! - `kring cluster`: brokers, controller, features, API versions;
+//! - `kring configs describe|alter`: topic and broker configs;
+//! - `kring records delete|offsets`: delete records, list offsets;
+//! - `kring groups list|describe|delete|reset-offsets|delete-offsets`;
+//! - `kring acls list|create|delete`;
+//! - `kring users scram list|set|delete`, `kring quotas list|alter`;
 //! - `kring perf produce|consume`: throughput runs with a live progress line and a report;
 //! - `kring check`: a round trip of raw protocol requests against one broker.
 //!
 //! Exit codes: 0 success, 1 a failure talking to Kafka (or reading input), 2 bad
 //! arguments. Every error is one line on stderr that names what failed.
 
+mod acls;
 mod args;
 mod check;
+mod cluster;
+mod configs;
 mod consume;
 mod deliveries;
 mod format;
+mod groups;
+mod json;
 mod perf;
 mod produce;
+mod quotas;
+mod records;
 mod stats;
 mod topics;
+mod users;
 
 use std::process::ExitCode;
 
@@ -30,7 +44,14 @@ usage: kring COMMAND [OPTIONS]
 commands:
   produce   send records read from stdin or a file
   consume   print records of a partition or a whole topic
-  topics    list, create, describe or delete topics
+  topics    list, create, describe, delete topics or add partitions
+  cluster   the cluster id, controller, brokers, features and API versions
+  configs   describe or alter topic and broker configs
+  records   delete records, list offsets
+  groups    list, describe (with lag), delete consumer groups, reset their offsets
+  acls      list, create or delete ACLs
+  users     SCRAM credentials of users (users scram list|set|delete)
+  quotas    list or alter client quotas
   perf      measure producer or consumer throughput (perf produce, perf consume)
   check     a round trip of raw protocol requests against one broker
 
@@ -91,6 +112,34 @@ fn main() -> ExitCode {
         Some("topics") => (
             topics::USAGE,
             help_or(wants_help, || topics::run(Args::new(rest))),
+        ),
+        Some("cluster") => (
+            cluster::USAGE,
+            help_or(wants_help, || cluster::run(Args::new(rest))),
+        ),
+        Some("configs") => (
+            configs::USAGE,
+            help_or(wants_help, || configs::run(Args::new(rest))),
+        ),
+        Some("records") => (
+            records::USAGE,
+            help_or(wants_help, || records::run(Args::new(rest))),
+        ),
+        Some("groups") => (
+            groups::USAGE,
+            help_or(wants_help, || groups::run(Args::new(rest))),
+        ),
+        Some("acls") => (
+            acls::USAGE,
+            help_or(wants_help, || acls::run(Args::new(rest))),
+        ),
+        Some("users") => (
+            users::USAGE,
+            help_or(wants_help, || users::run(Args::new(rest))),
+        ),
+        Some("quotas") => (
+            quotas::USAGE,
+            help_or(wants_help, || quotas::run(Args::new(rest))),
         ),
         Some("perf") => (
             perf::USAGE,

@@ -1,22 +1,28 @@
-//! `kring topics`: list, create, describe and delete topics through [`kring::admin`].
+//! `kring topics`: list, create, describe and delete topics, and add partitions, through
+//! [`kring::admin`].
 
 use kring::admin::{Admin, NewTopic};
 
 use crate::args::{Args, ClusterOptions, UsageError, cluster_usage};
+use crate::json::{Json, obj};
 use crate::{CliError, CliResult, connect, wait};
 
 pub const USAGE: &str = concat!(
     "\
-usage: kring topics list     [--internal] [CLUSTER]
+usage: kring topics list     [--internal] [--json] [CLUSTER]
        kring topics create   TOPIC [-p PARTITIONS] [-r REPLICATION] [--config NAME=VALUE]... [CLUSTER]
-       kring topics describe TOPIC [--all-configs] [CLUSTER]
+       kring topics describe TOPIC [--all-configs] [--json] [CLUSTER]
        kring topics delete   TOPIC [CLUSTER]
+       kring topics alter-partitions TOPIC COUNT [--validate-only] [CLUSTER]
 
   --internal                 list internal topics too (__consumer_offsets, ...)
   -p, --partitions N         partitions of a new topic (default 1)
   -r, --replication-factor R replicas per partition (default 1)
   --config NAME=VALUE        a topic config of a new topic (repeatable)
   --all-configs              describe every config, defaults included
+  --json                     JSON instead of text
+  COUNT                      the topic's new partition count (more than today's)
+  --validate-only            let the controller check without adding partitions
 
 CLUSTER options:
 ",
@@ -33,6 +39,7 @@ pub fn run(mut args: Args) -> CliResult {
         "create" => create(args),
         "describe" => describe(args),
         "delete" => delete(args),
+        "alter-partitions" => alter_partitions(args),
         other => Err(UsageError::new(format!("unknown topics action {other:?}")).into()),
     }
 }
@@ -59,10 +66,22 @@ fn topic_name(args: &mut Args) -> Result<String, UsageError> {
 
 fn list(mut args: Args) -> CliResult {
     let internal = args.flag(&["--internal"]);
+    let json = args.flag(&["--json"]);
     let cluster = ClusterOptions::take(&mut args)?;
     args.finish()?;
     let admin = Admin::new(connect(cluster)?);
-    for t in wait(admin.list_topics(internal))? {
+    let topics = wait(admin.list_topics(internal))?;
+    if json {
+        let rows: Vec<Json> = topics
+            .iter()
+            .map(|t| {
+                obj! {"name" => &t.name, "partitions" => t.partitions.len(), "internal" => t.internal}
+            })
+            .collect();
+        println!("{}", Json::Arr(rows));
+        return Ok(());
+    }
+    for t in topics {
         println!("{}\t{} partition(s)", t.name, t.partitions.len());
     }
     Ok(())
@@ -97,12 +116,43 @@ fn create(mut args: Args) -> CliResult {
 
 fn describe(mut args: Args) -> CliResult {
     let all_configs = args.flag(&["--all-configs"]);
+    let json = args.flag(&["--json"]);
     let cluster = ClusterOptions::take(&mut args)?;
     let name = topic_name(&mut args)?;
     args.finish()?;
     let admin = Admin::new(connect(cluster)?);
     let info = wait(admin.describe_topic(&name))?;
     let configs = wait(admin.topic_configs(&name))?;
+    if json {
+        let partitions: Vec<Json> = info
+            .partitions
+            .iter()
+            .map(|p| {
+                obj! {
+                    "partition" => p.id, "leader" => p.leader, "leader_epoch" => p.leader_epoch,
+                    "replicas" => p.replicas.clone(), "isr" => p.isr.clone(),
+                    "offline" => p.offline.clone(),
+                }
+            })
+            .collect();
+        let configs: Vec<Json> = configs
+            .iter()
+            .filter(|c| all_configs || !c.is_default)
+            .map(|c| {
+                obj! {
+                    "name" => &c.name,
+                    "value" => if c.sensitive { None } else { c.value.clone() },
+                    "source" => c.source.name(),
+                }
+            })
+            .collect();
+        let value = obj! {
+            "name" => &info.name, "id" => info.id.to_string(), "internal" => info.internal,
+            "partitions" => Json::Arr(partitions), "configs" => Json::Arr(configs),
+        };
+        println!("{value}");
+        return Ok(());
+    }
     println!(
         "topic {}  id {}  {} partition(s){}",
         info.name,
@@ -156,6 +206,29 @@ fn delete(mut args: Args) -> CliResult {
         _ => e.into(),
     })?;
     println!("deleted {name}");
+    Ok(())
+}
+
+fn alter_partitions(mut args: Args) -> CliResult {
+    let validate_only = args.flag(&["--validate-only", "--dry-run"]);
+    let cluster = ClusterOptions::take(&mut args)?;
+    let name = topic_name(&mut args)?;
+    let count = args
+        .positional()
+        .ok_or_else(|| UsageError::new("how many partitions? give the new COUNT"))?;
+    let count: i32 = crate::args::parse_value("COUNT", &count)?;
+    if count < 1 {
+        return Err(UsageError::new("COUNT must be at least 1").into());
+    }
+    args.finish()?;
+    let admin = Admin::new(connect(cluster)?);
+    wait(admin.create_partitions(&name, count, validate_only))?;
+    let verb = if validate_only {
+        "would have"
+    } else {
+        "now has"
+    };
+    println!("{name} {verb} {count} partition(s)");
     Ok(())
 }
 

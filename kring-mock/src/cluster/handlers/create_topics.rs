@@ -55,6 +55,17 @@ pub(crate) fn create_topics(cx: &Ctx<'_>, r: &CreateTopicsRequest) -> ResponseKi
                 }
                 Some(a.into_iter().map(|a| a.broker_ids).collect())
             };
+            let known = |k: &str| {
+                crate::cluster::state::TOPIC_CONFIG_DEFAULTS
+                    .iter()
+                    .any(|(d, _)| *d == k)
+            };
+            if let Some(c) = t.configs.iter().find(|c| !known(&c.name)) {
+                return failed(
+                    KafkaCode::INVALID_CONFIG,
+                    format!("Unknown topic config name: {}", c.name),
+                );
+            }
             match st.create_topic(
                 &t.name,
                 t.num_partitions,
@@ -62,12 +73,23 @@ pub(crate) fn create_topics(cx: &Ctx<'_>, r: &CreateTopicsRequest) -> ResponseKi
                 assignment,
                 r.validate_only,
             ) {
-                Ok(created) => CreatableTopicResult::default()
-                    .with_name(t.name.clone())
-                    .with_topic_id(created.id)
-                    .with_num_partitions(created.partitions)
-                    .with_replication_factor(created.replication)
-                    .with_configs(Some(Vec::new())),
+                Ok(created) => {
+                    if !r.validate_only
+                        && let Some(topic) = st.topics.get_mut(&t.name)
+                    {
+                        for c in &t.configs {
+                            if let Some(v) = &c.value {
+                                topic.configs.insert(c.name.clone(), v.clone());
+                            }
+                        }
+                    }
+                    CreatableTopicResult::default()
+                        .with_name(t.name.clone())
+                        .with_topic_id(created.id)
+                        .with_num_partitions(created.partitions)
+                        .with_replication_factor(created.replication)
+                        .with_configs(Some(Vec::new()))
+                }
                 Err(e) => failed(e.code, e.message),
             }
         })

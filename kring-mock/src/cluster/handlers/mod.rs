@@ -4,14 +4,21 @@
 //! then the operation. Group handlers (JoinGroup ... OffsetFetch) work on the group
 //! model in [`super::group`].
 
+pub(super) mod alter_configs;
 pub(super) mod api_versions;
+mod configs;
+pub(super) mod create_partitions;
 pub(super) mod create_topics;
+pub(super) mod delete_groups;
 pub(super) mod delete_records;
 pub(super) mod delete_topics;
+pub(super) mod describe_cluster;
+pub(super) mod describe_configs;
 pub(super) mod describe_groups;
 pub(super) mod fetch;
 pub(super) mod find_coordinator;
 pub(super) mod heartbeat;
+pub(super) mod incremental_alter_configs;
 pub(super) mod init_producer_id;
 pub(super) mod join_group;
 pub(super) mod leave_group;
@@ -19,6 +26,7 @@ pub(super) mod list_groups;
 pub(super) mod list_offsets;
 pub(super) mod metadata;
 pub(super) mod offset_commit;
+pub(super) mod offset_delete;
 pub(super) mod offset_fetch;
 pub(super) mod offset_for_leader_epoch;
 pub(super) mod produce;
