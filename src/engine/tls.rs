@@ -19,6 +19,10 @@ use rustls::{CertificateError, ClientConfig, ClientConnection};
 
 use crate::protocol::FrameCutter;
 
+/// Plaintext taken out of rustls per read: a little more than one TLS record's payload
+/// (16 KiB), so that the frame cutter zeroes no more room than a read fills.
+const PLAINTEXT_CHUNK: usize = 16 * 1024 + 256;
+
 /// What a connection needs to start TLS: the verified client configuration (trust
 /// roots, client certificate, protocol versions), built once per client.
 #[derive(Debug, Clone)]
@@ -102,7 +106,7 @@ impl TlsLayer {
     fn drain_plaintext(&mut self, plain: &mut FrameCutter) -> Result<bool, TlsFailure> {
         loop {
             let mut reader = self.conn.reader();
-            match plain.fill_with(|buf| reader.read(buf)) {
+            match plain.fill_at_most_with(PLAINTEXT_CHUNK, |buf| reader.read(buf)) {
                 Ok(0) => return Ok(true),
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),

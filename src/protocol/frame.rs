@@ -103,6 +103,23 @@ impl FrameCutter {
         result
     }
 
+    /// [`FrameCutter::fill_with`] for a reader that hands out little at a time (a TLS
+    /// session yields about one record's plaintext per call): exactly `limit` bytes are
+    /// zeroed and offered per call, however much of the frame is still missing.
+    pub fn fill_at_most_with<E>(
+        &mut self,
+        limit: usize,
+        read: impl FnOnce(&mut [u8]) -> Result<usize, E>,
+    ) -> Result<usize, E> {
+        let wanted = limit.clamp(1, FILL_MAX);
+        let start = self.buf.len();
+        self.buf.resize(start + wanted, 0);
+        let result = read(&mut self.buf[start..]);
+        let n = *result.as_ref().unwrap_or(&0);
+        self.buf.truncate(start + n.min(wanted));
+        result
+    }
+
     /// The next whole frame, after its size prefix; `Ok(None)` until all of it arrived.
     pub fn next_frame(&mut self) -> Result<Option<Bytes>, DecodeError> {
         let Some(len) = frame_length(&self.buf, self.max_frame)? else {
