@@ -633,9 +633,15 @@ impl<T> Connection<T> {
         if self.tls.is_none() {
             return self.cutter.lend();
         }
+        // As much ciphertext as the frame being read still needs (up to 1 MiB), so a
+        // large response takes few reads, as it does in plaintext.
         let mut buf = std::mem::take(&mut self.tls_read);
         buf.clear();
-        buf.reserve(self.config.read_chunk_size.max(TLS_RECORD));
+        let want = self
+            .cutter
+            .wanted()
+            .clamp(self.config.read_chunk_size.max(TLS_RECORD), 1 << 20);
+        buf.reserve(want);
         buf
     }
 

@@ -19,10 +19,6 @@ use rustls::{CertificateError, ClientConfig, ClientConnection};
 
 use crate::protocol::FrameCutter;
 
-/// Plaintext taken out of rustls per read: a little more than one TLS record's payload
-/// (16 KiB), so that the frame cutter zeroes no more room than a read fills.
-const PLAINTEXT_CHUNK: usize = 16 * 1024 + 256;
-
 /// What a connection needs to start TLS: the verified client configuration (trust
 /// roots, client certificate, protocol versions), built once per client.
 #[derive(Debug, Clone)]
@@ -95,7 +91,7 @@ impl TlsLayer {
                 .map_err(|e| TlsFailure(format!("reading TLS records: {e}")))?;
             let state = self.conn.process_new_packets().map_err(|e| describe(&e))?;
             closed |= state.peer_has_closed();
-            closed |= self.drain_plaintext(plain)?;
+            self.take_plaintext(state.plaintext_bytes_to_read(), plain)?;
             if n == 0 {
                 break;
             }
@@ -103,21 +99,23 @@ impl TlsLayer {
         Ok(closed)
     }
 
-    fn drain_plaintext(&mut self, plain: &mut FrameCutter) -> Result<bool, TlsFailure> {
-        loop {
+    /// Moves the `pending` plaintext bytes rustls holds into the frame cutter, asking
+    /// for exactly that many (so no room is zeroed in vain).
+    fn take_plaintext(
+        &mut self,
+        mut pending: usize,
+        plain: &mut FrameCutter,
+    ) -> Result<(), TlsFailure> {
+        while pending > 0 {
             let mut reader = self.conn.reader();
-            match plain.fill_at_most_with(PLAINTEXT_CHUNK, |buf| reader.read(buf)) {
-                Ok(0) => return Ok(true),
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                    return Err(TlsFailure(
-                        "the broker closed the TLS session without close_notify".into(),
-                    ));
-                }
+            match plain.fill_at_most_with(pending, |buf| reader.read(buf)) {
+                Ok(0) => break,
+                Ok(n) => pending = pending.saturating_sub(n),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) => return Err(TlsFailure(format!("reading plaintext: {e}"))),
             }
         }
+        Ok(())
     }
 
     /// Encrypts request frames (they leave through [`TlsLayer::poll_ciphertext`]).

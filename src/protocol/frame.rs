@@ -55,7 +55,7 @@ impl FrameCutter {
 
     /// How many bytes the frame being read still needs (at least the size prefix); what
     /// a read should ask for.
-    fn wanted(&self) -> usize {
+    pub fn wanted(&self) -> usize {
         let total = match frame_length(&self.buf, self.max_frame) {
             Ok(Some(len)) => FRAME_PREFIX + len,
             _ => FRAME_PREFIX,
@@ -103,15 +103,20 @@ impl FrameCutter {
         result
     }
 
-    /// [`FrameCutter::fill_with`] for a reader that hands out little at a time (a TLS
-    /// session yields about one record's plaintext per call): exactly `limit` bytes are
-    /// zeroed and offered per call, however much of the frame is still missing.
+    /// [`FrameCutter::fill_with`] for a reader that knows how much it holds (a TLS
+    /// session's decrypted plaintext): at most `limit` bytes (and 1 MiB) are zeroed and
+    /// offered, however much of the frame is still missing.
     pub fn fill_at_most_with<E>(
         &mut self,
         limit: usize,
         read: impl FnOnce(&mut [u8]) -> Result<usize, E>,
     ) -> Result<usize, E> {
         let wanted = limit.clamp(1, FILL_MAX);
+        // Room for the rest of the frame in steps of at most FILL_MAX, so a large frame
+        // arriving in small reads is not copied by repeated growth.
+        if self.buf.capacity() - self.buf.len() < wanted {
+            self.buf.reserve(wanted.max(self.wanted().min(FILL_MAX)));
+        }
         let start = self.buf.len();
         self.buf.resize(start + wanted, 0);
         let result = read(&mut self.buf[start..]);
