@@ -164,6 +164,8 @@ struct Tally {
     decoded: usize,
     /// Inputs with spliced unknown tagged fields that decoded.
     tags_decoded: usize,
+    /// The largest peak above `RATIO` times the input seen, and where.
+    largest_excess: (i64, String),
     /// Per kind of input, the one that exceeded the bound by the most: (peak, length,
     /// what it was).
     worst: std::collections::BTreeMap<String, (usize, usize, String)>,
@@ -187,6 +189,10 @@ impl Tally {
             self.tags_decoded += usize::from(ok);
         }
         let excess = |peak: usize, len: usize| peak as i64 - (RATIO * len) as i64;
+        if excess(peak, len) > self.largest_excess.0 {
+            let what = format!("{} v{version} ({kind}, {what}): {peak} bytes for {len}", T::NAME);
+            self.largest_excess = (excess(peak, len), what);
+        }
         if peak > RATIO * len + SLACK
             && self
                 .worst
@@ -238,6 +244,10 @@ macro_rules! every_message {
             let mut tally = Tally::default();
             $(check_api::<$request>(&mut tally);)*
             $(check::<$other>(&mut tally);)*
+            eprintln!(
+                "{} inputs, {} decoded; the most heap above {RATIO} x input: {} bytes, {}",
+                tally.inputs, tally.decoded, tally.largest_excess.0, tally.largest_excess.1
+            );
             for (kind, (peak, len, what)) in &tally.worst {
                 eprintln!(
                     "{kind}: decoding {what}: {len} input bytes held {peak} bytes of heap at \

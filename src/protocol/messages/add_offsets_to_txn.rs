@@ -114,15 +114,7 @@ impl Decode for AddOffsetsToTxnRequest {
         this.producer_epoch = p::read_i16(buf)?;
         this.group_id = p::read_string(buf, flexible, "AddOffsetsToTxnRequest.group_id")?;
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -222,15 +214,7 @@ impl Decode for AddOffsetsToTxnResponse {
         this.throttle_time_ms = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

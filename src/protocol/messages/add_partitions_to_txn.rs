@@ -165,14 +165,12 @@ impl Decode for AddPartitionsToTxnRequest {
         let mut this = Self::default();
         if version >= 4 {
             this.transactions = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
-                    "AddPartitionsToTxnRequest.transactions",
-                ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(AddPartitionsToTxnTransaction::decode(buf, version)?);
-                }
-                items
+                let n = p::read_array_len(buf, flexible, 14)?.ok_or(
+                    DecodeError::UnexpectedNull("AddPartitionsToTxnRequest.transactions"),
+                )?;
+                p::read_array(buf, n, |buf| {
+                    Ok(AddPartitionsToTxnTransaction::decode(buf, version)?)
+                })?
             };
         }
         if version <= 3 {
@@ -190,26 +188,24 @@ impl Decode for AddPartitionsToTxnRequest {
         }
         if version <= 3 {
             this.v3_and_below_topics = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=2 => 6,
+                        _ => 3,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "AddPartitionsToTxnRequest.v3_and_below_topics",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(AddPartitionsToTxnTopic::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(AddPartitionsToTxnTopic::decode(buf, version)?)
+                })?
             };
         }
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -344,22 +340,10 @@ impl Decode for AddPartitionsToTxnTopic {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "AddPartitionsToTxnTopic.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -535,26 +519,16 @@ impl Decode for AddPartitionsToTxnTransaction {
         }
         if version >= 4 {
             this.topics = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                     "AddPartitionsToTxnTransaction.topics",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(AddPartitionsToTxnTopic::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(AddPartitionsToTxnTopic::decode(buf, version)?)
+                })?
             };
         }
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -732,38 +706,34 @@ impl Decode for AddPartitionsToTxnResponse {
         }
         if version >= 4 {
             this.results_by_transaction = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                     "AddPartitionsToTxnResponse.results_by_transaction",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(AddPartitionsToTxnResult::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(AddPartitionsToTxnResult::decode(buf, version)?)
+                })?
             };
         }
         if version <= 3 {
             this.results_by_topic_v3_and_below = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=2 => 6,
+                        _ => 3,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "AddPartitionsToTxnResponse.results_by_topic_v3_and_below",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(AddPartitionsToTxnTopicResult::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(AddPartitionsToTxnTopicResult::decode(buf, version)?)
+                })?
             };
         }
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -879,15 +849,7 @@ impl Decode for AddPartitionsToTxnPartitionResult {
         this.partition_index = p::read_i32(buf)?;
         this.partition_error_code = p::read_i16(buf)?;
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -996,26 +958,16 @@ impl Decode for AddPartitionsToTxnResult {
         }
         if version >= 4 {
             this.topic_results = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                     "AddPartitionsToTxnResult.topic_results",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(AddPartitionsToTxnTopicResult::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(AddPartitionsToTxnTopicResult::decode(buf, version)?)
+                })?
             };
         }
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1126,25 +1078,23 @@ impl Decode for AddPartitionsToTxnTopicResult {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "AddPartitionsToTxnTopicResult.name")?;
         this.results_by_partition = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=2 => 6,
+                    _ => 7,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "AddPartitionsToTxnTopicResult.results_by_partition",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(AddPartitionsToTxnPartitionResult::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(AddPartitionsToTxnPartitionResult::decode(buf, version)?)
+            })?
         };
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

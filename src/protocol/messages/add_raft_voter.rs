@@ -125,23 +125,11 @@ impl Decode for AddRaftVoterRequest {
         this.voter_id = p::read_i32(buf)?;
         this.voter_directory_id = p::read_uuid(buf)?;
         this.listeners = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 5)?
                 .ok_or(DecodeError::UnexpectedNull("AddRaftVoterRequest.listeners"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(Listener::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(Listener::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -247,15 +235,7 @@ impl Decode for Listener {
         this.name = p::read_string(buf, flexible, "Listener.name")?;
         this.host = p::read_string(buf, flexible, "Listener.host")?;
         this.port = p::read_u16(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -366,15 +346,7 @@ impl Decode for AddRaftVoterResponse {
         this.error_code = p::read_i16(buf)?;
         this.error_message =
             p::read_nullable_string(buf, flexible, "AddRaftVoterResponse.error_message")?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

@@ -80,15 +80,7 @@ impl Decode for AllocateProducerIdsRequest {
         let mut this = Self::default();
         this.broker_id = p::read_i32(buf)?;
         this.broker_epoch = p::read_i64(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -202,15 +194,7 @@ impl Decode for AllocateProducerIdsResponse {
         this.error_code = p::read_i16(buf)?;
         this.producer_id_start = p::read_i64(buf)?;
         this.producer_id_len = p::read_i32(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

@@ -89,25 +89,22 @@ impl Decode for AlterConfigsRequest {
         let flexible = version >= 2;
         let mut this = Self::default();
         this.resources = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("AlterConfigsRequest.resources"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(AlterConfigsResource::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 7,
+                    _ => 4,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("AlterConfigsRequest.resources"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(AlterConfigsResource::decode(buf, version)?)
+            })?
         };
         this.validate_only = p::read_bool(buf)?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -222,24 +219,19 @@ impl Decode for AlterConfigsResource {
         this.resource_type = p::read_i8(buf)?;
         this.resource_name = p::read_string(buf, flexible, "AlterConfigsResource.resource_name")?;
         this.configs = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("AlterConfigsResource.configs"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(AlterableConfig::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 4,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("AlterConfigsResource.configs"))?;
+            p::read_array(buf, n, |buf| Ok(AlterableConfig::decode(buf, version)?))?
         };
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -333,15 +325,7 @@ impl Decode for AlterableConfig {
         this.name = p::read_string(buf, flexible, "AlterableConfig.name")?;
         this.value = p::read_nullable_string(buf, flexible, "AlterableConfig.value")?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -443,25 +427,23 @@ impl Decode for AlterConfigsResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.responses = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 7,
+                    _ => 6,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "AlterConfigsResponse.responses",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(AlterConfigsResourceResponse::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(AlterConfigsResourceResponse::decode(buf, version)?)
+            })?
         };
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -600,15 +582,7 @@ impl Decode for AlterConfigsResourceResponse {
         this.resource_name =
             p::read_string(buf, flexible, "AlterConfigsResourceResponse.resource_name")?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -98,23 +98,20 @@ impl Decode for AlterPartitionRequest {
         this.broker_id = p::read_i32(buf)?;
         this.broker_epoch = p::read_i64(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("AlterPartitionRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(AlterPartitionRequestTopicData::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 3,
+                    _ => 18,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("AlterPartitionRequest.topics"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(AlterPartitionRequestTopicData::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -224,15 +221,7 @@ impl Decode for BrokerState {
         if version >= 3 {
             this.broker_epoch = p::read_i64(buf)?;
         }
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -393,38 +382,23 @@ impl Decode for AlterPartitionRequestPartitionData {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "AlterPartitionRequestPartitionData.new_isr",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(p::read_i32(buf)?);
-                }
-                items
+                p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
             };
         }
         if version >= 3 {
             this.new_isr_with_epochs = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
-                    "AlterPartitionRequestPartitionData.new_isr_with_epochs",
-                ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(BrokerState::decode(buf, version)?);
-                }
-                items
+                let n =
+                    p::read_array_len(buf, flexible, 13)?.ok_or(DecodeError::UnexpectedNull(
+                        "AlterPartitionRequestPartitionData.new_isr_with_epochs",
+                    ))?;
+                p::read_array(buf, n, |buf| Ok(BrokerState::decode(buf, version)?))?
             };
         }
         if version >= 1 {
             this.leader_recovery_state = p::read_i8(buf)?;
         }
         this.partition_epoch = p::read_i32(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -561,24 +535,22 @@ impl Decode for AlterPartitionRequestTopicData {
             this.topic_id = p::read_uuid(buf)?;
         }
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 14,
+                    _ => 15,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "AlterPartitionRequestTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(AlterPartitionRequestPartitionData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(AlterPartitionRequestPartitionData::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -701,23 +673,20 @@ impl Decode for AlterPartitionResponse {
         this.throttle_time_ms = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("AlterPartitionResponse.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(AlterPartitionResponseTopicData::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 3,
+                    _ => 18,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("AlterPartitionResponse.topics"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(AlterPartitionResponseTopicData::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -870,25 +839,13 @@ impl Decode for AlterPartitionResponsePartitionData {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "AlterPartitionResponsePartitionData.isr",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
         if version >= 1 {
             this.leader_recovery_state = p::read_i8(buf)?;
         }
         this.partition_epoch = p::read_i32(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -1011,24 +968,22 @@ impl Decode for AlterPartitionResponseTopicData {
             this.topic_id = p::read_uuid(buf)?;
         }
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 20,
+                    _ => 21,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "AlterPartitionResponseTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(AlterPartitionResponsePartitionData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(AlterPartitionResponsePartitionData::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

@@ -95,34 +95,22 @@ impl Decode for AlterUserScramCredentialsRequest {
         let flexible = true;
         let mut this = Self::default();
         this.deletions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                 "AlterUserScramCredentialsRequest.deletions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(ScramCredentialDeletion::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(ScramCredentialDeletion::decode(buf, version)?)
+            })?
         };
         this.upsertions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 9)?.ok_or(DecodeError::UnexpectedNull(
                 "AlterUserScramCredentialsRequest.upsertions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(ScramCredentialUpsertion::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(ScramCredentialUpsertion::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -218,15 +206,7 @@ impl Decode for ScramCredentialDeletion {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "ScramCredentialDeletion.name")?;
         this.mechanism = p::read_i8(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -337,15 +317,7 @@ impl Decode for ScramCredentialUpsertion {
         this.salt = p::read_bytes(buf, flexible, "ScramCredentialUpsertion.salt")?;
         this.salted_password =
             p::read_bytes(buf, flexible, "ScramCredentialUpsertion.salted_password")?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -443,24 +415,14 @@ impl Decode for AlterUserScramCredentialsResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.results = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 5)?.ok_or(DecodeError::UnexpectedNull(
                 "AlterUserScramCredentialsResponse.results",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(AlterUserScramCredentialsResult::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(AlterUserScramCredentialsResult::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -587,15 +549,7 @@ impl Decode for AlterUserScramCredentialsResult {
             flexible,
             "AlterUserScramCredentialsResult.error_message",
         )?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

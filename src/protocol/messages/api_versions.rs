@@ -103,15 +103,7 @@ impl Decode for ApiVersionsRequest {
                 p::read_string(buf, flexible, "ApiVersionsRequest.client_software_version")?;
         }
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -320,35 +312,35 @@ impl Decode for ApiVersionsResponse {
         let mut this = Self::default();
         this.error_code = p::read_i16(buf)?;
         this.api_keys = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("ApiVersionsResponse.api_keys"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(ApiVersion::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=2 => 6,
+                    _ => 7,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("ApiVersionsResponse.api_keys"))?;
+            p::read_array(buf, n, |buf| Ok(ApiVersion::decode(buf, version)?))?
         };
         if version >= 1 {
             this.throttle_time_ms = p::read_i32(buf)?;
         }
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, mut value) = p::read_tagged_field(buf)?;
+            let mut tags = p::TaggedFieldReader::new(buf)?;
+            while let Some((tag, mut value)) = tags.next(buf)? {
                 match tag {
                     0 if version >= 3 => {
                         let buf = &mut value;
                         this.supported_features = {
-                            let n = p::read_array_len(buf, flexible, 1)?.ok_or(
+                            let n = p::read_array_len(buf, flexible, 6)?.ok_or(
                                 DecodeError::UnexpectedNull(
                                     "ApiVersionsResponse.supported_features",
                                 ),
                             )?;
-                            let mut items = Vec::with_capacity(n);
-                            for _ in 0..n {
-                                items.push(SupportedFeatureKey::decode(buf, version)?);
-                            }
-                            items
+                            p::read_array(buf, n, |buf| {
+                                Ok(SupportedFeatureKey::decode(buf, version)?)
+                            })?
                         };
                     }
                     1 if version >= 3 => {
@@ -358,27 +350,24 @@ impl Decode for ApiVersionsResponse {
                     2 if version >= 3 => {
                         let buf = &mut value;
                         this.finalized_features = {
-                            let n = p::read_array_len(buf, flexible, 1)?.ok_or(
+                            let n = p::read_array_len(buf, flexible, 6)?.ok_or(
                                 DecodeError::UnexpectedNull(
                                     "ApiVersionsResponse.finalized_features",
                                 ),
                             )?;
-                            let mut items = Vec::with_capacity(n);
-                            for _ in 0..n {
-                                items.push(FinalizedFeatureKey::decode(buf, version)?);
-                            }
-                            items
+                            p::read_array(buf, n, |buf| {
+                                Ok(FinalizedFeatureKey::decode(buf, version)?)
+                            })?
                         };
                     }
                     3 if version >= 3 => {
                         let buf = &mut value;
                         this.zk_migration_ready = p::read_bool(buf)?;
                     }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
+                    _ => tags.keep(),
                 }
             }
+            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -520,15 +509,7 @@ impl Decode for ApiVersion {
         this.min_version = p::read_i16(buf)?;
         this.max_version = p::read_i16(buf)?;
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -645,15 +626,7 @@ impl Decode for FinalizedFeatureKey {
             this.min_version_level = p::read_i16(buf)?;
         }
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -782,15 +755,7 @@ impl Decode for SupportedFeatureKey {
             this.max_version = p::read_i16(buf)?;
         }
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

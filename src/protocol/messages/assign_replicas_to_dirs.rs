@@ -101,26 +101,16 @@ impl Decode for AssignReplicasToDirsRequest {
         this.broker_id = p::read_i32(buf)?;
         this.broker_epoch = p::read_i64(buf)?;
         this.directories = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "AssignReplicasToDirsRequest.directories",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(AssignReplicasToDirsRequestDirectoryData::decode(
+            p::read_array(buf, n, |buf| {
+                Ok(AssignReplicasToDirsRequestDirectoryData::decode(
                     buf, version,
-                )?);
-            }
-            items
+                )?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -222,24 +212,14 @@ impl Decode for AssignReplicasToDirsRequestDirectoryData {
         let mut this = Self::default();
         this.id = p::read_uuid(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "AssignReplicasToDirsRequestDirectoryData.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(AssignReplicasToDirsRequestTopicData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(AssignReplicasToDirsRequestTopicData::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -313,15 +293,7 @@ impl Decode for AssignReplicasToDirsRequestPartitionData {
         let flexible = true;
         let mut this = Self::default();
         this.partition_index = p::read_i32(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -403,26 +375,16 @@ impl Decode for AssignReplicasToDirsRequestTopicData {
         let mut this = Self::default();
         this.topic_id = p::read_uuid(buf)?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 5)?.ok_or(DecodeError::UnexpectedNull(
                 "AssignReplicasToDirsRequestTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(AssignReplicasToDirsRequestPartitionData::decode(
+            p::read_array(buf, n, |buf| {
+                Ok(AssignReplicasToDirsRequestPartitionData::decode(
                     buf, version,
-                )?);
-            }
-            items
+                )?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -541,26 +503,16 @@ impl Decode for AssignReplicasToDirsResponse {
         this.throttle_time_ms = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         this.directories = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "AssignReplicasToDirsResponse.directories",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(AssignReplicasToDirsResponseDirectoryData::decode(
+            p::read_array(buf, n, |buf| {
+                Ok(AssignReplicasToDirsResponseDirectoryData::decode(
                     buf, version,
-                )?);
-            }
-            items
+                )?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -662,24 +614,14 @@ impl Decode for AssignReplicasToDirsResponseDirectoryData {
         let mut this = Self::default();
         this.id = p::read_uuid(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "AssignReplicasToDirsResponseDirectoryData.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(AssignReplicasToDirsResponseTopicData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(AssignReplicasToDirsResponseTopicData::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -763,15 +705,7 @@ impl Decode for AssignReplicasToDirsResponsePartitionData {
         let mut this = Self::default();
         this.partition_index = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -857,26 +791,16 @@ impl Decode for AssignReplicasToDirsResponseTopicData {
         let mut this = Self::default();
         this.topic_id = p::read_uuid(buf)?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 7)?.ok_or(DecodeError::UnexpectedNull(
                 "AssignReplicasToDirsResponseTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(AssignReplicasToDirsResponsePartitionData::decode(
+            p::read_array(buf, n, |buf| {
+                Ok(AssignReplicasToDirsResponsePartitionData::decode(
                     buf, version,
-                )?);
-            }
-            items
+                )?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

@@ -136,37 +136,31 @@ impl Decode for BeginQuorumEpochRequest {
             this.voter_id = p::read_i32(buf)?;
         }
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "BeginQuorumEpochRequest.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(BeginQuorumEpochRequestTopicData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(BeginQuorumEpochRequestTopicData::decode(buf, version)?)
+            })?
         };
         if version >= 1 {
             this.leader_endpoints = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 5)?.ok_or(DecodeError::UnexpectedNull(
                     "BeginQuorumEpochRequest.leader_endpoints",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(LeaderEndpoint::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| Ok(LeaderEndpoint::decode(buf, version)?))?
             };
         }
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -319,15 +313,7 @@ impl Decode for LeaderEndpoint {
             this.port = p::read_u16(buf)?;
         }
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -443,15 +429,7 @@ impl Decode for BeginQuorumEpochRequestPartitionData {
         this.leader_id = p::read_i32(buf)?;
         this.leader_epoch = p::read_i32(buf)?;
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -549,25 +527,23 @@ impl Decode for BeginQuorumEpochRequestTopicData {
         this.topic_name =
             p::read_string(buf, flexible, "BeginQuorumEpochRequestTopicData.topic_name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 12,
+                    _ => 29,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "BeginQuorumEpochRequestTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(BeginQuorumEpochRequestPartitionData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(BeginQuorumEpochRequestPartitionData::decode(buf, version)?)
+            })?
         };
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -700,40 +676,40 @@ impl Decode for BeginQuorumEpochResponse {
         let mut this = Self::default();
         this.error_code = p::read_i16(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "BeginQuorumEpochResponse.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(BeginQuorumEpochResponseTopicData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(BeginQuorumEpochResponseTopicData::decode(buf, version)?)
+            })?
         };
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, mut value) = p::read_tagged_field(buf)?;
+            let mut tags = p::TaggedFieldReader::new(buf)?;
+            while let Some((tag, mut value)) = tags.next(buf)? {
                 match tag {
                     0 if version >= 1 => {
                         let buf = &mut value;
                         this.node_endpoints = {
-                            let n = p::read_array_len(buf, flexible, 1)?.ok_or(
+                            let n = p::read_array_len(buf, flexible, 8)?.ok_or(
                                 DecodeError::UnexpectedNull(
                                     "BeginQuorumEpochResponse.node_endpoints",
                                 ),
                             )?;
-                            let mut items = Vec::with_capacity(n);
-                            for _ in 0..n {
-                                items.push(NodeEndpoint::decode(buf, version)?);
-                            }
-                            items
+                            p::read_array(buf, n, |buf| Ok(NodeEndpoint::decode(buf, version)?))?
                         };
                     }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
+                    _ => tags.keep(),
                 }
             }
+            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -877,15 +853,7 @@ impl Decode for NodeEndpoint {
             this.port = p::read_u16(buf)?;
         }
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -997,15 +965,7 @@ impl Decode for BeginQuorumEpochResponsePartitionData {
         this.leader_id = p::read_i32(buf)?;
         this.leader_epoch = p::read_i32(buf)?;
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1102,25 +1062,23 @@ impl Decode for BeginQuorumEpochResponseTopicData {
             "BeginQuorumEpochResponseTopicData.topic_name",
         )?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 14,
+                    _ => 15,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "BeginQuorumEpochResponseTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(BeginQuorumEpochResponsePartitionData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(BeginQuorumEpochResponsePartitionData::decode(buf, version)?)
+            })?
         };
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -139,22 +139,10 @@ impl Decode for BrokerHeartbeatRequest {
                 let n = p::read_array_len(buf, flexible, 16)?.ok_or(
                     DecodeError::UnexpectedNull("BrokerHeartbeatRequest.offline_log_dirs"),
                 )?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(p::read_uuid(buf)?);
-                }
-                items
+                p::read_array(buf, n, |buf| Ok(p::read_uuid(buf)?))?
             };
         }
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -293,15 +281,7 @@ impl Decode for BrokerHeartbeatResponse {
         this.is_caught_up = p::read_bool(buf)?;
         this.is_fenced = p::read_bool(buf)?;
         this.should_shut_down = p::read_bool(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

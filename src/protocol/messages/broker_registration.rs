@@ -192,24 +192,16 @@ impl Decode for BrokerRegistrationRequest {
         this.cluster_id = p::read_string(buf, flexible, "BrokerRegistrationRequest.cluster_id")?;
         this.incarnation_id = p::read_uuid(buf)?;
         this.listeners = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 7)?.ok_or(DecodeError::UnexpectedNull(
                 "BrokerRegistrationRequest.listeners",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(Listener::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(Listener::decode(buf, version)?))?
         };
         this.features = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                 "BrokerRegistrationRequest.features",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(Feature::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(Feature::decode(buf, version)?))?
         };
         this.rack = p::read_nullable_string(buf, flexible, "BrokerRegistrationRequest.rack")?;
         if version >= 1 {
@@ -220,25 +212,13 @@ impl Decode for BrokerRegistrationRequest {
                 let n = p::read_array_len(buf, flexible, 16)?.ok_or(
                     DecodeError::UnexpectedNull("BrokerRegistrationRequest.log_dirs"),
                 )?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(p::read_uuid(buf)?);
-                }
-                items
+                p::read_array(buf, n, |buf| Ok(p::read_uuid(buf)?))?
             };
         }
         if version >= 3 {
             this.previous_broker_epoch = p::read_i64(buf)?;
         }
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -374,15 +354,7 @@ impl Decode for Feature {
         this.name = p::read_string(buf, flexible, "Feature.name")?;
         this.min_supported_version = p::read_i16(buf)?;
         this.max_supported_version = p::read_i16(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -478,15 +450,7 @@ impl Decode for Listener {
         this.host = p::read_string(buf, flexible, "Listener.host")?;
         this.port = p::read_u16(buf)?;
         this.security_protocol = p::read_i16(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -585,15 +549,7 @@ impl Decode for BrokerRegistrationResponse {
         this.throttle_time_ms = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         this.broker_epoch = p::read_i64(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

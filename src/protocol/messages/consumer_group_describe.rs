@@ -95,26 +95,16 @@ impl Decode for ConsumerGroupDescribeRequest {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                 DecodeError::UnexpectedNull("ConsumerGroupDescribeRequest.group_ids"),
             )?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_string(
+            p::read_array(buf, n, |buf| {
+                Ok(p::read_string(
                     buf,
                     flexible,
                     "ConsumerGroupDescribeRequest.group_ids",
-                )?);
-            }
-            items
+                )?)
+            })?
         };
         this.include_authorized_operations = p::read_bool(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -223,24 +213,12 @@ impl Decode for ConsumerGroupDescribeResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.groups = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 20)?.ok_or(DecodeError::UnexpectedNull(
                 "ConsumerGroupDescribeResponse.groups",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DescribedGroup::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(DescribedGroup::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -327,23 +305,11 @@ impl Decode for Assignment {
         let flexible = true;
         let mut this = Self::default();
         this.topic_partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 19)?
                 .ok_or(DecodeError::UnexpectedNull("Assignment.topic_partitions"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(TopicPartitions::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(TopicPartitions::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -519,24 +485,12 @@ impl Decode for DescribedGroup {
         this.assignment_epoch = p::read_i32(buf)?;
         this.assignor_name = p::read_string(buf, flexible, "DescribedGroup.assignor_name")?;
         this.members = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 16)?
                 .ok_or(DecodeError::UnexpectedNull("DescribedGroup.members"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(Member::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(Member::decode(buf, version)?))?
         };
         this.authorized_operations = p::read_i32(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -737,29 +691,19 @@ impl Decode for Member {
         this.subscribed_topic_names = {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?
                 .ok_or(DecodeError::UnexpectedNull("Member.subscribed_topic_names"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_string(
+            p::read_array(buf, n, |buf| {
+                Ok(p::read_string(
                     buf,
                     flexible,
                     "Member.subscribed_topic_names",
-                )?);
-            }
-            items
+                )?)
+            })?
         };
         this.subscribed_topic_regex =
             p::read_nullable_string(buf, flexible, "Member.subscribed_topic_regex")?;
         this.assignment = Assignment::decode(buf, version)?;
         this.target_assignment = Assignment::decode(buf, version)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -886,21 +830,9 @@ impl Decode for TopicPartitions {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 4)?
                 .ok_or(DecodeError::UnexpectedNull("TopicPartitions.partitions"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

@@ -289,17 +289,13 @@ impl Decode for ConsumerGroupHeartbeatRequest {
         this.subscribed_topic_names =
             match p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })? {
                 None => None,
-                Some(n) => {
-                    let mut items = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        items.push(p::read_string(
-                            buf,
-                            flexible,
-                            "ConsumerGroupHeartbeatRequest.subscribed_topic_names",
-                        )?);
-                    }
-                    Some(items)
-                }
+                Some(n) => Some(p::read_array(buf, n, |buf| {
+                    Ok(p::read_string(
+                        buf,
+                        flexible,
+                        "ConsumerGroupHeartbeatRequest.subscribed_topic_names",
+                    )?)
+                })?),
             };
         if version >= 1 {
             this.subscribed_topic_regex = p::read_nullable_string(
@@ -313,27 +309,15 @@ impl Decode for ConsumerGroupHeartbeatRequest {
             flexible,
             "ConsumerGroupHeartbeatRequest.server_assignor",
         )?;
-        this.topic_partitions = match p::read_array_len(buf, flexible, 1)? {
+        this.topic_partitions = match p::read_array_len(buf, flexible, 18)? {
             None => None,
-            Some(n) => {
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(ConsumerGroupHeartbeatRequestTopicPartitions::decode(
-                        buf, version,
-                    )?);
-                }
-                Some(items)
-            }
+            Some(n) => Some(p::read_array(buf, n, |buf| {
+                Ok(ConsumerGroupHeartbeatRequestTopicPartitions::decode(
+                    buf, version,
+                )?)
+            })?),
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -480,21 +464,9 @@ impl Decode for ConsumerGroupHeartbeatRequestTopicPartitions {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "ConsumerGroupHeartbeatRequestTopicPartitions.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -684,15 +656,7 @@ impl Decode for ConsumerGroupHeartbeatResponse {
         } else {
             Some(Assignment::decode(buf, version)?)
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -792,25 +756,15 @@ impl Decode for Assignment {
         let flexible = true;
         let mut this = Self::default();
         this.topic_partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 18)?
                 .ok_or(DecodeError::UnexpectedNull("Assignment.topic_partitions"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(ConsumerGroupHeartbeatResponseTopicPartitions::decode(
+            p::read_array(buf, n, |buf| {
+                Ok(ConsumerGroupHeartbeatResponseTopicPartitions::decode(
                     buf, version,
-                )?);
-            }
-            items
+                )?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -906,21 +860,9 @@ impl Decode for ConsumerGroupHeartbeatResponseTopicPartitions {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "ConsumerGroupHeartbeatResponseTopicPartitions.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

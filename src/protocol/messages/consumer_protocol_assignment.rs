@@ -97,14 +97,10 @@ impl Decode for ConsumerProtocolAssignment {
         let _ = flexible;
         let mut this = Self::default();
         this.assigned_partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                 "ConsumerProtocolAssignment.assigned_partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(TopicPartition::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(TopicPartition::decode(buf, version)?))?
         };
         this.user_data = p::read_nullable_bytes(buf, flexible)?;
         Ok(this)
@@ -202,11 +198,7 @@ impl Decode for TopicPartition {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 4)?
                 .ok_or(DecodeError::UnexpectedNull("TopicPartition.partitions"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
         Ok(this)
     }

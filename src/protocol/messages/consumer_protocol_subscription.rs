@@ -153,27 +153,21 @@ impl Decode for ConsumerProtocolSubscription {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                 DecodeError::UnexpectedNull("ConsumerProtocolSubscription.topics"),
             )?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_string(
+            p::read_array(buf, n, |buf| {
+                Ok(p::read_string(
                     buf,
                     flexible,
                     "ConsumerProtocolSubscription.topics",
-                )?);
-            }
-            items
+                )?)
+            })?
         };
         this.user_data = p::read_nullable_bytes(buf, flexible)?;
         if version >= 1 {
             this.owned_partitions = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                     "ConsumerProtocolSubscription.owned_partitions",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(TopicPartition::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| Ok(TopicPartition::decode(buf, version)?))?
             };
         }
         if version >= 2 {
@@ -321,11 +315,7 @@ impl Decode for TopicPartition {
             this.partitions = {
                 let n = p::read_array_len(buf, flexible, 4)?
                     .ok_or(DecodeError::UnexpectedNull("TopicPartition.partitions"))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(p::read_i32(buf)?);
-                }
-                items
+                p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
             };
         }
         Ok(this)

@@ -87,15 +87,7 @@ impl Decode for ControlledShutdownRequest {
             this.broker_epoch = p::read_i64(buf)?;
         }
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -204,25 +196,13 @@ impl Decode for ControlledShutdownResponse {
         let mut this = Self::default();
         this.error_code = p::read_i16(buf)?;
         this.remaining_partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                 "ControlledShutdownResponse.remaining_partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(RemainingPartition::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(RemainingPartition::decode(buf, version)?))?
         };
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -320,15 +300,7 @@ impl Decode for RemainingPartition {
         this.topic_name = p::read_string(buf, flexible, "RemainingPartition.topic_name")?;
         this.partition_index = p::read_i32(buf)?;
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -125,34 +125,18 @@ impl Decode for ControllerRegistrationRequest {
         this.incarnation_id = p::read_uuid(buf)?;
         this.zk_migration_ready = p::read_bool(buf)?;
         this.listeners = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 7)?.ok_or(DecodeError::UnexpectedNull(
                 "ControllerRegistrationRequest.listeners",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(Listener::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(Listener::decode(buf, version)?))?
         };
         this.features = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                 "ControllerRegistrationRequest.features",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(Feature::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(Feature::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -261,15 +245,7 @@ impl Decode for Feature {
         this.name = p::read_string(buf, flexible, "Feature.name")?;
         this.min_supported_version = p::read_i16(buf)?;
         this.max_supported_version = p::read_i16(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -365,15 +341,7 @@ impl Decode for Listener {
         this.host = p::read_string(buf, flexible, "Listener.host")?;
         this.port = p::read_u16(buf)?;
         this.security_protocol = p::read_i16(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -493,15 +461,7 @@ impl Decode for ControllerRegistrationResponse {
             flexible,
             "ControllerRegistrationResponse.error_message",
         )?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

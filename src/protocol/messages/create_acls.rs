@@ -80,24 +80,20 @@ impl Decode for CreateAclsRequest {
         let flexible = version >= 2;
         let mut this = Self::default();
         this.creations = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("CreateAclsRequest.creations"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(AclCreation::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 9,
+                    ..=1 => 10,
+                    _ => 8,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("CreateAclsRequest.creations"))?;
+            p::read_array(buf, n, |buf| Ok(AclCreation::decode(buf, version)?))?
         };
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -253,15 +249,7 @@ impl Decode for AclCreation {
         this.operation = p::read_i8(buf)?;
         this.permission_type = p::read_i8(buf)?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -368,24 +356,12 @@ impl Decode for CreateAclsResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.results = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 4)?
                 .ok_or(DecodeError::UnexpectedNull("CreateAclsResponse.results"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(AclCreationResult::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(AclCreationResult::decode(buf, version)?))?
         };
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -486,15 +462,7 @@ impl Decode for AclCreationResult {
         this.error_message =
             p::read_nullable_string(buf, flexible, "AclCreationResult.error_message")?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

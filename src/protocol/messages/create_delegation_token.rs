@@ -169,26 +169,22 @@ impl Decode for CreateDelegationTokenRequest {
             )?;
         }
         this.renewers = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 4,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "CreateDelegationTokenRequest.renewers",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(CreatableRenewers::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(CreatableRenewers::decode(buf, version)?))?
         };
         this.max_lifetime_ms = p::read_i64(buf)?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -309,15 +305,7 @@ impl Decode for CreatableRenewers {
         this.principal_type = p::read_string(buf, flexible, "CreatableRenewers.principal_type")?;
         this.principal_name = p::read_string(buf, flexible, "CreatableRenewers.principal_name")?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -562,15 +550,7 @@ impl Decode for CreateDelegationTokenResponse {
         this.hmac = p::read_bytes(buf, flexible, "CreateDelegationTokenResponse.hmac")?;
         this.throttle_time_ms = p::read_i32(buf)?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

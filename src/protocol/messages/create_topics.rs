@@ -105,28 +105,23 @@ impl Decode for CreateTopicsRequest {
         let flexible = version >= 5;
         let mut this = Self::default();
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("CreateTopicsRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(CreatableTopic::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=4 => 16,
+                    _ => 10,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("CreateTopicsRequest.topics"))?;
+            p::read_array(buf, n, |buf| Ok(CreatableTopic::decode(buf, version)?))?
         };
         this.timeout_ms = p::read_i32(buf)?;
         if version >= 1 {
             this.validate_only = p::read_bool(buf)?;
         }
         if version >= 5 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -234,22 +229,10 @@ impl Decode for CreatableReplicaAssignment {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "CreatableReplicaAssignment.broker_ids",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
         if version >= 5 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -379,33 +362,35 @@ impl Decode for CreatableTopic {
         this.num_partitions = p::read_i32(buf)?;
         this.replication_factor = p::read_i16(buf)?;
         this.assignments = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("CreatableTopic.assignments"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(CreatableReplicaAssignment::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=4 => 8,
+                    _ => 6,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("CreatableTopic.assignments"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(CreatableReplicaAssignment::decode(buf, version)?)
+            })?
         };
         this.configs = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("CreatableTopic.configs"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(CreatableTopicConfig::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=4 => 4,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("CreatableTopic.configs"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(CreatableTopicConfig::decode(buf, version)?)
+            })?
         };
         if version >= 5 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -510,15 +495,7 @@ impl Decode for CreatableTopicConfig {
         this.name = p::read_string(buf, flexible, "CreatableTopicConfig.name")?;
         this.value = p::read_nullable_string(buf, flexible, "CreatableTopicConfig.value")?;
         if version >= 5 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -624,24 +601,23 @@ impl Decode for CreateTopicsResponse {
             this.throttle_time_ms = p::read_i32(buf)?;
         }
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("CreateTopicsResponse.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(CreatableTopicResult::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 4,
+                    ..=4 => 6,
+                    ..=6 => 12,
+                    _ => 28,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("CreateTopicsResponse.topics"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(CreatableTopicResult::decode(buf, version)?)
+            })?
         };
         if version >= 5 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -815,15 +791,7 @@ impl Decode for CreatableTopicConfigs {
             this.is_sensitive = p::read_bool(buf)?;
         }
         if version >= 5 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1042,31 +1010,25 @@ impl Decode for CreatableTopicResult {
             this.replication_factor = p::read_i16(buf)?;
         }
         if version >= 5 {
-            this.configs = match p::read_array_len(buf, flexible, 1)? {
+            this.configs = match p::read_array_len(buf, flexible, 6)? {
                 None => None,
-                Some(n) => {
-                    let mut items = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        items.push(CreatableTopicConfigs::decode(buf, version)?);
-                    }
-                    Some(items)
-                }
+                Some(n) => Some(p::read_array(buf, n, |buf| {
+                    Ok(CreatableTopicConfigs::decode(buf, version)?)
+                })?),
             };
         }
         if version >= 5 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, mut value) = p::read_tagged_field(buf)?;
+            let mut tags = p::TaggedFieldReader::new(buf)?;
+            while let Some((tag, mut value)) = tags.next(buf)? {
                 match tag {
                     0 if version >= 5 => {
                         let buf = &mut value;
                         this.topic_config_error_code = p::read_i16(buf)?;
                     }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
+                    _ => tags.keep(),
                 }
             }
+            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }

@@ -90,15 +90,7 @@ impl Decode for DefaultPrincipalData {
         this.r#type = p::read_string(buf, flexible, "DefaultPrincipalData.type")?;
         this.name = p::read_string(buf, flexible, "DefaultPrincipalData.name")?;
         this.token_authenticated = p::read_bool(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

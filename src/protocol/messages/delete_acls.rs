@@ -80,24 +80,20 @@ impl Decode for DeleteAclsRequest {
         let flexible = version >= 2;
         let mut this = Self::default();
         this.filters = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("DeleteAclsRequest.filters"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DeleteAclsFilter::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 9,
+                    ..=1 => 10,
+                    _ => 8,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("DeleteAclsRequest.filters"))?;
+            p::read_array(buf, n, |buf| Ok(DeleteAclsFilter::decode(buf, version)?))?
         };
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -276,15 +272,7 @@ impl Decode for DeleteAclsFilter {
         this.operation = p::read_i8(buf)?;
         this.permission_type = p::read_i8(buf)?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -403,25 +391,23 @@ impl Decode for DeleteAclsResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.filter_results = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 8,
+                    _ => 5,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DeleteAclsResponse.filter_results",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DeleteAclsFilterResult::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(DeleteAclsFilterResult::decode(buf, version)?)
+            })?
         };
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -544,25 +530,24 @@ impl Decode for DeleteAclsFilterResult {
         this.error_message =
             p::read_nullable_string(buf, flexible, "DeleteAclsFilterResult.error_message")?;
         this.matching_acls = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 13,
+                    ..=1 => 14,
+                    _ => 11,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DeleteAclsFilterResult.matching_acls",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DeleteAclsMatchingAcl::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(DeleteAclsMatchingAcl::decode(buf, version)?)
+            })?
         };
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -755,15 +740,7 @@ impl Decode for DeleteAclsMatchingAcl {
         this.operation = p::read_i8(buf)?;
         this.permission_type = p::read_i8(buf)?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -89,25 +89,20 @@ impl Decode for DeleteRecordsRequest {
         let flexible = version >= 2;
         let mut this = Self::default();
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("DeleteRecordsRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DeleteRecordsTopic::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("DeleteRecordsRequest.topics"))?;
+            p::read_array(buf, n, |buf| Ok(DeleteRecordsTopic::decode(buf, version)?))?
         };
         this.timeout_ms = p::read_i32(buf)?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -200,15 +195,7 @@ impl Decode for DeleteRecordsPartition {
         this.partition_index = p::read_i32(buf)?;
         this.offset = p::read_i64(buf)?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -294,24 +281,21 @@ impl Decode for DeleteRecordsTopic {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "DeleteRecordsTopic.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("DeleteRecordsTopic.partitions"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DeleteRecordsPartition::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 12,
+                    _ => 13,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("DeleteRecordsTopic.partitions"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(DeleteRecordsPartition::decode(buf, version)?)
+            })?
         };
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -416,24 +400,21 @@ impl Decode for DeleteRecordsResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("DeleteRecordsResponse.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DeleteRecordsTopicResult::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("DeleteRecordsResponse.topics"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(DeleteRecordsTopicResult::decode(buf, version)?)
+            })?
         };
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -536,15 +517,7 @@ impl Decode for DeleteRecordsPartitionResult {
         this.low_watermark = p::read_i64(buf)?;
         this.error_code = p::read_i16(buf)?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -631,25 +604,23 @@ impl Decode for DeleteRecordsTopicResult {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "DeleteRecordsTopicResult.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 14,
+                    _ => 15,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DeleteRecordsTopicResult.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DeleteRecordsPartitionResult::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(DeleteRecordsPartitionResult::decode(buf, version)?)
+            })?
         };
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -116,13 +116,9 @@ impl Decode for DeleteTopicsRequest {
         let mut this = Self::default();
         if version >= 6 {
             this.topics = {
-                let n = p::read_array_len(buf, flexible, 1)?
+                let n = p::read_array_len(buf, flexible, 18)?
                     .ok_or(DecodeError::UnexpectedNull("DeleteTopicsRequest.topics"))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(DeleteTopicState::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| Ok(DeleteTopicState::decode(buf, version)?))?
             };
         }
         if version <= 5 {
@@ -130,28 +126,18 @@ impl Decode for DeleteTopicsRequest {
                 let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                     DecodeError::UnexpectedNull("DeleteTopicsRequest.topic_names"),
                 )?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(p::read_string(
+                p::read_array(buf, n, |buf| {
+                    Ok(p::read_string(
                         buf,
                         flexible,
                         "DeleteTopicsRequest.topic_names",
-                    )?);
-                }
-                items
+                    )?)
+                })?
             };
         }
         this.timeout_ms = p::read_i32(buf)?;
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -285,15 +271,7 @@ impl Decode for DeleteTopicState {
             this.topic_id = p::read_uuid(buf)?;
         }
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -407,25 +385,24 @@ impl Decode for DeleteTopicsResponse {
             this.throttle_time_ms = p::read_i32(buf)?;
         }
         this.responses = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=4 => 4,
+                    ..=5 => 5,
+                    _ => 21,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DeleteTopicsResponse.responses",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DeletableTopicResult::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(DeletableTopicResult::decode(buf, version)?)
+            })?
         };
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -581,15 +558,7 @@ impl Decode for DeletableTopicResult {
                 p::read_nullable_string(buf, flexible, "DeletableTopicResult.error_message")?;
         }
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

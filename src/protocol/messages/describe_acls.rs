@@ -176,15 +176,7 @@ impl Decode for DescribeAclsRequest {
         this.operation = p::read_i8(buf)?;
         this.permission_type = p::read_i8(buf)?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -343,25 +335,24 @@ impl Decode for DescribeAclsResponse {
         this.error_message =
             p::read_nullable_string(buf, flexible, "DescribeAclsResponse.error_message")?;
         this.resources = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 7,
+                    ..=1 => 8,
+                    _ => 5,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DescribeAclsResponse.resources",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DescribeAclsResource::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(DescribeAclsResource::decode(buf, version)?)
+            })?
         };
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -480,15 +471,7 @@ impl Decode for AclDescription {
         this.operation = p::read_i8(buf)?;
         this.permission_type = p::read_i8(buf)?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -610,24 +593,19 @@ impl Decode for DescribeAclsResource {
             this.pattern_type = p::read_i8(buf)?;
         }
         this.acls = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("DescribeAclsResource.acls"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(AclDescription::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 6,
+                    _ => 5,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("DescribeAclsResource.acls"))?;
+            p::read_array(buf, n, |buf| Ok(AclDescription::decode(buf, version)?))?
         };
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

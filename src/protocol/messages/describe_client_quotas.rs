@@ -89,26 +89,22 @@ impl Decode for DescribeClientQuotasRequest {
         let flexible = version >= 1;
         let mut this = Self::default();
         this.components = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 5,
+                    _ => 4,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DescribeClientQuotasRequest.components",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(ComponentData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(ComponentData::decode(buf, version)?))?
         };
         this.strict = p::read_bool(buf)?;
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -223,15 +219,7 @@ impl Decode for ComponentData {
         this.match_type = p::read_i8(buf)?;
         this.r#match = p::read_nullable_string(buf, flexible, "ComponentData.match")?;
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -378,26 +366,21 @@ impl Decode for DescribeClientQuotasResponse {
         this.error_code = p::read_i16(buf)?;
         this.error_message =
             p::read_nullable_string(buf, flexible, "DescribeClientQuotasResponse.error_message")?;
-        this.entries = match p::read_array_len(buf, flexible, 1)? {
+        this.entries = match p::read_array_len(
+            buf,
+            flexible,
+            match version {
+                ..=0 => 8,
+                _ => 3,
+            },
+        )? {
             None => None,
-            Some(n) => {
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(EntryData::decode(buf, version)?);
-                }
-                Some(items)
-            }
+            Some(n) => Some(p::read_array(buf, n, |buf| {
+                Ok(EntryData::decode(buf, version)?)
+            })?),
         };
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -507,15 +490,7 @@ impl Decode for EntityData {
         this.entity_type = p::read_string(buf, flexible, "EntityData.entity_type")?;
         this.entity_name = p::read_nullable_string(buf, flexible, "EntityData.entity_name")?;
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -612,33 +587,24 @@ impl Decode for EntryData {
         let flexible = version >= 1;
         let mut this = Self::default();
         this.entity = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("EntryData.entity"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(EntityData::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 4,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("EntryData.entity"))?;
+            p::read_array(buf, n, |buf| Ok(EntityData::decode(buf, version)?))?
         };
         this.values = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 10)?
                 .ok_or(DecodeError::UnexpectedNull("EntryData.values"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(ValueData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(ValueData::decode(buf, version)?))?
         };
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -731,15 +697,7 @@ impl Decode for ValueData {
         this.key = p::read_string(buf, flexible, "ValueData.key")?;
         this.value = p::read_f64(buf)?;
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -89,15 +89,7 @@ impl Decode for DescribeClusterRequest {
         if version >= 1 {
             this.endpoint_type = p::read_i8(buf)?;
         }
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -289,25 +281,15 @@ impl Decode for DescribeClusterResponse {
         this.cluster_id = p::read_string(buf, flexible, "DescribeClusterResponse.cluster_id")?;
         this.controller_id = p::read_i32(buf)?;
         this.brokers = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 11)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeClusterResponse.brokers",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DescribeClusterBroker::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(DescribeClusterBroker::decode(buf, version)?)
+            })?
         };
         this.cluster_authorized_operations = p::read_i32(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -437,15 +419,7 @@ impl Decode for DescribeClusterBroker {
         this.host = p::read_string(buf, flexible, "DescribeClusterBroker.host")?;
         this.port = p::read_i32(buf)?;
         this.rack = p::read_nullable_string(buf, flexible, "DescribeClusterBroker.rack")?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

@@ -112,14 +112,20 @@ impl Decode for DescribeConfigsRequest {
         let flexible = version >= 4;
         let mut this = Self::default();
         this.resources = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=3 => 7,
+                    _ => 4,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DescribeConfigsRequest.resources",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DescribeConfigsResource::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(DescribeConfigsResource::decode(buf, version)?)
+            })?
         };
         if version >= 1 {
             this.include_synonyms = p::read_bool(buf)?;
@@ -128,15 +134,7 @@ impl Decode for DescribeConfigsRequest {
             this.include_documentation = p::read_bool(buf)?;
         }
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -280,28 +278,16 @@ impl Decode for DescribeConfigsResource {
         this.configuration_keys =
             match p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })? {
                 None => None,
-                Some(n) => {
-                    let mut items = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        items.push(p::read_string(
-                            buf,
-                            flexible,
-                            "DescribeConfigsResource.configuration_keys",
-                        )?);
-                    }
-                    Some(items)
-                }
+                Some(n) => Some(p::read_array(buf, n, |buf| {
+                    Ok(p::read_string(
+                        buf,
+                        flexible,
+                        "DescribeConfigsResource.configuration_keys",
+                    )?)
+                })?),
             };
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -411,25 +397,23 @@ impl Decode for DescribeConfigsResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.results = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=3 => 11,
+                    _ => 7,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DescribeConfigsResponse.results",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DescribeConfigsResult::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(DescribeConfigsResult::decode(buf, version)?)
+            })?
         };
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -651,14 +635,20 @@ impl Decode for DescribeConfigsResourceResult {
         this.is_sensitive = p::read_bool(buf)?;
         if version >= 1 {
             this.synonyms = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=3 => 5,
+                        _ => 4,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "DescribeConfigsResourceResult.synonyms",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(DescribeConfigsSynonym::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(DescribeConfigsSynonym::decode(buf, version)?)
+                })?
             };
         }
         if version >= 3 {
@@ -672,15 +662,7 @@ impl Decode for DescribeConfigsResourceResult {
             )?;
         }
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -856,24 +838,23 @@ impl Decode for DescribeConfigsResult {
         this.resource_type = p::read_i8(buf)?;
         this.resource_name = p::read_string(buf, flexible, "DescribeConfigsResult.resource_name")?;
         this.configs = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("DescribeConfigsResult.configs"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DescribeConfigsResourceResult::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 7,
+                    ..=2 => 11,
+                    ..=3 => 14,
+                    _ => 9,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("DescribeConfigsResult.configs"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(DescribeConfigsResourceResult::decode(buf, version)?)
+            })?
         };
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1012,15 +993,7 @@ impl Decode for DescribeConfigsSynonym {
             this.source = p::read_i8(buf)?;
         }
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -86,26 +86,21 @@ impl Decode for DescribeDelegationTokenRequest {
         }
         let flexible = version >= 2;
         let mut this = Self::default();
-        this.owners = match p::read_array_len(buf, flexible, 1)? {
+        this.owners = match p::read_array_len(
+            buf,
+            flexible,
+            match version {
+                ..=1 => 4,
+                _ => 3,
+            },
+        )? {
             None => None,
-            Some(n) => {
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(DescribeDelegationTokenOwner::decode(buf, version)?);
-                }
-                Some(items)
-            }
+            Some(n) => Some(p::read_array(buf, n, |buf| {
+                Ok(DescribeDelegationTokenOwner::decode(buf, version)?)
+            })?),
         };
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -215,15 +210,7 @@ impl Decode for DescribeDelegationTokenOwner {
         this.principal_name =
             p::read_string(buf, flexible, "DescribeDelegationTokenOwner.principal_name")?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -330,26 +317,25 @@ impl Decode for DescribeDelegationTokenResponse {
         let mut this = Self::default();
         this.error_code = p::read_i16(buf)?;
         this.tokens = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 38,
+                    ..=2 => 30,
+                    _ => 32,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DescribeDelegationTokenResponse.tokens",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DescribedDelegationToken::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(DescribedDelegationToken::decode(buf, version)?)
+            })?
         };
         this.throttle_time_ms = p::read_i32(buf)?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -583,25 +569,23 @@ impl Decode for DescribedDelegationToken {
         this.token_id = p::read_string(buf, flexible, "DescribedDelegationToken.token_id")?;
         this.hmac = p::read_bytes(buf, flexible, "DescribedDelegationToken.hmac")?;
         this.renewers = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 4,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DescribedDelegationToken.renewers",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DescribedDelegationTokenRenewer::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(DescribedDelegationTokenRenewer::decode(buf, version)?)
+            })?
         };
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -723,15 +707,7 @@ impl Decode for DescribedDelegationTokenRenewer {
             "DescribedDelegationTokenRenewer.principal_name",
         )?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

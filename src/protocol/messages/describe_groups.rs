@@ -98,29 +98,19 @@ impl Decode for DescribeGroupsRequest {
         this.groups = {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?
                 .ok_or(DecodeError::UnexpectedNull("DescribeGroupsRequest.groups"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_string(
+            p::read_array(buf, n, |buf| {
+                Ok(p::read_string(
                     buf,
                     flexible,
                     "DescribeGroupsRequest.groups",
-                )?);
-            }
-            items
+                )?)
+            })?
         };
         if version >= 3 {
             this.include_authorized_operations = p::read_bool(buf)?;
         }
         if version >= 5 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -240,24 +230,20 @@ impl Decode for DescribeGroupsResponse {
             this.throttle_time_ms = p::read_i32(buf)?;
         }
         this.groups = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("DescribeGroupsResponse.groups"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DescribedGroup::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=2 => 14,
+                    ..=4 => 18,
+                    _ => 12,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("DescribeGroupsResponse.groups"))?;
+            p::read_array(buf, n, |buf| Ok(DescribedGroup::decode(buf, version)?))?
         };
         if version >= 5 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -432,27 +418,25 @@ impl Decode for DescribedGroup {
         this.protocol_type = p::read_string(buf, flexible, "DescribedGroup.protocol_type")?;
         this.protocol_data = p::read_string(buf, flexible, "DescribedGroup.protocol_data")?;
         this.members = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("DescribedGroup.members"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DescribedGroupMember::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=3 => 14,
+                    ..=4 => 16,
+                    _ => 7,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("DescribedGroup.members"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(DescribedGroupMember::decode(buf, version)?)
+            })?
         };
         if version >= 3 {
             this.authorized_operations = p::read_i32(buf)?;
         }
         if version >= 5 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -631,15 +615,7 @@ impl Decode for DescribedGroupMember {
         this.member_assignment =
             p::read_bytes(buf, flexible, "DescribedGroupMember.member_assignment")?;
         if version >= 5 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -86,26 +86,21 @@ impl Decode for DescribeLogDirsRequest {
         }
         let flexible = version >= 2;
         let mut this = Self::default();
-        this.topics = match p::read_array_len(buf, flexible, 1)? {
+        this.topics = match p::read_array_len(
+            buf,
+            flexible,
+            match version {
+                ..=1 => 6,
+                _ => 3,
+            },
+        )? {
             None => None,
-            Some(n) => {
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(DescribableLogDirTopic::decode(buf, version)?);
-                }
-                Some(items)
-            }
+            Some(n) => Some(p::read_array(buf, n, |buf| {
+                Ok(DescribableLogDirTopic::decode(buf, version)?)
+            })?),
         };
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -211,22 +206,10 @@ impl Decode for DescribableLogDirTopic {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribableLogDirTopic.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -345,25 +328,24 @@ impl Decode for DescribeLogDirsResponse {
             this.error_code = p::read_i16(buf)?;
         }
         this.results = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 8,
+                    ..=3 => 5,
+                    _ => 21,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DescribeLogDirsResponse.results",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DescribeLogDirsResult::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(DescribeLogDirsResult::decode(buf, version)?)
+            })?
         };
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -481,15 +463,7 @@ impl Decode for DescribeLogDirsPartition {
         this.offset_lag = p::read_i64(buf)?;
         this.is_future_key = p::read_bool(buf)?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -614,13 +588,18 @@ impl Decode for DescribeLogDirsResult {
         this.error_code = p::read_i16(buf)?;
         this.log_dir = p::read_string(buf, flexible, "DescribeLogDirsResult.log_dir")?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("DescribeLogDirsResult.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DescribeLogDirsTopic::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("DescribeLogDirsResult.topics"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(DescribeLogDirsTopic::decode(buf, version)?)
+            })?
         };
         if version >= 4 {
             this.total_bytes = p::read_i64(buf)?;
@@ -629,15 +608,7 @@ impl Decode for DescribeLogDirsResult {
             this.usable_bytes = p::read_i64(buf)?;
         }
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -741,25 +712,23 @@ impl Decode for DescribeLogDirsTopic {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "DescribeLogDirsTopic.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 21,
+                    _ => 22,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DescribeLogDirsTopic.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DescribeLogDirsPartition::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(DescribeLogDirsPartition::decode(buf, version)?)
+            })?
         };
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -78,23 +78,13 @@ impl Decode for DescribeQuorumRequest {
         let flexible = true;
         let mut this = Self::default();
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 3)?
                 .ok_or(DecodeError::UnexpectedNull("DescribeQuorumRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DescribeQuorumRequestTopicData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(DescribeQuorumRequestTopicData::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -174,15 +164,7 @@ impl Decode for DescribeQuorumRequestPartitionData {
         let flexible = true;
         let mut this = Self::default();
         this.partition_index = p::read_i32(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -270,24 +252,14 @@ impl Decode for DescribeQuorumRequestTopicData {
         this.topic_name =
             p::read_string(buf, flexible, "DescribeQuorumRequestTopicData.topic_name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 5)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeQuorumRequestTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DescribeQuorumRequestPartitionData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(DescribeQuorumRequestPartitionData::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -442,34 +414,20 @@ impl Decode for DescribeQuorumResponse {
                 p::read_nullable_string(buf, flexible, "DescribeQuorumResponse.error_message")?;
         }
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 3)?
                 .ok_or(DecodeError::UnexpectedNull("DescribeQuorumResponse.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DescribeQuorumResponseTopicData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(DescribeQuorumResponseTopicData::decode(buf, version)?)
+            })?
         };
         if version >= 2 {
             this.nodes = {
-                let n = p::read_array_len(buf, flexible, 1)?
+                let n = p::read_array_len(buf, flexible, 6)?
                     .ok_or(DecodeError::UnexpectedNull("DescribeQuorumResponse.nodes"))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(Node::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| Ok(Node::decode(buf, version)?))?
             };
         }
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -618,15 +576,7 @@ impl Decode for Listener {
         if version >= 2 {
             this.port = p::read_u16(buf)?;
         }
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -739,24 +689,12 @@ impl Decode for Node {
         }
         if version >= 2 {
             this.listeners = {
-                let n = p::read_array_len(buf, flexible, 1)?
+                let n = p::read_array_len(buf, flexible, 5)?
                     .ok_or(DecodeError::UnexpectedNull("Node.listeners"))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(Listener::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| Ok(Listener::decode(buf, version)?))?
             };
         }
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -946,34 +884,36 @@ impl Decode for DescribeQuorumResponsePartitionData {
         this.leader_epoch = p::read_i32(buf)?;
         this.high_watermark = p::read_i64(buf)?;
         this.current_voters = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 13,
+                    ..=1 => 29,
+                    _ => 45,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DescribeQuorumResponsePartitionData.current_voters",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(ReplicaState::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(ReplicaState::decode(buf, version)?))?
         };
         this.observers = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 13,
+                    ..=1 => 29,
+                    _ => 45,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DescribeQuorumResponsePartitionData.observers",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(ReplicaState::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(ReplicaState::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -1123,15 +1063,7 @@ impl Decode for ReplicaState {
         if version >= 1 {
             this.last_caught_up_timestamp = p::read_i64(buf)?;
         }
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -1235,24 +1167,22 @@ impl Decode for DescribeQuorumResponseTopicData {
         this.topic_name =
             p::read_string(buf, flexible, "DescribeQuorumResponseTopicData.topic_name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 25,
+                    _ => 26,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DescribeQuorumResponseTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DescribeQuorumResponsePartitionData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(DescribeQuorumResponsePartitionData::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

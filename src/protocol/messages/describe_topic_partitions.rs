@@ -104,14 +104,10 @@ impl Decode for DescribeTopicPartitionsRequest {
         let flexible = true;
         let mut this = Self::default();
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 2)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeTopicPartitionsRequest.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(TopicRequest::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(TopicRequest::decode(buf, version)?))?
         };
         this.response_partition_limit = p::read_i32(buf)?;
         this.cursor = if p::read_i8(buf)? < 0 {
@@ -119,15 +115,7 @@ impl Decode for DescribeTopicPartitionsRequest {
         } else {
             Some(DescribeTopicPartitionsRequestCursor::decode(buf, version)?)
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -232,15 +220,7 @@ impl Decode for DescribeTopicPartitionsRequestCursor {
             "DescribeTopicPartitionsRequestCursor.topic_name",
         )?;
         this.partition_index = p::read_i32(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -305,15 +285,7 @@ impl Decode for TopicRequest {
         let flexible = true;
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "TopicRequest.name")?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -427,29 +399,19 @@ impl Decode for DescribeTopicPartitionsResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 26)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeTopicPartitionsResponse.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DescribeTopicPartitionsResponseTopic::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(DescribeTopicPartitionsResponseTopic::decode(buf, version)?)
+            })?
         };
         this.next_cursor = if p::read_i8(buf)? < 0 {
             None
         } else {
             Some(DescribeTopicPartitionsResponseCursor::decode(buf, version)?)
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -554,15 +516,7 @@ impl Decode for DescribeTopicPartitionsResponseCursor {
             "DescribeTopicPartitionsResponseCursor.topic_name",
         )?;
         this.partition_index = p::read_i32(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -770,61 +724,29 @@ impl Decode for DescribeTopicPartitionsResponsePartition {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeTopicPartitionsResponsePartition.replica_nodes",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
         this.isr_nodes = {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeTopicPartitionsResponsePartition.isr_nodes",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
         this.eligible_leader_replicas = match p::read_array_len(buf, flexible, 4)? {
             None => None,
-            Some(n) => {
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(p::read_i32(buf)?);
-                }
-                Some(items)
-            }
+            Some(n) => Some(p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?),
         };
         this.last_known_elr = match p::read_array_len(buf, flexible, 4)? {
             None => None,
-            Some(n) => {
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(p::read_i32(buf)?);
-                }
-                Some(items)
-            }
+            Some(n) => Some(p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?),
         };
         this.offline_replicas = {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeTopicPartitionsResponsePartition.offline_replicas",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -1014,27 +936,17 @@ impl Decode for DescribeTopicPartitionsResponseTopic {
         this.topic_id = p::read_uuid(buf)?;
         this.is_internal = p::read_bool(buf)?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 20)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeTopicPartitionsResponseTopic.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DescribeTopicPartitionsResponsePartition::decode(
+            p::read_array(buf, n, |buf| {
+                Ok(DescribeTopicPartitionsResponsePartition::decode(
                     buf, version,
-                )?);
-            }
-            items
+                )?)
+            })?
         };
         this.topic_authorized_operations = p::read_i32(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

@@ -86,25 +86,15 @@ impl Decode for DescribeTransactionsRequest {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                 DecodeError::UnexpectedNull("DescribeTransactionsRequest.transactional_ids"),
             )?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_string(
+            p::read_array(buf, n, |buf| {
+                Ok(p::read_string(
                     buf,
                     flexible,
                     "DescribeTransactionsRequest.transactional_ids",
-                )?);
-            }
-            items
+                )?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -212,24 +202,12 @@ impl Decode for DescribeTransactionsResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.transaction_states = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 28)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeTransactionsResponse.transaction_states",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(TransactionState::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(TransactionState::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -328,21 +306,9 @@ impl Decode for TopicData {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 4)?
                 .ok_or(DecodeError::UnexpectedNull("TopicData.partitions"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -503,23 +469,11 @@ impl Decode for TransactionState {
         this.producer_id = p::read_i64(buf)?;
         this.producer_epoch = p::read_i16(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 3)?
                 .ok_or(DecodeError::UnexpectedNull("TransactionState.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(TopicData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(TopicData::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

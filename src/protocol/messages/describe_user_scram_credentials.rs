@@ -89,25 +89,13 @@ impl Decode for DescribeUserScramCredentialsRequest {
         }
         let flexible = true;
         let mut this = Self::default();
-        this.users = match p::read_array_len(buf, flexible, 1)? {
+        this.users = match p::read_array_len(buf, flexible, 2)? {
             None => None,
-            Some(n) => {
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(UserName::decode(buf, version)?);
-                }
-                Some(items)
-            }
+            Some(n) => Some(p::read_array(buf, n, |buf| {
+                Ok(UserName::decode(buf, version)?)
+            })?),
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -189,15 +177,7 @@ impl Decode for UserName {
         let flexible = true;
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "UserName.name")?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -332,24 +312,14 @@ impl Decode for DescribeUserScramCredentialsResponse {
             "DescribeUserScramCredentialsResponse.error_message",
         )?;
         this.results = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeUserScramCredentialsResponse.results",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DescribeUserScramCredentialsResult::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(DescribeUserScramCredentialsResult::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -446,15 +416,7 @@ impl Decode for CredentialInfo {
         let mut this = Self::default();
         this.mechanism = p::read_i8(buf)?;
         this.iterations = p::read_i32(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -583,24 +545,12 @@ impl Decode for DescribeUserScramCredentialsResult {
             "DescribeUserScramCredentialsResult.error_message",
         )?;
         this.credential_infos = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeUserScramCredentialsResult.credential_infos",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(CredentialInfo::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(CredentialInfo::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

@@ -114,27 +114,22 @@ impl Decode for ElectLeadersRequest {
         if version >= 1 {
             this.election_type = p::read_i8(buf)?;
         }
-        this.topic_partitions = match p::read_array_len(buf, flexible, 1)? {
+        this.topic_partitions = match p::read_array_len(
+            buf,
+            flexible,
+            match version {
+                ..=1 => 6,
+                _ => 3,
+            },
+        )? {
             None => None,
-            Some(n) => {
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(TopicPartitions::decode(buf, version)?);
-                }
-                Some(items)
-            }
+            Some(n) => Some(p::read_array(buf, n, |buf| {
+                Ok(TopicPartitions::decode(buf, version)?)
+            })?),
         };
         this.timeout_ms = p::read_i32(buf)?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -245,22 +240,10 @@ impl Decode for TopicPartitions {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 4)?
                 .ok_or(DecodeError::UnexpectedNull("TopicPartitions.partitions"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -384,25 +367,23 @@ impl Decode for ElectLeadersResponse {
             this.error_code = p::read_i16(buf)?;
         }
         this.replica_election_results = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "ElectLeadersResponse.replica_election_results",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(ReplicaElectionResult::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(ReplicaElectionResult::decode(buf, version)?)
+            })?
         };
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -518,15 +499,7 @@ impl Decode for PartitionResult {
         this.error_message =
             p::read_nullable_string(buf, flexible, "PartitionResult.error_message")?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -617,25 +590,13 @@ impl Decode for ReplicaElectionResult {
         let mut this = Self::default();
         this.topic = p::read_string(buf, flexible, "ReplicaElectionResult.topic")?;
         this.partition_result = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 8)?.ok_or(DecodeError::UnexpectedNull(
                 "ReplicaElectionResult.partition_result",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(PartitionResult::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(PartitionResult::decode(buf, version)?))?
         };
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -117,36 +117,29 @@ impl Decode for EndQuorumEpochRequest {
         this.cluster_id =
             p::read_nullable_string(buf, flexible, "EndQuorumEpochRequest.cluster_id")?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("EndQuorumEpochRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(EndQuorumEpochRequestTopicData::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("EndQuorumEpochRequest.topics"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(EndQuorumEpochRequestTopicData::decode(buf, version)?)
+            })?
         };
         if version >= 1 {
             this.leader_endpoints = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 5)?.ok_or(DecodeError::UnexpectedNull(
                     "EndQuorumEpochRequest.leader_endpoints",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(LeaderEndpoint::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| Ok(LeaderEndpoint::decode(buf, version)?))?
             };
         }
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -294,15 +287,7 @@ impl Decode for LeaderEndpoint {
             this.port = p::read_u16(buf)?;
         }
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -446,35 +431,20 @@ impl Decode for EndQuorumEpochRequestPartitionData {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "EndQuorumEpochRequestPartitionData.preferred_successors",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(p::read_i32(buf)?);
-                }
-                items
+                p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
             };
         }
         if version >= 1 {
             this.preferred_candidates = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
-                    "EndQuorumEpochRequestPartitionData.preferred_candidates",
-                ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(ReplicaInfo::decode(buf, version)?);
-                }
-                items
+                let n =
+                    p::read_array_len(buf, flexible, 21)?.ok_or(DecodeError::UnexpectedNull(
+                        "EndQuorumEpochRequestPartitionData.preferred_candidates",
+                    ))?;
+                p::read_array(buf, n, |buf| Ok(ReplicaInfo::decode(buf, version)?))?
             };
         }
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -596,15 +566,7 @@ impl Decode for ReplicaInfo {
             this.candidate_directory_id = p::read_uuid(buf)?;
         }
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -704,25 +666,23 @@ impl Decode for EndQuorumEpochRequestTopicData {
         this.topic_name =
             p::read_string(buf, flexible, "EndQuorumEpochRequestTopicData.topic_name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 16,
+                    _ => 14,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "EndQuorumEpochRequestTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(EndQuorumEpochRequestPartitionData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(EndQuorumEpochRequestPartitionData::decode(buf, version)?)
+            })?
         };
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -855,39 +815,38 @@ impl Decode for EndQuorumEpochResponse {
         let mut this = Self::default();
         this.error_code = p::read_i16(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("EndQuorumEpochResponse.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(EndQuorumEpochResponseTopicData::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("EndQuorumEpochResponse.topics"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(EndQuorumEpochResponseTopicData::decode(buf, version)?)
+            })?
         };
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, mut value) = p::read_tagged_field(buf)?;
+            let mut tags = p::TaggedFieldReader::new(buf)?;
+            while let Some((tag, mut value)) = tags.next(buf)? {
                 match tag {
                     0 if version >= 1 => {
                         let buf = &mut value;
                         this.node_endpoints = {
-                            let n = p::read_array_len(buf, flexible, 1)?.ok_or(
+                            let n = p::read_array_len(buf, flexible, 8)?.ok_or(
                                 DecodeError::UnexpectedNull(
                                     "EndQuorumEpochResponse.node_endpoints",
                                 ),
                             )?;
-                            let mut items = Vec::with_capacity(n);
-                            for _ in 0..n {
-                                items.push(NodeEndpoint::decode(buf, version)?);
-                            }
-                            items
+                            p::read_array(buf, n, |buf| Ok(NodeEndpoint::decode(buf, version)?))?
                         };
                     }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
+                    _ => tags.keep(),
                 }
             }
+            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -1031,15 +990,7 @@ impl Decode for NodeEndpoint {
             this.port = p::read_u16(buf)?;
         }
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1151,15 +1102,7 @@ impl Decode for EndQuorumEpochResponsePartitionData {
         this.leader_id = p::read_i32(buf)?;
         this.leader_epoch = p::read_i32(buf)?;
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1253,25 +1196,23 @@ impl Decode for EndQuorumEpochResponseTopicData {
         this.topic_name =
             p::read_string(buf, flexible, "EndQuorumEpochResponseTopicData.topic_name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 14,
+                    _ => 15,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "EndQuorumEpochResponseTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(EndQuorumEpochResponsePartitionData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(EndQuorumEpochResponsePartitionData::decode(buf, version)?)
+            })?
         };
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -108,15 +108,7 @@ impl Decode for EndTxnRequest {
         this.producer_epoch = p::read_i16(buf)?;
         this.committed = p::read_bool(buf)?;
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -244,15 +236,7 @@ impl Decode for EndTxnResponse {
             this.producer_epoch = p::read_i16(buf)?;
         }
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

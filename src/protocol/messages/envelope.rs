@@ -108,15 +108,7 @@ impl Decode for EnvelopeRequest {
         this.request_principal = p::read_nullable_bytes(buf, flexible)?;
         this.client_host_address =
             p::read_bytes(buf, flexible, "EnvelopeRequest.client_host_address")?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -222,15 +214,7 @@ impl Decode for EnvelopeResponse {
         let mut this = Self::default();
         this.response_data = p::read_nullable_bytes(buf, flexible)?;
         this.error_code = p::read_i16(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

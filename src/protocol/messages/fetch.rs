@@ -257,33 +257,41 @@ impl Decode for FetchRequest {
             this.session_epoch = p::read_i32(buf)?;
         }
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("FetchRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(FetchTopic::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=11 => 6,
+                    ..=12 => 3,
+                    _ => 18,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("FetchRequest.topics"))?;
+            p::read_array(buf, n, |buf| Ok(FetchTopic::decode(buf, version)?))?
         };
         if version >= 7 {
             this.forgotten_topics_data = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=11 => 6,
+                        ..=12 => 3,
+                        _ => 18,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "FetchRequest.forgotten_topics_data",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(ForgottenTopic::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| Ok(ForgottenTopic::decode(buf, version)?))?
             };
         }
         if version >= 11 {
             this.rack_id = p::read_string(buf, flexible, "FetchRequest.rack_id")?;
         }
         if version >= 12 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, mut value) = p::read_tagged_field(buf)?;
+            let mut tags = p::TaggedFieldReader::new(buf)?;
+            while let Some((tag, mut value)) = tags.next(buf)? {
                 match tag {
                     0 if version >= 12 => {
                         let buf = &mut value;
@@ -294,11 +302,10 @@ impl Decode for FetchRequest {
                         let buf = &mut value;
                         this.replica_state = ReplicaState::decode(buf, version)?;
                     }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
+                    _ => tags.keep(),
                 }
             }
+            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -523,19 +530,17 @@ impl Decode for FetchPartition {
         }
         this.partition_max_bytes = p::read_i32(buf)?;
         if version >= 12 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, mut value) = p::read_tagged_field(buf)?;
+            let mut tags = p::TaggedFieldReader::new(buf)?;
+            while let Some((tag, mut value)) = tags.next(buf)? {
                 match tag {
                     0 if version >= 17 => {
                         let buf = &mut value;
                         this.replica_directory_id = p::read_uuid(buf)?;
                     }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
+                    _ => tags.keep(),
                 }
             }
+            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -660,24 +665,21 @@ impl Decode for FetchTopic {
             this.topic_id = p::read_uuid(buf)?;
         }
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("FetchTopic.partitions"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(FetchPartition::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=4 => 16,
+                    ..=8 => 24,
+                    ..=11 => 28,
+                    _ => 33,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("FetchTopic.partitions"))?;
+            p::read_array(buf, n, |buf| Ok(FetchPartition::decode(buf, version)?))?
         };
         if version >= 12 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -807,23 +809,11 @@ impl Decode for ForgottenTopic {
             this.partitions = {
                 let n = p::read_array_len(buf, flexible, 4)?
                     .ok_or(DecodeError::UnexpectedNull("ForgottenTopic.partitions"))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(p::read_i32(buf)?);
-                }
-                items
+                p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
             };
         }
         if version >= 12 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -940,15 +930,7 @@ impl Decode for ReplicaState {
             this.replica_epoch = p::read_i64(buf)?;
         }
         if version >= 12 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1117,37 +1099,37 @@ impl Decode for FetchResponse {
             this.session_id = p::read_i32(buf)?;
         }
         this.responses = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("FetchResponse.responses"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(FetchableTopicResponse::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=11 => 6,
+                    ..=12 => 3,
+                    _ => 18,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("FetchResponse.responses"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(FetchableTopicResponse::decode(buf, version)?)
+            })?
         };
         if version >= 12 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, mut value) = p::read_tagged_field(buf)?;
+            let mut tags = p::TaggedFieldReader::new(buf)?;
+            while let Some((tag, mut value)) = tags.next(buf)? {
                 match tag {
                     0 if version >= 16 => {
                         let buf = &mut value;
                         this.node_endpoints = {
-                            let n = p::read_array_len(buf, flexible, 1)?.ok_or(
+                            let n = p::read_array_len(buf, flexible, 11)?.ok_or(
                                 DecodeError::UnexpectedNull("FetchResponse.node_endpoints"),
                             )?;
-                            let mut items = Vec::with_capacity(n);
-                            for _ in 0..n {
-                                items.push(NodeEndpoint::decode(buf, version)?);
-                            }
-                            items
+                            p::read_array(buf, n, |buf| Ok(NodeEndpoint::decode(buf, version)?))?
                         };
                     }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
+                    _ => tags.keep(),
                 }
             }
+            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -1284,15 +1266,7 @@ impl Decode for AbortedTransaction {
             this.first_offset = p::read_i64(buf)?;
         }
         if version >= 12 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1397,15 +1371,7 @@ impl Decode for EpochEndOffset {
             this.end_offset = p::read_i64(buf)?;
         }
         if version >= 12 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1517,25 +1483,24 @@ impl Decode for FetchableTopicResponse {
             this.topic_id = p::read_uuid(buf)?;
         }
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=3 => 18,
+                    ..=4 => 30,
+                    ..=10 => 38,
+                    ..=11 => 42,
+                    _ => 37,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "FetchableTopicResponse.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(PartitionData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(PartitionData::decode(buf, version)?))?
         };
         if version >= 12 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1648,15 +1613,7 @@ impl Decode for LeaderIdAndEpoch {
             this.leader_epoch = p::read_i32(buf)?;
         }
         if version >= 12 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1806,15 +1763,7 @@ impl Decode for NodeEndpoint {
             this.rack = p::read_nullable_string(buf, flexible, "NodeEndpoint.rack")?;
         }
         if version >= 12 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -2063,15 +2012,18 @@ impl Decode for PartitionData {
             this.log_start_offset = p::read_i64(buf)?;
         }
         if version >= 4 {
-            this.aborted_transactions = match p::read_array_len(buf, flexible, 1)? {
+            this.aborted_transactions = match p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=11 => 16,
+                    _ => 17,
+                },
+            )? {
                 None => None,
-                Some(n) => {
-                    let mut items = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        items.push(AbortedTransaction::decode(buf, version)?);
-                    }
-                    Some(items)
-                }
+                Some(n) => Some(p::read_array(buf, n, |buf| {
+                    Ok(AbortedTransaction::decode(buf, version)?)
+                })?),
             };
         }
         if version >= 11 {
@@ -2079,9 +2031,8 @@ impl Decode for PartitionData {
         }
         this.records = p::read_nullable_bytes(buf, flexible)?;
         if version >= 12 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, mut value) = p::read_tagged_field(buf)?;
+            let mut tags = p::TaggedFieldReader::new(buf)?;
+            while let Some((tag, mut value)) = tags.next(buf)? {
                 match tag {
                     0 if version >= 12 => {
                         let buf = &mut value;
@@ -2095,11 +2046,10 @@ impl Decode for PartitionData {
                         let buf = &mut value;
                         this.snapshot_id = SnapshotId::decode(buf, version)?;
                     }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
+                    _ => tags.keep(),
                 }
             }
+            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -2230,15 +2180,7 @@ impl Decode for SnapshotId {
         this.end_offset = p::read_i64(buf)?;
         this.epoch = p::read_i32(buf)?;
         if version >= 12 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -128,28 +128,24 @@ impl Decode for FetchSnapshotRequest {
         this.replica_id = p::read_i32(buf)?;
         this.max_bytes = p::read_i32(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 3)?
                 .ok_or(DecodeError::UnexpectedNull("FetchSnapshotRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(FetchSnapshotRequestTopicSnapshot::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(FetchSnapshotRequestTopicSnapshot::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, mut value) = p::read_tagged_field(buf)?;
+        let mut tags = p::TaggedFieldReader::new(buf)?;
+        while let Some((tag, mut value)) = tags.next(buf)? {
             match tag {
                 0 => {
                     let buf = &mut value;
                     this.cluster_id =
                         p::read_nullable_string(buf, flexible, "FetchSnapshotRequest.cluster_id")?;
                 }
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
+                _ => tags.keep(),
             }
         }
+        this.unknown_tagged_fields = tags.finish();
         Ok(this)
     }
 }
@@ -284,19 +280,17 @@ impl Decode for FetchSnapshotRequestPartitionSnapshot {
         this.current_leader_epoch = p::read_i32(buf)?;
         this.snapshot_id = FetchSnapshotRequestSnapshotId::decode(buf, version)?;
         this.position = p::read_i64(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, mut value) = p::read_tagged_field(buf)?;
+        let mut tags = p::TaggedFieldReader::new(buf)?;
+        while let Some((tag, mut value)) = tags.next(buf)? {
             match tag {
                 0 if version >= 1 => {
                     let buf = &mut value;
                     this.replica_directory_id = p::read_uuid(buf)?;
                 }
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
+                _ => tags.keep(),
             }
         }
+        this.unknown_tagged_fields = tags.finish();
         Ok(this)
     }
 }
@@ -378,15 +372,7 @@ impl Decode for FetchSnapshotRequestSnapshotId {
         let mut this = Self::default();
         this.end_offset = p::read_i64(buf)?;
         this.epoch = p::read_i32(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -474,24 +460,14 @@ impl Decode for FetchSnapshotRequestTopicSnapshot {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "FetchSnapshotRequestTopicSnapshot.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 30)?.ok_or(DecodeError::UnexpectedNull(
                 "FetchSnapshotRequestTopicSnapshot.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(FetchSnapshotRequestPartitionSnapshot::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(FetchSnapshotRequestPartitionSnapshot::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -631,36 +607,28 @@ impl Decode for FetchSnapshotResponse {
         this.throttle_time_ms = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 3)?
                 .ok_or(DecodeError::UnexpectedNull("FetchSnapshotResponse.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(FetchSnapshotResponseTopicSnapshot::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(FetchSnapshotResponseTopicSnapshot::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, mut value) = p::read_tagged_field(buf)?;
+        let mut tags = p::TaggedFieldReader::new(buf)?;
+        while let Some((tag, mut value)) = tags.next(buf)? {
             match tag {
                 0 if version >= 1 => {
                     let buf = &mut value;
                     this.node_endpoints = {
-                        let n = p::read_array_len(buf, flexible, 1)?.ok_or(
+                        let n = p::read_array_len(buf, flexible, 8)?.ok_or(
                             DecodeError::UnexpectedNull("FetchSnapshotResponse.node_endpoints"),
                         )?;
-                        let mut items = Vec::with_capacity(n);
-                        for _ in 0..n {
-                            items.push(NodeEndpoint::decode(buf, version)?);
-                        }
-                        items
+                        p::read_array(buf, n, |buf| Ok(NodeEndpoint::decode(buf, version)?))?
                     };
                 }
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
+                _ => tags.keep(),
             }
         }
+        this.unknown_tagged_fields = tags.finish();
         Ok(this)
     }
 }
@@ -764,15 +732,7 @@ impl Decode for LeaderIdAndEpoch {
         let mut this = Self::default();
         this.leader_id = p::read_i32(buf)?;
         this.leader_epoch = p::read_i32(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -884,15 +844,7 @@ impl Decode for NodeEndpoint {
         if version >= 1 {
             this.port = p::read_u16(buf)?;
         }
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -1047,19 +999,17 @@ impl Decode for FetchSnapshotResponsePartitionSnapshot {
             flexible,
             "FetchSnapshotResponsePartitionSnapshot.unaligned_records",
         )?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, mut value) = p::read_tagged_field(buf)?;
+        let mut tags = p::TaggedFieldReader::new(buf)?;
+        while let Some((tag, mut value)) = tags.next(buf)? {
             match tag {
                 0 => {
                     let buf = &mut value;
                     this.current_leader = LeaderIdAndEpoch::decode(buf, version)?;
                 }
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
+                _ => tags.keep(),
             }
         }
+        this.unknown_tagged_fields = tags.finish();
         Ok(this)
     }
 }
@@ -1139,15 +1089,7 @@ impl Decode for FetchSnapshotResponseSnapshotId {
         let mut this = Self::default();
         this.end_offset = p::read_i64(buf)?;
         this.epoch = p::read_i32(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -1235,26 +1177,16 @@ impl Decode for FetchSnapshotResponseTopicSnapshot {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "FetchSnapshotResponseTopicSnapshot.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 37)?.ok_or(DecodeError::UnexpectedNull(
                 "FetchSnapshotResponseTopicSnapshot.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(FetchSnapshotResponsePartitionSnapshot::decode(
+            p::read_array(buf, n, |buf| {
+                Ok(FetchSnapshotResponsePartitionSnapshot::decode(
                     buf, version,
-                )?);
-            }
-            items
+                )?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

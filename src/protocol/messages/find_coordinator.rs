@@ -134,27 +134,17 @@ impl Decode for FindCoordinatorRequest {
                 let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                     DecodeError::UnexpectedNull("FindCoordinatorRequest.coordinator_keys"),
                 )?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(p::read_string(
+                p::read_array(buf, n, |buf| {
+                    Ok(p::read_string(
                         buf,
                         flexible,
                         "FindCoordinatorRequest.coordinator_keys",
-                    )?);
-                }
-                items
+                    )?)
+                })?
             };
         }
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -394,26 +384,14 @@ impl Decode for FindCoordinatorResponse {
         }
         if version >= 4 {
             this.coordinators = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
-                    "FindCoordinatorResponse.coordinators",
-                ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(Coordinator::decode(buf, version)?);
-                }
-                items
+                let n = p::read_array_len(buf, flexible, 14)?.ok_or(
+                    DecodeError::UnexpectedNull("FindCoordinatorResponse.coordinators"),
+                )?;
+                p::read_array(buf, n, |buf| Ok(Coordinator::decode(buf, version)?))?
             };
         }
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -640,15 +618,7 @@ impl Decode for Coordinator {
                 p::read_nullable_string(buf, flexible, "Coordinator.error_message")?;
         }
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -70,15 +70,7 @@ impl Decode for GetTelemetrySubscriptionsRequest {
         let flexible = true;
         let mut this = Self::default();
         this.client_instance_id = p::read_uuid(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -261,11 +253,7 @@ impl Decode for GetTelemetrySubscriptionsResponse {
             let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
                 "GetTelemetrySubscriptionsResponse.accepted_compression_types",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i8(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i8(buf)?))?
         };
         this.push_interval_ms = p::read_i32(buf)?;
         this.telemetry_max_bytes = p::read_i32(buf)?;
@@ -274,25 +262,15 @@ impl Decode for GetTelemetrySubscriptionsResponse {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                 DecodeError::UnexpectedNull("GetTelemetrySubscriptionsResponse.requested_metrics"),
             )?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_string(
+            p::read_array(buf, n, |buf| {
+                Ok(p::read_string(
                     buf,
                     flexible,
                     "GetTelemetrySubscriptionsResponse.requested_metrics",
-                )?);
-            }
-            items
+                )?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

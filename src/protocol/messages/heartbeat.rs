@@ -125,15 +125,7 @@ impl Decode for HeartbeatRequest {
                 p::read_nullable_string(buf, flexible, "HeartbeatRequest.group_instance_id")?;
         }
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -245,15 +237,7 @@ impl Decode for HeartbeatResponse {
         }
         this.error_code = p::read_i16(buf)?;
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -134,15 +134,7 @@ impl Decode for InitProducerIdRequest {
             this.producer_epoch = p::read_i16(buf)?;
         }
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -274,15 +266,7 @@ impl Decode for InitProducerIdResponse {
         this.producer_id = p::read_i64(buf)?;
         this.producer_epoch = p::read_i16(buf)?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -93,24 +93,12 @@ impl Decode for InitializeShareGroupStateRequest {
         let mut this = Self::default();
         this.group_id = p::read_string(buf, flexible, "InitializeShareGroupStateRequest.group_id")?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "InitializeShareGroupStateRequest.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(InitializeStateData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(InitializeStateData::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -207,24 +195,12 @@ impl Decode for InitializeStateData {
         let mut this = Self::default();
         this.topic_id = p::read_uuid(buf)?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 17)?.ok_or(DecodeError::UnexpectedNull(
                 "InitializeStateData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(PartitionData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(PartitionData::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -316,15 +292,7 @@ impl Decode for PartitionData {
         this.partition = p::read_i32(buf)?;
         this.state_epoch = p::read_i32(buf)?;
         this.start_offset = p::read_i64(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -410,24 +378,14 @@ impl Decode for InitializeShareGroupStateResponse {
         let flexible = true;
         let mut this = Self::default();
         this.results = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "InitializeShareGroupStateResponse.results",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(InitializeStateResult::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(InitializeStateResult::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -523,24 +481,12 @@ impl Decode for InitializeStateResult {
         let mut this = Self::default();
         this.topic_id = p::read_uuid(buf)?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 8)?.ok_or(DecodeError::UnexpectedNull(
                 "InitializeStateResult.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(PartitionResult::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(PartitionResult::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -640,15 +586,7 @@ impl Decode for PartitionResult {
         this.error_code = p::read_i16(buf)?;
         this.error_message =
             p::read_nullable_string(buf, flexible, "PartitionResult.error_message")?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

@@ -189,27 +189,24 @@ impl Decode for JoinGroupRequest {
         }
         this.protocol_type = p::read_string(buf, flexible, "JoinGroupRequest.protocol_type")?;
         this.protocols = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("JoinGroupRequest.protocols"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(JoinGroupRequestProtocol::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=5 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("JoinGroupRequest.protocols"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(JoinGroupRequestProtocol::decode(buf, version)?)
+            })?
         };
         if version >= 8 {
             this.reason = p::read_nullable_string(buf, flexible, "JoinGroupRequest.reason")?;
         }
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -333,15 +330,7 @@ impl Decode for JoinGroupRequestProtocol {
         this.name = p::read_string(buf, flexible, "JoinGroupRequestProtocol.name")?;
         this.metadata = p::read_bytes(buf, flexible, "JoinGroupRequestProtocol.metadata")?;
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -571,24 +560,22 @@ impl Decode for JoinGroupResponse {
         }
         this.member_id = p::read_string(buf, flexible, "JoinGroupResponse.member_id")?;
         this.members = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("JoinGroupResponse.members"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(JoinGroupResponseMember::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=4 => 6,
+                    ..=5 => 8,
+                    _ => 4,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("JoinGroupResponse.members"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(JoinGroupResponseMember::decode(buf, version)?)
+            })?
         };
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -753,15 +740,7 @@ impl Decode for JoinGroupResponseMember {
         }
         this.metadata = p::read_bytes(buf, flexible, "JoinGroupResponseMember.metadata")?;
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

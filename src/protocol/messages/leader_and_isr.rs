@@ -204,48 +204,51 @@ impl Decode for LeaderAndIsrRequest {
         }
         if version <= 1 {
             this.ungrouped_partition_states = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=0 => 30,
+                        _ => 31,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "LeaderAndIsrRequest.ungrouped_partition_states",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(LeaderAndIsrPartitionState::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(LeaderAndIsrPartitionState::decode(buf, version)?)
+                })?
             };
         }
         if version >= 2 {
             this.topic_states = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=3 => 6,
+                        ..=4 => 3,
+                        _ => 19,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "LeaderAndIsrRequest.topic_states",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(LeaderAndIsrTopicState::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(LeaderAndIsrTopicState::decode(buf, version)?)
+                })?
             };
         }
         this.live_leaders = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 10)?.ok_or(DecodeError::UnexpectedNull(
                 "LeaderAndIsrRequest.live_leaders",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(LeaderAndIsrLiveLeader::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(LeaderAndIsrLiveLeader::decode(buf, version)?)
+            })?
         };
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -395,15 +398,7 @@ impl Decode for LeaderAndIsrLiveLeader {
         this.host_name = p::read_string(buf, flexible, "LeaderAndIsrLiveLeader.host_name")?;
         this.port = p::read_i32(buf)?;
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -634,33 +629,21 @@ impl Decode for LeaderAndIsrPartitionState {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "LeaderAndIsrPartitionState.isr",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
         this.partition_epoch = p::read_i32(buf)?;
         this.replicas = {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "LeaderAndIsrPartitionState.replicas",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
         if version >= 3 {
             this.adding_replicas = {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "LeaderAndIsrPartitionState.adding_replicas",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(p::read_i32(buf)?);
-                }
-                items
+                p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
             };
         }
         if version >= 3 {
@@ -668,11 +651,7 @@ impl Decode for LeaderAndIsrPartitionState {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "LeaderAndIsrPartitionState.removing_replicas",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(p::read_i32(buf)?);
-                }
-                items
+                p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
             };
         }
         if version >= 1 {
@@ -682,15 +661,7 @@ impl Decode for LeaderAndIsrPartitionState {
             this.leader_recovery_state = p::read_i8(buf)?;
         }
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -870,26 +841,26 @@ impl Decode for LeaderAndIsrTopicState {
         }
         if version >= 2 {
             this.partition_states = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=2 => 29,
+                        ..=3 => 37,
+                        ..=5 => 26,
+                        _ => 27,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "LeaderAndIsrTopicState.partition_states",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(LeaderAndIsrPartitionState::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(LeaderAndIsrPartitionState::decode(buf, version)?)
+                })?
             };
         }
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1041,37 +1012,25 @@ impl Decode for LeaderAndIsrResponse {
         this.error_code = p::read_i16(buf)?;
         if version <= 4 {
             this.partition_errors = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 8)?.ok_or(DecodeError::UnexpectedNull(
                     "LeaderAndIsrResponse.partition_errors",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(LeaderAndIsrPartitionError::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(LeaderAndIsrPartitionError::decode(buf, version)?)
+                })?
             };
         }
         if version >= 5 {
             this.topics = {
-                let n = p::read_array_len(buf, flexible, 1)?
+                let n = p::read_array_len(buf, flexible, 18)?
                     .ok_or(DecodeError::UnexpectedNull("LeaderAndIsrResponse.topics"))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(LeaderAndIsrTopicError::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(LeaderAndIsrTopicError::decode(buf, version)?)
+                })?
             };
         }
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1202,15 +1161,7 @@ impl Decode for LeaderAndIsrPartitionError {
         this.partition_index = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1318,26 +1269,16 @@ impl Decode for LeaderAndIsrTopicError {
         }
         if version >= 5 {
             this.partition_errors = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 7)?.ok_or(DecodeError::UnexpectedNull(
                     "LeaderAndIsrTopicError.partition_errors",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(LeaderAndIsrPartitionError::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(LeaderAndIsrPartitionError::decode(buf, version)?)
+                })?
             };
         }
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

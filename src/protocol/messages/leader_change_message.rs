@@ -115,33 +115,32 @@ impl Decode for LeaderChangeMessage {
         this.version = p::read_i16(buf)?;
         this.leader_id = p::read_i32(buf)?;
         this.voters = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("LeaderChangeMessage.voters"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(Voter::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 5,
+                    _ => 21,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("LeaderChangeMessage.voters"))?;
+            p::read_array(buf, n, |buf| Ok(Voter::decode(buf, version)?))?
         };
         this.granting_voters = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 5,
+                    _ => 21,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "LeaderChangeMessage.granting_voters",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(Voter::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(Voter::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -248,15 +247,7 @@ impl Decode for Voter {
         if version >= 1 {
             this.voter_directory_id = p::read_uuid(buf)?;
         }
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

@@ -122,25 +122,21 @@ impl Decode for LeaveGroupRequest {
         }
         if version >= 3 {
             this.members = {
-                let n = p::read_array_len(buf, flexible, 1)?
-                    .ok_or(DecodeError::UnexpectedNull("LeaveGroupRequest.members"))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(MemberIdentity::decode(buf, version)?);
-                }
-                items
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=3 => 4,
+                        ..=4 => 3,
+                        _ => 4,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull("LeaveGroupRequest.members"))?;
+                p::read_array(buf, n, |buf| Ok(MemberIdentity::decode(buf, version)?))?
             };
         }
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -294,15 +290,7 @@ impl Decode for MemberIdentity {
             this.reason = p::read_nullable_string(buf, flexible, "MemberIdentity.reason")?;
         }
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -443,25 +431,20 @@ impl Decode for LeaveGroupResponse {
         this.error_code = p::read_i16(buf)?;
         if version >= 3 {
             this.members = {
-                let n = p::read_array_len(buf, flexible, 1)?
-                    .ok_or(DecodeError::UnexpectedNull("LeaveGroupResponse.members"))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(MemberResponse::decode(buf, version)?);
-                }
-                items
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=3 => 6,
+                        _ => 5,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull("LeaveGroupResponse.members"))?;
+                p::read_array(buf, n, |buf| Ok(MemberResponse::decode(buf, version)?))?
             };
         }
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -613,15 +596,7 @@ impl Decode for MemberResponse {
             this.error_code = p::read_i16(buf)?;
         }
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -59,15 +59,7 @@ impl Decode for ListClientMetricsResourcesRequest {
         let flexible = true;
         let _ = flexible;
         let mut this = Self::default();
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -177,24 +169,14 @@ impl Decode for ListClientMetricsResourcesResponse {
         this.throttle_time_ms = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         this.client_metrics_resources = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 2)?.ok_or(DecodeError::UnexpectedNull(
                 "ListClientMetricsResourcesResponse.client_metrics_resources",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(ClientMetricsResource::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(ClientMetricsResource::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -274,15 +256,7 @@ impl Decode for ClientMetricsResource {
         let flexible = true;
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "ClientMetricsResource.name")?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

@@ -115,15 +115,13 @@ impl Decode for ListGroupsRequest {
                 let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                     DecodeError::UnexpectedNull("ListGroupsRequest.states_filter"),
                 )?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(p::read_string(
+                p::read_array(buf, n, |buf| {
+                    Ok(p::read_string(
                         buf,
                         flexible,
                         "ListGroupsRequest.states_filter",
-                    )?);
-                }
-                items
+                    )?)
+                })?
             };
         }
         if version >= 5 {
@@ -131,27 +129,17 @@ impl Decode for ListGroupsRequest {
                 let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                     DecodeError::UnexpectedNull("ListGroupsRequest.types_filter"),
                 )?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(p::read_string(
+                p::read_array(buf, n, |buf| {
+                    Ok(p::read_string(
                         buf,
                         flexible,
                         "ListGroupsRequest.types_filter",
-                    )?);
-                }
-                items
+                    )?)
+                })?
             };
         }
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -292,24 +280,21 @@ impl Decode for ListGroupsResponse {
         }
         this.error_code = p::read_i16(buf)?;
         this.groups = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("ListGroupsResponse.groups"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(ListedGroup::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=2 => 4,
+                    ..=3 => 3,
+                    ..=4 => 4,
+                    _ => 5,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("ListGroupsResponse.groups"))?;
+            p::read_array(buf, n, |buf| Ok(ListedGroup::decode(buf, version)?))?
         };
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -440,15 +425,7 @@ impl Decode for ListedGroup {
             this.group_type = p::read_string(buf, flexible, "ListedGroup.group_type")?;
         }
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -120,27 +120,22 @@ impl Decode for ListOffsetsRequest {
             this.isolation_level = p::read_i8(buf)?;
         }
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("ListOffsetsRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(ListOffsetsTopic::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=5 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("ListOffsetsRequest.topics"))?;
+            p::read_array(buf, n, |buf| Ok(ListOffsetsTopic::decode(buf, version)?))?
         };
         if version >= 10 {
             this.timeout_ms = p::read_i32(buf)?;
         }
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -276,15 +271,7 @@ impl Decode for ListOffsetsPartition {
             this.max_num_offsets = p::read_i32(buf)?;
         }
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -380,24 +367,23 @@ impl Decode for ListOffsetsTopic {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "ListOffsetsTopic.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("ListOffsetsTopic.partitions"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(ListOffsetsPartition::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 16,
+                    ..=3 => 12,
+                    ..=5 => 16,
+                    _ => 17,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("ListOffsetsTopic.partitions"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(ListOffsetsPartition::decode(buf, version)?)
+            })?
         };
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -506,24 +492,21 @@ impl Decode for ListOffsetsResponse {
             this.throttle_time_ms = p::read_i32(buf)?;
         }
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("ListOffsetsResponse.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(ListOffsetsTopicResponse::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=5 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("ListOffsetsResponse.topics"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(ListOffsetsTopicResponse::decode(buf, version)?)
+            })?
         };
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -696,11 +679,7 @@ impl Decode for ListOffsetsPartitionResponse {
                 let n = p::read_array_len(buf, flexible, 8)?.ok_or(DecodeError::UnexpectedNull(
                     "ListOffsetsPartitionResponse.old_style_offsets",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(p::read_i64(buf)?);
-                }
-                items
+                p::read_array(buf, n, |buf| Ok(p::read_i64(buf)?))?
             };
         }
         if version >= 1 {
@@ -713,15 +692,7 @@ impl Decode for ListOffsetsPartitionResponse {
             this.leader_epoch = p::read_i32(buf)?;
         }
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -834,25 +805,25 @@ impl Decode for ListOffsetsTopicResponse {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "ListOffsetsTopicResponse.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 10,
+                    ..=3 => 22,
+                    ..=5 => 26,
+                    _ => 27,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "ListOffsetsTopicResponse.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(ListOffsetsPartitionResponse::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(ListOffsetsPartitionResponse::decode(buf, version)?)
+            })?
         };
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

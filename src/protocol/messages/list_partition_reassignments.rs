@@ -99,25 +99,13 @@ impl Decode for ListPartitionReassignmentsRequest {
         let flexible = true;
         let mut this = Self::default();
         this.timeout_ms = p::read_i32(buf)?;
-        this.topics = match p::read_array_len(buf, flexible, 1)? {
+        this.topics = match p::read_array_len(buf, flexible, 3)? {
             None => None,
-            Some(n) => {
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(ListPartitionReassignmentsTopics::decode(buf, version)?);
-                }
-                Some(items)
-            }
+            Some(n) => Some(p::read_array(buf, n, |buf| {
+                Ok(ListPartitionReassignmentsTopics::decode(buf, version)?)
+            })?),
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -228,21 +216,9 @@ impl Decode for ListPartitionReassignmentsTopics {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "ListPartitionReassignmentsTopics.partition_indexes",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -385,24 +361,14 @@ impl Decode for ListPartitionReassignmentsResponse {
             "ListPartitionReassignmentsResponse.error_message",
         )?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                 "ListPartitionReassignmentsResponse.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(OngoingTopicReassignment::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(OngoingTopicReassignment::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -542,41 +508,21 @@ impl Decode for OngoingPartitionReassignment {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "OngoingPartitionReassignment.replicas",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
         this.adding_replicas = {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "OngoingPartitionReassignment.adding_replicas",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
         this.removing_replicas = {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "OngoingPartitionReassignment.removing_replicas",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -682,24 +628,14 @@ impl Decode for OngoingTopicReassignment {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "OngoingTopicReassignment.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 8)?.ok_or(DecodeError::UnexpectedNull(
                 "OngoingTopicReassignment.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(OngoingPartitionReassignment::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(OngoingPartitionReassignment::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

@@ -114,38 +114,24 @@ impl Decode for ListTransactionsRequest {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                 DecodeError::UnexpectedNull("ListTransactionsRequest.state_filters"),
             )?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_string(
+            p::read_array(buf, n, |buf| {
+                Ok(p::read_string(
                     buf,
                     flexible,
                     "ListTransactionsRequest.state_filters",
-                )?);
-            }
-            items
+                )?)
+            })?
         };
         this.producer_id_filters = {
             let n = p::read_array_len(buf, flexible, 8)?.ok_or(DecodeError::UnexpectedNull(
                 "ListTransactionsRequest.producer_id_filters",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i64(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i64(buf)?))?
         };
         if version >= 1 {
             this.duration_filter = p::read_i64(buf)?;
         }
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -301,35 +287,21 @@ impl Decode for ListTransactionsResponse {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                 DecodeError::UnexpectedNull("ListTransactionsResponse.unknown_state_filters"),
             )?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_string(
+            p::read_array(buf, n, |buf| {
+                Ok(p::read_string(
                     buf,
                     flexible,
                     "ListTransactionsResponse.unknown_state_filters",
-                )?);
-            }
-            items
+                )?)
+            })?
         };
         this.transaction_states = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 11)?.ok_or(DecodeError::UnexpectedNull(
                 "ListTransactionsResponse.transaction_states",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(TransactionState::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(TransactionState::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -448,15 +420,7 @@ impl Decode for TransactionState {
         this.producer_id = p::read_i64(buf)?;
         this.transaction_state =
             p::read_string(buf, flexible, "TransactionState.transaction_state")?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

@@ -137,25 +137,33 @@ impl Decode for MetadataRequest {
         let flexible = version >= 9;
         let mut this = Self::default();
         this.topics = if version >= 1 {
-            match p::read_array_len(buf, flexible, 1)? {
+            match p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=9 => 2,
+                    _ => 18,
+                },
+            )? {
                 None => None,
-                Some(n) => {
-                    let mut items = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        items.push(MetadataRequestTopic::decode(buf, version)?);
-                    }
-                    Some(items)
-                }
+                Some(n) => Some(p::read_array(buf, n, |buf| {
+                    Ok(MetadataRequestTopic::decode(buf, version)?)
+                })?),
             }
         } else {
             Some({
-                let n = p::read_array_len(buf, flexible, 1)?
-                    .ok_or(DecodeError::UnexpectedNull("MetadataRequest.topics"))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(MetadataRequestTopic::decode(buf, version)?);
-                }
-                items
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=9 => 2,
+                        _ => 18,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull("MetadataRequest.topics"))?;
+                p::read_array(buf, n, |buf| {
+                    Ok(MetadataRequestTopic::decode(buf, version)?)
+                })?
             })
         };
         if version >= 4 {
@@ -168,15 +176,7 @@ impl Decode for MetadataRequest {
             this.include_topic_authorized_operations = p::read_bool(buf)?;
         }
         if version >= 9 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -309,15 +309,7 @@ impl Decode for MetadataRequestTopic {
             Some(p::read_string(buf, flexible, "MetadataRequestTopic.name")?)
         };
         if version >= 9 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -489,13 +481,19 @@ impl Decode for MetadataResponse {
             this.throttle_time_ms = p::read_i32(buf)?;
         }
         this.brokers = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("MetadataResponse.brokers"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(MetadataResponseBroker::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 10,
+                    ..=8 => 12,
+                    _ => 11,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("MetadataResponse.brokers"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(MetadataResponseBroker::decode(buf, version)?)
+            })?
         };
         if version >= 2 {
             this.cluster_id =
@@ -505,27 +503,27 @@ impl Decode for MetadataResponse {
             this.controller_id = p::read_i32(buf)?;
         }
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("MetadataResponse.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(MetadataResponseTopic::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 8,
+                    ..=7 => 9,
+                    ..=8 => 13,
+                    ..=9 => 10,
+                    _ => 26,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("MetadataResponse.topics"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(MetadataResponseTopic::decode(buf, version)?)
+            })?
         };
         if version >= 8 && version <= 10 {
             this.cluster_authorized_operations = p::read_i32(buf)?;
         }
         if version >= 9 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -680,15 +678,7 @@ impl Decode for MetadataResponseBroker {
             this.rack = p::read_nullable_string(buf, flexible, "MetadataResponseBroker.rack")?;
         }
         if version >= 9 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -857,44 +847,24 @@ impl Decode for MetadataResponsePartition {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "MetadataResponsePartition.replica_nodes",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
         this.isr_nodes = {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "MetadataResponsePartition.isr_nodes",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
         if version >= 5 {
             this.offline_replicas = {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "MetadataResponsePartition.offline_replicas",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(p::read_i32(buf)?);
-                }
-                items
+                p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
             };
         }
         if version >= 9 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1086,28 +1056,28 @@ impl Decode for MetadataResponseTopic {
             this.is_internal = p::read_bool(buf)?;
         }
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=4 => 18,
+                    ..=6 => 22,
+                    ..=8 => 26,
+                    _ => 18,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "MetadataResponseTopic.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(MetadataResponsePartition::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(MetadataResponsePartition::decode(buf, version)?)
+            })?
         };
         if version >= 8 {
             this.topic_authorized_operations = p::read_i32(buf)?;
         }
         if version >= 9 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -174,24 +174,21 @@ impl Decode for OffsetCommitRequest {
             this.retention_time_ms = p::read_i64(buf)?;
         }
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("OffsetCommitRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(OffsetCommitRequestTopic::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=7 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("OffsetCommitRequest.topics"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(OffsetCommitRequestTopic::decode(buf, version)?)
+            })?
         };
         if version >= 8 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -372,15 +369,7 @@ impl Decode for OffsetCommitRequestPartition {
             "OffsetCommitRequestPartition.committed_metadata",
         )?;
         if version >= 8 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -481,25 +470,25 @@ impl Decode for OffsetCommitRequestTopic {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "OffsetCommitRequestTopic.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 14,
+                    ..=1 => 22,
+                    ..=5 => 14,
+                    _ => 18,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "OffsetCommitRequestTopic.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(OffsetCommitRequestPartition::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(OffsetCommitRequestPartition::decode(buf, version)?)
+            })?
         };
         if version >= 8 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -610,24 +599,21 @@ impl Decode for OffsetCommitResponse {
             this.throttle_time_ms = p::read_i32(buf)?;
         }
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("OffsetCommitResponse.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(OffsetCommitResponseTopic::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=7 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("OffsetCommitResponse.topics"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(OffsetCommitResponseTopic::decode(buf, version)?)
+            })?
         };
         if version >= 8 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -726,15 +712,7 @@ impl Decode for OffsetCommitResponsePartition {
         this.partition_index = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         if version >= 8 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -820,25 +798,23 @@ impl Decode for OffsetCommitResponseTopic {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "OffsetCommitResponseTopic.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=7 => 6,
+                    _ => 7,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "OffsetCommitResponseTopic.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(OffsetCommitResponsePartition::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(OffsetCommitResponsePartition::decode(buf, version)?)
+            })?
         };
         if version >= 8 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -91,13 +91,11 @@ impl Decode for OffsetDeleteRequest {
         let mut this = Self::default();
         this.group_id = p::read_string(buf, flexible, "OffsetDeleteRequest.group_id")?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 6)?
                 .ok_or(DecodeError::UnexpectedNull("OffsetDeleteRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(OffsetDeleteRequestTopic::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(OffsetDeleteRequestTopic::decode(buf, version)?)
+            })?
         };
         Ok(this)
     }
@@ -242,14 +240,12 @@ impl Decode for OffsetDeleteRequestTopic {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "OffsetDeleteRequestTopic.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "OffsetDeleteRequestTopic.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(OffsetDeleteRequestPartition::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(OffsetDeleteRequestPartition::decode(buf, version)?)
+            })?
         };
         Ok(this)
     }
@@ -357,13 +353,11 @@ impl Decode for OffsetDeleteResponse {
         this.error_code = p::read_i16(buf)?;
         this.throttle_time_ms = p::read_i32(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 6)?
                 .ok_or(DecodeError::UnexpectedNull("OffsetDeleteResponse.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(OffsetDeleteResponseTopic::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(OffsetDeleteResponseTopic::decode(buf, version)?)
+            })?
         };
         Ok(this)
     }
@@ -524,14 +518,12 @@ impl Decode for OffsetDeleteResponseTopic {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "OffsetDeleteResponseTopic.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                 "OffsetDeleteResponseTopic.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(OffsetDeleteResponsePartition::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(OffsetDeleteResponsePartition::decode(buf, version)?)
+            })?
         };
         Ok(this)
     }

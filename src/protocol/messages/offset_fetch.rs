@@ -161,52 +161,57 @@ impl Decode for OffsetFetchRequest {
         }
         if version <= 7 {
             this.topics = if version >= 2 {
-                match p::read_array_len(buf, flexible, 1)? {
+                match p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=5 => 6,
+                        _ => 3,
+                    },
+                )? {
                     None => None,
-                    Some(n) => {
-                        let mut items = Vec::with_capacity(n);
-                        for _ in 0..n {
-                            items.push(OffsetFetchRequestTopic::decode(buf, version)?);
-                        }
-                        Some(items)
-                    }
+                    Some(n) => Some(p::read_array(buf, n, |buf| {
+                        Ok(OffsetFetchRequestTopic::decode(buf, version)?)
+                    })?),
                 }
             } else {
                 Some({
-                    let n = p::read_array_len(buf, flexible, 1)?
-                        .ok_or(DecodeError::UnexpectedNull("OffsetFetchRequest.topics"))?;
-                    let mut items = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        items.push(OffsetFetchRequestTopic::decode(buf, version)?);
-                    }
-                    items
+                    let n = p::read_array_len(
+                        buf,
+                        flexible,
+                        match version {
+                            ..=5 => 6,
+                            _ => 3,
+                        },
+                    )?
+                    .ok_or(DecodeError::UnexpectedNull("OffsetFetchRequest.topics"))?;
+                    p::read_array(buf, n, |buf| {
+                        Ok(OffsetFetchRequestTopic::decode(buf, version)?)
+                    })?
                 })
             };
         }
         if version >= 8 {
             this.groups = {
-                let n = p::read_array_len(buf, flexible, 1)?
-                    .ok_or(DecodeError::UnexpectedNull("OffsetFetchRequest.groups"))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(OffsetFetchRequestGroup::decode(buf, version)?);
-                }
-                items
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=8 => 3,
+                        _ => 8,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull("OffsetFetchRequest.groups"))?;
+                p::read_array(buf, n, |buf| {
+                    Ok(OffsetFetchRequestGroup::decode(buf, version)?)
+                })?
             };
         }
         if version >= 7 {
             this.require_stable = p::read_bool(buf)?;
         }
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -404,27 +409,15 @@ impl Decode for OffsetFetchRequestGroup {
             this.member_epoch = p::read_i32(buf)?;
         }
         if version >= 8 {
-            this.topics = match p::read_array_len(buf, flexible, 1)? {
+            this.topics = match p::read_array_len(buf, flexible, 3)? {
                 None => None,
-                Some(n) => {
-                    let mut items = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        items.push(OffsetFetchRequestTopics::decode(buf, version)?);
-                    }
-                    Some(items)
-                }
+                Some(n) => Some(p::read_array(buf, n, |buf| {
+                    Ok(OffsetFetchRequestTopics::decode(buf, version)?)
+                })?),
             };
         }
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -564,23 +557,11 @@ impl Decode for OffsetFetchRequestTopic {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "OffsetFetchRequestTopic.partition_indexes",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(p::read_i32(buf)?);
-                }
-                items
+                p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
             };
         }
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -701,23 +682,11 @@ impl Decode for OffsetFetchRequestTopics {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "OffsetFetchRequestTopics.partition_indexes",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(p::read_i32(buf)?);
-                }
-                items
+                p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
             };
         }
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -877,13 +846,18 @@ impl Decode for OffsetFetchResponse {
         }
         if version <= 7 {
             this.topics = {
-                let n = p::read_array_len(buf, flexible, 1)?
-                    .ok_or(DecodeError::UnexpectedNull("OffsetFetchResponse.topics"))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(OffsetFetchResponseTopic::decode(buf, version)?);
-                }
-                items
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=5 => 6,
+                        _ => 3,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull("OffsetFetchResponse.topics"))?;
+                p::read_array(buf, n, |buf| {
+                    Ok(OffsetFetchResponseTopic::decode(buf, version)?)
+                })?
             };
         }
         if version >= 2 && version <= 7 {
@@ -891,25 +865,15 @@ impl Decode for OffsetFetchResponse {
         }
         if version >= 8 {
             this.groups = {
-                let n = p::read_array_len(buf, flexible, 1)?
+                let n = p::read_array_len(buf, flexible, 5)?
                     .ok_or(DecodeError::UnexpectedNull("OffsetFetchResponse.groups"))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(OffsetFetchResponseGroup::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(OffsetFetchResponseGroup::decode(buf, version)?)
+                })?
             };
         }
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1072,29 +1036,19 @@ impl Decode for OffsetFetchResponseGroup {
         }
         if version >= 8 {
             this.topics = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                     "OffsetFetchResponseGroup.topics",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(OffsetFetchResponseTopics::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(OffsetFetchResponseTopics::decode(buf, version)?)
+                })?
             };
         }
         if version >= 8 {
             this.error_code = p::read_i16(buf)?;
         }
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1278,15 +1232,7 @@ impl Decode for OffsetFetchResponsePartition {
             this.error_code = p::read_i16(buf)?;
         }
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1475,15 +1421,7 @@ impl Decode for OffsetFetchResponsePartitions {
             this.error_code = p::read_i16(buf)?;
         }
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1613,26 +1551,24 @@ impl Decode for OffsetFetchResponseTopic {
         }
         if version <= 7 {
             this.partitions = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=4 => 16,
+                        _ => 20,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "OffsetFetchResponseTopic.partitions",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(OffsetFetchResponsePartition::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(OffsetFetchResponsePartition::decode(buf, version)?)
+                })?
             };
         }
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1752,26 +1688,16 @@ impl Decode for OffsetFetchResponseTopics {
         }
         if version >= 8 {
             this.partitions = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
-                    "OffsetFetchResponseTopics.partitions",
-                ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(OffsetFetchResponsePartitions::decode(buf, version)?);
-                }
-                items
+                let n = p::read_array_len(buf, flexible, 20)?.ok_or(
+                    DecodeError::UnexpectedNull("OffsetFetchResponseTopics.partitions"),
+                )?;
+                p::read_array(buf, n, |buf| {
+                    Ok(OffsetFetchResponsePartitions::decode(buf, version)?)
+                })?
             };
         }
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

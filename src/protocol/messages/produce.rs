@@ -132,24 +132,19 @@ impl Decode for ProduceRequest {
         this.acks = p::read_i16(buf)?;
         this.timeout_ms = p::read_i32(buf)?;
         this.topic_data = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("ProduceRequest.topic_data"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(TopicProduceData::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=8 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("ProduceRequest.topic_data"))?;
+            p::read_array(buf, n, |buf| Ok(TopicProduceData::decode(buf, version)?))?
         };
         if version >= 9 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -259,15 +254,7 @@ impl Decode for PartitionProduceData {
         this.index = p::read_i32(buf)?;
         this.records = p::read_nullable_bytes(buf, flexible)?;
         if version >= 9 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -357,25 +344,23 @@ impl Decode for TopicProduceData {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "TopicProduceData.name")?;
         this.partition_data = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=8 => 8,
+                    _ => 6,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "TopicProduceData.partition_data",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(PartitionProduceData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(PartitionProduceData::decode(buf, version)?)
+            })?
         };
         if version >= 9 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -507,40 +492,39 @@ impl Decode for ProduceResponse {
         let flexible = version >= 9;
         let mut this = Self::default();
         this.responses = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("ProduceResponse.responses"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(TopicProduceResponse::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=8 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("ProduceResponse.responses"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(TopicProduceResponse::decode(buf, version)?)
+            })?
         };
         if version >= 1 {
             this.throttle_time_ms = p::read_i32(buf)?;
         }
         if version >= 9 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, mut value) = p::read_tagged_field(buf)?;
+            let mut tags = p::TaggedFieldReader::new(buf)?;
+            while let Some((tag, mut value)) = tags.next(buf)? {
                 match tag {
                     0 if version >= 10 => {
                         let buf = &mut value;
                         this.node_endpoints = {
-                            let n = p::read_array_len(buf, flexible, 1)?.ok_or(
+                            let n = p::read_array_len(buf, flexible, 11)?.ok_or(
                                 DecodeError::UnexpectedNull("ProduceResponse.node_endpoints"),
                             )?;
-                            let mut items = Vec::with_capacity(n);
-                            for _ in 0..n {
-                                items.push(NodeEndpoint::decode(buf, version)?);
-                            }
-                            items
+                            p::read_array(buf, n, |buf| Ok(NodeEndpoint::decode(buf, version)?))?
                         };
                     }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
+                    _ => tags.keep(),
                 }
             }
+            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -688,15 +672,7 @@ impl Decode for BatchIndexAndErrorMessage {
             )?;
         }
         if version >= 9 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -805,15 +781,7 @@ impl Decode for LeaderIdAndEpoch {
             this.leader_epoch = p::read_i32(buf)?;
         }
         if version >= 9 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -963,15 +931,7 @@ impl Decode for NodeEndpoint {
             this.rack = p::read_nullable_string(buf, flexible, "NodeEndpoint.rack")?;
         }
         if version >= 9 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1171,14 +1131,12 @@ impl Decode for PartitionProduceResponse {
         }
         if version >= 8 {
             this.record_errors = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                     "PartitionProduceResponse.record_errors",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(BatchIndexAndErrorMessage::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(BatchIndexAndErrorMessage::decode(buf, version)?)
+                })?
             };
         }
         if version >= 8 {
@@ -1186,19 +1144,17 @@ impl Decode for PartitionProduceResponse {
                 p::read_nullable_string(buf, flexible, "PartitionProduceResponse.error_message")?;
         }
         if version >= 9 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, mut value) = p::read_tagged_field(buf)?;
+            let mut tags = p::TaggedFieldReader::new(buf)?;
+            while let Some((tag, mut value)) = tags.next(buf)? {
                 match tag {
                     0 if version >= 10 => {
                         let buf = &mut value;
                         this.current_leader = LeaderIdAndEpoch::decode(buf, version)?;
                     }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
+                    _ => tags.keep(),
                 }
             }
+            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -1323,25 +1279,26 @@ impl Decode for TopicProduceResponse {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "TopicProduceResponse.name")?;
         this.partition_responses = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 14,
+                    ..=4 => 22,
+                    ..=7 => 30,
+                    ..=8 => 36,
+                    _ => 33,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "TopicProduceResponse.partition_responses",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(PartitionProduceResponse::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(PartitionProduceResponse::decode(buf, version)?)
+            })?
         };
         if version >= 9 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

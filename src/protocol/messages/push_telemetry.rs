@@ -110,15 +110,7 @@ impl Decode for PushTelemetryRequest {
         this.terminating = p::read_bool(buf)?;
         this.compression_type = p::read_i8(buf)?;
         this.metrics = p::read_bytes(buf, flexible, "PushTelemetryRequest.metrics")?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -215,15 +207,7 @@ impl Decode for PushTelemetryResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

@@ -93,24 +93,12 @@ impl Decode for ReadShareGroupStateRequest {
         let mut this = Self::default();
         this.group_id = p::read_string(buf, flexible, "ReadShareGroupStateRequest.group_id")?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "ReadShareGroupStateRequest.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(ReadStateData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(ReadStateData::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -199,15 +187,7 @@ impl Decode for PartitionData {
         let mut this = Self::default();
         this.partition = p::read_i32(buf)?;
         this.leader_epoch = p::read_i32(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -290,23 +270,11 @@ impl Decode for ReadStateData {
         let mut this = Self::default();
         this.topic_id = p::read_uuid(buf)?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 9)?
                 .ok_or(DecodeError::UnexpectedNull("ReadStateData.partitions"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(PartitionData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(PartitionData::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -398,24 +366,12 @@ impl Decode for ReadShareGroupStateResponse {
         let flexible = true;
         let mut this = Self::default();
         this.results = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "ReadShareGroupStateResponse.results",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(ReadStateResult::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(ReadStateResult::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -559,23 +515,11 @@ impl Decode for PartitionResult {
         this.state_epoch = p::read_i32(buf)?;
         this.start_offset = p::read_i64(buf)?;
         this.state_batches = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 20)?
                 .ok_or(DecodeError::UnexpectedNull("PartitionResult.state_batches"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(StateBatch::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(StateBatch::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -673,23 +617,11 @@ impl Decode for ReadStateResult {
         let mut this = Self::default();
         this.topic_id = p::read_uuid(buf)?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 21)?
                 .ok_or(DecodeError::UnexpectedNull("ReadStateResult.partitions"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(PartitionResult::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(PartitionResult::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -791,15 +723,7 @@ impl Decode for StateBatch {
         this.last_offset = p::read_i64(buf)?;
         this.delivery_state = p::read_i8(buf)?;
         this.delivery_count = p::read_i16(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

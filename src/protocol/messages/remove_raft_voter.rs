@@ -98,15 +98,7 @@ impl Decode for RemoveRaftVoterRequest {
             p::read_nullable_string(buf, flexible, "RemoveRaftVoterRequest.cluster_id")?;
         this.voter_id = p::read_i32(buf)?;
         this.voter_directory_id = p::read_uuid(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -228,15 +220,7 @@ impl Decode for RemoveRaftVoterResponse {
         this.error_code = p::read_i16(buf)?;
         this.error_message =
             p::read_nullable_string(buf, flexible, "RemoveRaftVoterResponse.error_message")?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

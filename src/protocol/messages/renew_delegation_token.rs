@@ -88,15 +88,7 @@ impl Decode for RenewDelegationTokenRequest {
         this.hmac = p::read_bytes(buf, flexible, "RenewDelegationTokenRequest.hmac")?;
         this.renew_period_ms = p::read_i64(buf)?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -204,15 +196,7 @@ impl Decode for RenewDelegationTokenResponse {
         this.expiry_timestamp_ms = p::read_i64(buf)?;
         this.throttle_time_ms = p::read_i32(buf)?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

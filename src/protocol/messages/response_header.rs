@@ -73,15 +73,7 @@ impl Decode for ResponseHeader {
         let mut this = Self::default();
         this.correlation_id = p::read_i32(buf)?;
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -78,15 +78,7 @@ impl Decode for SaslAuthenticateRequest {
         let mut this = Self::default();
         this.auth_bytes = p::read_bytes(buf, flexible, "SaslAuthenticateRequest.auth_bytes")?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -225,15 +217,7 @@ impl Decode for SaslAuthenticateResponse {
             this.session_lifetime_ms = p::read_i64(buf)?;
         }
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

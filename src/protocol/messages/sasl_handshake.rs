@@ -169,15 +169,13 @@ impl Decode for SaslHandshakeResponse {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                 DecodeError::UnexpectedNull("SaslHandshakeResponse.mechanisms"),
             )?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_string(
+            p::read_array(buf, n, |buf| {
+                Ok(p::read_string(
                     buf,
                     flexible,
                     "SaslHandshakeResponse.mechanisms",
-                )?);
-            }
-            items
+                )?)
+            })?
         };
         Ok(this)
     }

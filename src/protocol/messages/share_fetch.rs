@@ -169,33 +169,17 @@ impl Decode for ShareFetchRequest {
         this.min_bytes = p::read_i32(buf)?;
         this.max_bytes = p::read_i32(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 18)?
                 .ok_or(DecodeError::UnexpectedNull("ShareFetchRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(FetchTopic::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(FetchTopic::decode(buf, version)?))?
         };
         this.forgotten_topics_data = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "ShareFetchRequest.forgotten_topics_data",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(ForgottenTopic::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(ForgottenTopic::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -326,21 +310,9 @@ impl Decode for AcknowledgementBatch {
             let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
                 "AcknowledgementBatch.acknowledge_types",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i8(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i8(buf)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -441,24 +413,14 @@ impl Decode for FetchPartition {
         this.partition_index = p::read_i32(buf)?;
         this.partition_max_bytes = p::read_i32(buf)?;
         this.acknowledgement_batches = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "FetchPartition.acknowledgement_batches",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(AcknowledgementBatch::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(AcknowledgementBatch::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -549,23 +511,11 @@ impl Decode for FetchTopic {
         let mut this = Self::default();
         this.topic_id = p::read_uuid(buf)?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 10)?
                 .ok_or(DecodeError::UnexpectedNull("FetchTopic.partitions"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(FetchPartition::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(FetchPartition::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -657,21 +607,9 @@ impl Decode for ForgottenTopic {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 4)?
                 .ok_or(DecodeError::UnexpectedNull("ForgottenTopic.partitions"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -818,33 +756,19 @@ impl Decode for ShareFetchResponse {
         this.error_message =
             p::read_nullable_string(buf, flexible, "ShareFetchResponse.error_message")?;
         this.responses = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 18)?
                 .ok_or(DecodeError::UnexpectedNull("ShareFetchResponse.responses"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(ShareFetchableTopicResponse::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(ShareFetchableTopicResponse::decode(buf, version)?)
+            })?
         };
         this.node_endpoints = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 11)?.ok_or(DecodeError::UnexpectedNull(
                 "ShareFetchResponse.node_endpoints",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(NodeEndpoint::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(NodeEndpoint::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -959,15 +883,7 @@ impl Decode for AcquiredRecords {
         this.first_offset = p::read_i64(buf)?;
         this.last_offset = p::read_i64(buf)?;
         this.delivery_count = p::read_i16(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -1043,15 +959,7 @@ impl Decode for LeaderIdAndEpoch {
         let mut this = Self::default();
         this.leader_id = p::read_i32(buf)?;
         this.leader_epoch = p::read_i32(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -1153,15 +1061,7 @@ impl Decode for NodeEndpoint {
         this.host = p::read_string(buf, flexible, "NodeEndpoint.host")?;
         this.port = p::read_i32(buf)?;
         this.rack = p::read_nullable_string(buf, flexible, "NodeEndpoint.rack")?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -1337,24 +1237,12 @@ impl Decode for PartitionData {
         this.current_leader = LeaderIdAndEpoch::decode(buf, version)?;
         this.records = p::read_nullable_bytes(buf, flexible)?;
         this.acquired_records = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 19)?.ok_or(DecodeError::UnexpectedNull(
                 "PartitionData.acquired_records",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(AcquiredRecords::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(AcquiredRecords::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -1462,24 +1350,12 @@ impl Decode for ShareFetchableTopicResponse {
         let mut this = Self::default();
         this.topic_id = p::read_uuid(buf)?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 22)?.ok_or(DecodeError::UnexpectedNull(
                 "ShareFetchableTopicResponse.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(PartitionData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(PartitionData::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

@@ -90,26 +90,16 @@ impl Decode for ShareGroupDescribeRequest {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                 DecodeError::UnexpectedNull("ShareGroupDescribeRequest.group_ids"),
             )?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_string(
+            p::read_array(buf, n, |buf| {
+                Ok(p::read_string(
                     buf,
                     flexible,
                     "ShareGroupDescribeRequest.group_ids",
-                )?);
-            }
-            items
+                )?)
+            })?
         };
         this.include_authorized_operations = p::read_bool(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -218,24 +208,12 @@ impl Decode for ShareGroupDescribeResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.groups = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 20)?.ok_or(DecodeError::UnexpectedNull(
                 "ShareGroupDescribeResponse.groups",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(DescribedGroup::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(DescribedGroup::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -322,23 +300,11 @@ impl Decode for Assignment {
         let flexible = true;
         let mut this = Self::default();
         this.topic_partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 19)?
                 .ok_or(DecodeError::UnexpectedNull("Assignment.topic_partitions"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(TopicPartitions::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(TopicPartitions::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -514,24 +480,12 @@ impl Decode for DescribedGroup {
         this.assignment_epoch = p::read_i32(buf)?;
         this.assignor_name = p::read_string(buf, flexible, "DescribedGroup.assignor_name")?;
         this.members = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 12)?
                 .ok_or(DecodeError::UnexpectedNull("DescribedGroup.members"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(Member::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(Member::decode(buf, version)?))?
         };
         this.authorized_operations = p::read_i32(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -690,26 +644,16 @@ impl Decode for Member {
         this.subscribed_topic_names = {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?
                 .ok_or(DecodeError::UnexpectedNull("Member.subscribed_topic_names"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_string(
+            p::read_array(buf, n, |buf| {
+                Ok(p::read_string(
                     buf,
                     flexible,
                     "Member.subscribed_topic_names",
-                )?);
-            }
-            items
+                )?)
+            })?
         };
         this.assignment = Assignment::decode(buf, version)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -825,21 +769,9 @@ impl Decode for TopicPartitions {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 4)?
                 .ok_or(DecodeError::UnexpectedNull("TopicPartitions.partitions"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

@@ -80,15 +80,7 @@ impl Decode for SnapshotHeaderRecord {
         let mut this = Self::default();
         this.version = p::read_i16(buf)?;
         this.last_contained_log_timestamp = p::read_i64(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

@@ -208,49 +208,40 @@ impl Decode for StopReplicaRequest {
         }
         if version <= 0 {
             this.ungrouped_partitions = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                     "StopReplicaRequest.ungrouped_partitions",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(StopReplicaPartitionV0::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(StopReplicaPartitionV0::decode(buf, version)?)
+                })?
             };
         }
         if version >= 1 && version <= 2 {
             this.topics = {
-                let n = p::read_array_len(buf, flexible, 1)?
-                    .ok_or(DecodeError::UnexpectedNull("StopReplicaRequest.topics"))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(StopReplicaTopicV1::decode(buf, version)?);
-                }
-                items
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=1 => 6,
+                        _ => 3,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull("StopReplicaRequest.topics"))?;
+                p::read_array(buf, n, |buf| Ok(StopReplicaTopicV1::decode(buf, version)?))?
             };
         }
         if version >= 3 {
             this.topic_states = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                     "StopReplicaRequest.topic_states",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(StopReplicaTopicState::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(StopReplicaTopicState::decode(buf, version)?)
+                })?
             };
         }
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -424,15 +415,7 @@ impl Decode for StopReplicaPartitionState {
             this.delete_partition = p::read_bool(buf)?;
         }
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -547,15 +530,7 @@ impl Decode for StopReplicaPartitionV0 {
             this.partition_index = p::read_i32(buf)?;
         }
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -671,26 +646,16 @@ impl Decode for StopReplicaTopicState {
         }
         if version >= 3 {
             this.partition_states = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
-                    "StopReplicaTopicState.partition_states",
-                ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(StopReplicaPartitionState::decode(buf, version)?);
-                }
-                items
+                let n = p::read_array_len(buf, flexible, 10)?.ok_or(
+                    DecodeError::UnexpectedNull("StopReplicaTopicState.partition_states"),
+                )?;
+                p::read_array(buf, n, |buf| {
+                    Ok(StopReplicaPartitionState::decode(buf, version)?)
+                })?
             };
         }
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -813,23 +778,11 @@ impl Decode for StopReplicaTopicV1 {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "StopReplicaTopicV1.partition_indexes",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(p::read_i32(buf)?);
-                }
-                items
+                p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
             };
         }
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -942,25 +895,15 @@ impl Decode for StopReplicaResponse {
         let mut this = Self::default();
         this.error_code = p::read_i16(buf)?;
         this.partition_errors = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 8)?.ok_or(DecodeError::UnexpectedNull(
                 "StopReplicaResponse.partition_errors",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(StopReplicaPartitionError::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(StopReplicaPartitionError::decode(buf, version)?)
+            })?
         };
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1070,15 +1013,7 @@ impl Decode for StopReplicaPartitionError {
         this.partition_index = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         if version >= 2 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -196,24 +196,21 @@ impl Decode for SyncGroupRequest {
                 p::read_nullable_string(buf, flexible, "SyncGroupRequest.protocol_name")?;
         }
         this.assignments = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("SyncGroupRequest.assignments"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(SyncGroupRequestAssignment::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=3 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("SyncGroupRequest.assignments"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(SyncGroupRequestAssignment::decode(buf, version)?)
+            })?
         };
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -347,15 +344,7 @@ impl Decode for SyncGroupRequestAssignment {
         this.member_id = p::read_string(buf, flexible, "SyncGroupRequestAssignment.member_id")?;
         this.assignment = p::read_bytes(buf, flexible, "SyncGroupRequestAssignment.assignment")?;
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -519,15 +508,7 @@ impl Decode for SyncGroupResponse {
         }
         this.assignment = p::read_bytes(buf, flexible, "SyncGroupResponse.assignment")?;
         if version >= 4 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -206,24 +206,21 @@ impl Decode for TxnOffsetCommitRequest {
                 p::read_nullable_string(buf, flexible, "TxnOffsetCommitRequest.group_instance_id")?;
         }
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("TxnOffsetCommitRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(TxnOffsetCommitRequestTopic::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=2 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("TxnOffsetCommitRequest.topics"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(TxnOffsetCommitRequestTopic::decode(buf, version)?)
+            })?
         };
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -385,15 +382,7 @@ impl Decode for TxnOffsetCommitRequestPartition {
             "TxnOffsetCommitRequestPartition.committed_metadata",
         )?;
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -494,25 +483,23 @@ impl Decode for TxnOffsetCommitRequestTopic {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "TxnOffsetCommitRequestTopic.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 14,
+                    _ => 18,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "TxnOffsetCommitRequestTopic.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(TxnOffsetCommitRequestPartition::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(TxnOffsetCommitRequestPartition::decode(buf, version)?)
+            })?
         };
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -619,25 +606,23 @@ impl Decode for TxnOffsetCommitResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=2 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "TxnOffsetCommitResponse.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(TxnOffsetCommitResponseTopic::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(TxnOffsetCommitResponseTopic::decode(buf, version)?)
+            })?
         };
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -732,15 +717,7 @@ impl Decode for TxnOffsetCommitResponsePartition {
         this.partition_index = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -831,25 +808,23 @@ impl Decode for TxnOffsetCommitResponseTopic {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "TxnOffsetCommitResponseTopic.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=2 => 6,
+                    _ => 7,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "TxnOffsetCommitResponseTopic.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(TxnOffsetCommitResponsePartition::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(TxnOffsetCommitResponsePartition::decode(buf, version)?)
+            })?
         };
         if version >= 3 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

@@ -70,15 +70,7 @@ impl Decode for UnregisterBrokerRequest {
         let flexible = true;
         let mut this = Self::default();
         this.broker_id = p::read_i32(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -194,15 +186,7 @@ impl Decode for UnregisterBrokerResponse {
         this.error_code = p::read_i16(buf)?;
         this.error_message =
             p::read_nullable_string(buf, flexible, "UnregisterBrokerResponse.error_message")?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

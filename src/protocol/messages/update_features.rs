@@ -104,27 +104,15 @@ impl Decode for UpdateFeaturesRequest {
         let mut this = Self::default();
         this.timeout_ms = p::read_i32(buf)?;
         this.feature_updates = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 5)?.ok_or(DecodeError::UnexpectedNull(
                 "UpdateFeaturesRequest.feature_updates",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(FeatureUpdateKey::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(FeatureUpdateKey::decode(buf, version)?))?
         };
         if version >= 1 {
             this.validate_only = p::read_bool(buf)?;
         }
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -256,15 +244,7 @@ impl Decode for FeatureUpdateKey {
         if version >= 1 {
             this.upgrade_type = p::read_i8(buf)?;
         }
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -405,25 +385,15 @@ impl Decode for UpdateFeaturesResponse {
             p::read_nullable_string(buf, flexible, "UpdateFeaturesResponse.error_message")?;
         if version <= 1 {
             this.results = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 5)?.ok_or(DecodeError::UnexpectedNull(
                     "UpdateFeaturesResponse.results",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(UpdatableFeatureResult::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(UpdatableFeatureResult::decode(buf, version)?)
+                })?
             };
         }
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -550,15 +520,7 @@ impl Decode for UpdatableFeatureResult {
         this.error_code = p::read_i16(buf)?;
         this.error_message =
             p::read_nullable_string(buf, flexible, "UpdatableFeatureResult.error_message")?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

@@ -203,52 +203,71 @@ impl Decode for UpdateMetadataRequest {
         }
         if version <= 4 {
             this.ungrouped_partition_states = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=3 => 30,
+                        _ => 34,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "UpdateMetadataRequest.ungrouped_partition_states",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(UpdateMetadataPartitionState::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(UpdateMetadataPartitionState::decode(buf, version)?)
+                })?
             };
         }
         if version >= 5 {
             this.topic_states = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=5 => 6,
+                        ..=6 => 3,
+                        _ => 19,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "UpdateMetadataRequest.topic_states",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(UpdateMetadataTopicState::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(UpdateMetadataTopicState::decode(buf, version)?)
+                })?
             };
         }
         this.live_brokers = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 10,
+                    ..=1 => 8,
+                    ..=5 => 10,
+                    _ => 7,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "UpdateMetadataRequest.live_brokers",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(UpdateMetadataBroker::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(UpdateMetadataBroker::decode(buf, version)?)
+            })?
         };
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, mut value) = p::read_tagged_field(buf)?;
+            let mut tags = p::TaggedFieldReader::new(buf)?;
+            while let Some((tag, mut value)) = tags.next(buf)? {
                 match tag {
                     0 if version >= 8 => {
                         let buf = &mut value;
                         this.r#type = p::read_i8(buf)?;
                     }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
+                    _ => tags.keep(),
                 }
             }
+            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -439,29 +458,28 @@ impl Decode for UpdateMetadataBroker {
         }
         if version >= 1 {
             this.endpoints = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=2 => 8,
+                        ..=5 => 10,
+                        _ => 9,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "UpdateMetadataBroker.endpoints",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(UpdateMetadataEndpoint::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(UpdateMetadataEndpoint::decode(buf, version)?)
+                })?
             };
         }
         if version >= 2 {
             this.rack = p::read_nullable_string(buf, flexible, "UpdateMetadataBroker.rack")?;
         }
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -626,15 +644,7 @@ impl Decode for UpdateMetadataEndpoint {
             this.security_protocol = p::read_i16(buf)?;
         }
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -836,45 +846,25 @@ impl Decode for UpdateMetadataPartitionState {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "UpdateMetadataPartitionState.isr",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
         this.zk_version = p::read_i32(buf)?;
         this.replicas = {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "UpdateMetadataPartitionState.replicas",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
         if version >= 4 {
             this.offline_replicas = {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "UpdateMetadataPartitionState.offline_replicas",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(p::read_i32(buf)?);
-                }
-                items
+                p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
             };
         }
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1032,26 +1022,24 @@ impl Decode for UpdateMetadataTopicState {
         }
         if version >= 5 {
             this.partition_states = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=5 => 32,
+                        _ => 24,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "UpdateMetadataTopicState.partition_states",
                 ))?;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(UpdateMetadataPartitionState::decode(buf, version)?);
-                }
-                items
+                p::read_array(buf, n, |buf| {
+                    Ok(UpdateMetadataPartitionState::decode(buf, version)?)
+                })?
             };
         }
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -1154,15 +1142,7 @@ impl Decode for UpdateMetadataResponse {
         let mut this = Self::default();
         this.error_code = p::read_i16(buf)?;
         if version >= 6 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }

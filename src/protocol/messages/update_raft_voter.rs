@@ -135,25 +135,13 @@ impl Decode for UpdateRaftVoterRequest {
         this.voter_id = p::read_i32(buf)?;
         this.voter_directory_id = p::read_uuid(buf)?;
         this.listeners = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 5)?.ok_or(DecodeError::UnexpectedNull(
                 "UpdateRaftVoterRequest.listeners",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(Listener::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(Listener::decode(buf, version)?))?
         };
         this.kraft_version_feature = KRaftVersionFeature::decode(buf, version)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -250,15 +238,7 @@ impl Decode for KRaftVersionFeature {
         let mut this = Self::default();
         this.min_supported_version = p::read_i16(buf)?;
         this.max_supported_version = p::read_i16(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -343,15 +323,7 @@ impl Decode for Listener {
         this.name = p::read_string(buf, flexible, "Listener.name")?;
         this.host = p::read_string(buf, flexible, "Listener.host")?;
         this.port = p::read_u16(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -457,19 +429,17 @@ impl Decode for UpdateRaftVoterResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, mut value) = p::read_tagged_field(buf)?;
+        let mut tags = p::TaggedFieldReader::new(buf)?;
+        while let Some((tag, mut value)) = tags.next(buf)? {
             match tag {
                 0 => {
                     let buf = &mut value;
                     this.current_leader = CurrentLeader::decode(buf, version)?;
                 }
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
+                _ => tags.keep(),
             }
         }
+        this.unknown_tagged_fields = tags.finish();
         Ok(this)
     }
 }
@@ -572,15 +542,7 @@ impl Decode for CurrentLeader {
         this.leader_epoch = p::read_i32(buf)?;
         this.host = p::read_string(buf, flexible, "CurrentLeader.host")?;
         this.port = p::read_i32(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

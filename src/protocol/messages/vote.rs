@@ -109,23 +109,13 @@ impl Decode for VoteRequest {
             this.voter_id = p::read_i32(buf)?;
         }
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 3)?
                 .ok_or(DecodeError::UnexpectedNull("VoteRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(VoteRequestTopicData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(VoteRequestTopicData::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -281,15 +271,7 @@ impl Decode for VoteRequestPartitionData {
         }
         this.last_offset_epoch = p::read_i32(buf)?;
         this.last_offset = p::read_i64(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -390,24 +372,22 @@ impl Decode for VoteRequestTopicData {
         let mut this = Self::default();
         this.topic_name = p::read_string(buf, flexible, "VoteRequestTopicData.topic_name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 25,
+                    _ => 57,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "VoteRequestTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(VoteRequestPartitionData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(VoteRequestPartitionData::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -535,35 +515,27 @@ impl Decode for VoteResponse {
         let mut this = Self::default();
         this.error_code = p::read_i16(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 3)?
                 .ok_or(DecodeError::UnexpectedNull("VoteResponse.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(VoteResponseTopicData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(VoteResponseTopicData::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, mut value) = p::read_tagged_field(buf)?;
+        let mut tags = p::TaggedFieldReader::new(buf)?;
+        while let Some((tag, mut value)) = tags.next(buf)? {
             match tag {
                 0 if version >= 1 => {
                     let buf = &mut value;
                     this.node_endpoints = {
-                        let n = p::read_array_len(buf, flexible, 1)?
+                        let n = p::read_array_len(buf, flexible, 8)?
                             .ok_or(DecodeError::UnexpectedNull("VoteResponse.node_endpoints"))?;
-                        let mut items = Vec::with_capacity(n);
-                        for _ in 0..n {
-                            items.push(NodeEndpoint::decode(buf, version)?);
-                        }
-                        items
+                        p::read_array(buf, n, |buf| Ok(NodeEndpoint::decode(buf, version)?))?
                     };
                 }
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
+                _ => tags.keep(),
             }
         }
+        this.unknown_tagged_fields = tags.finish();
         Ok(this)
     }
 }
@@ -701,15 +673,7 @@ impl Decode for NodeEndpoint {
         if version >= 1 {
             this.port = p::read_u16(buf)?;
         }
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -827,15 +791,7 @@ impl Decode for VoteResponsePartitionData {
         this.leader_id = p::read_i32(buf)?;
         this.leader_epoch = p::read_i32(buf)?;
         this.vote_granted = p::read_bool(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -926,24 +882,14 @@ impl Decode for VoteResponseTopicData {
         let mut this = Self::default();
         this.topic_name = p::read_string(buf, flexible, "VoteResponseTopicData.topic_name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 16)?.ok_or(DecodeError::UnexpectedNull(
                 "VoteResponseTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(VoteResponsePartitionData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(VoteResponsePartitionData::decode(buf, version)?)
+            })?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

@@ -88,23 +88,11 @@ impl Decode for VotersRecord {
         let mut this = Self::default();
         this.version = p::read_i16(buf)?;
         this.voters = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 27)?
                 .ok_or(DecodeError::UnexpectedNull("VotersRecord.voters"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(Voter::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(Voter::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -203,15 +191,7 @@ impl Decode for Endpoint {
         this.name = p::read_string(buf, flexible, "Endpoint.name")?;
         this.host = p::read_string(buf, flexible, "Endpoint.host")?;
         this.port = p::read_u16(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -287,15 +267,7 @@ impl Decode for KRaftVersionFeature {
         let mut this = Self::default();
         this.min_supported_version = p::read_i16(buf)?;
         this.max_supported_version = p::read_i16(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -397,24 +369,12 @@ impl Decode for Voter {
         this.voter_id = p::read_i32(buf)?;
         this.voter_directory_id = p::read_uuid(buf)?;
         this.endpoints = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 5)?
                 .ok_or(DecodeError::UnexpectedNull("Voter.endpoints"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(Endpoint::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(Endpoint::decode(buf, version)?))?
         };
         this.kraft_version_feature = KRaftVersionFeature::decode(buf, version)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

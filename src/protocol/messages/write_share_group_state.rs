@@ -93,24 +93,12 @@ impl Decode for WriteShareGroupStateRequest {
         let mut this = Self::default();
         this.group_id = p::read_string(buf, flexible, "WriteShareGroupStateRequest.group_id")?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "WriteShareGroupStateRequest.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(WriteStateData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(WriteStateData::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -237,23 +225,11 @@ impl Decode for PartitionData {
         this.leader_epoch = p::read_i32(buf)?;
         this.start_offset = p::read_i64(buf)?;
         this.state_batches = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 20)?
                 .ok_or(DecodeError::UnexpectedNull("PartitionData.state_batches"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(StateBatch::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(StateBatch::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -358,15 +334,7 @@ impl Decode for StateBatch {
         this.last_offset = p::read_i64(buf)?;
         this.delivery_state = p::read_i8(buf)?;
         this.delivery_count = p::read_i16(buf)?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -451,23 +419,11 @@ impl Decode for WriteStateData {
         let mut this = Self::default();
         this.topic_id = p::read_uuid(buf)?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 22)?
                 .ok_or(DecodeError::UnexpectedNull("WriteStateData.partitions"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(PartitionData::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(PartitionData::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -559,24 +515,12 @@ impl Decode for WriteShareGroupStateResponse {
         let flexible = true;
         let mut this = Self::default();
         this.results = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "WriteShareGroupStateResponse.results",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(WriteStateResult::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(WriteStateResult::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -682,15 +626,7 @@ impl Decode for PartitionResult {
         this.error_code = p::read_i16(buf)?;
         this.error_message =
             p::read_nullable_string(buf, flexible, "PartitionResult.error_message")?;
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }
@@ -778,23 +714,11 @@ impl Decode for WriteStateResult {
         let mut this = Self::default();
         this.topic_id = p::read_uuid(buf)?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 8)?
                 .ok_or(DecodeError::UnexpectedNull("WriteStateResult.partitions"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(PartitionResult::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(PartitionResult::decode(buf, version)?))?
         };
-        let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
-        }
+        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         Ok(this)
     }
 }

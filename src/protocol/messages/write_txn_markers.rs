@@ -80,25 +80,21 @@ impl Decode for WriteTxnMarkersRequest {
         let flexible = version >= 1;
         let mut this = Self::default();
         this.markers = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 19,
+                    _ => 17,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "WriteTxnMarkersRequest.markers",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(WritableTxnMarker::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(WritableTxnMarker::decode(buf, version)?))?
         };
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -226,25 +222,22 @@ impl Decode for WritableTxnMarker {
         this.producer_epoch = p::read_i16(buf)?;
         this.transaction_result = p::read_bool(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("WritableTxnMarker.topics"))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(WritableTxnMarkerTopic::decode(buf, version)?);
-            }
-            items
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("WritableTxnMarker.topics"))?;
+            p::read_array(buf, n, |buf| {
+                Ok(WritableTxnMarkerTopic::decode(buf, version)?)
+            })?
         };
         this.coordinator_epoch = p::read_i32(buf)?;
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -343,22 +336,10 @@ impl Decode for WritableTxnMarkerTopic {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "WritableTxnMarkerTopic.partition_indexes",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(p::read_i32(buf)?);
-            }
-            items
+            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
         };
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -453,25 +434,23 @@ impl Decode for WriteTxnMarkersResponse {
         let flexible = version >= 1;
         let mut this = Self::default();
         this.markers = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 12,
+                    _ => 10,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "WriteTxnMarkersResponse.markers",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(WritableTxnMarkerResult::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(WritableTxnMarkerResult::decode(buf, version)?)
+            })?
         };
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -563,15 +542,7 @@ impl Decode for WritableTxnMarkerPartitionResult {
         this.partition_index = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -657,25 +628,23 @@ impl Decode for WritableTxnMarkerResult {
         let mut this = Self::default();
         this.producer_id = p::read_i64(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "WritableTxnMarkerResult.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(WritableTxnMarkerTopicResult::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(WritableTxnMarkerTopicResult::decode(buf, version)?)
+            })?
         };
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
@@ -775,25 +744,23 @@ impl Decode for WritableTxnMarkerTopicResult {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "WritableTxnMarkerTopicResult.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 6,
+                    _ => 7,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "WritableTxnMarkerTopicResult.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
-            for _ in 0..n {
-                items.push(WritableTxnMarkerPartitionResult::decode(buf, version)?);
-            }
-            items
+            p::read_array(buf, n, |buf| {
+                Ok(WritableTxnMarkerPartitionResult::decode(buf, version)?)
+            })?
         };
         if version >= 1 {
-            let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
-            }
+            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
         }
         Ok(this)
     }
