@@ -332,6 +332,17 @@ impl MessageEmitter<'_> {
         }
     }
 
+    /// Statements reading the `n` elements of an array of `inner` into `items`: room
+    /// for no more than the remaining input would hold, grown as elements decode.
+    fn read_items(&self, inner: &Type, compact: &str, label: &str, present: Versions) -> String {
+        let ty = self.base_type(inner);
+        format!(
+            "let mut items: Vec<{ty}> = Vec::with_capacity(p::array_capacity::<{ty}>(n, buf.len())); \
+             for _ in 0..n {{ if items.len() == items.capacity() {{ p::grow_array(&mut items, n); }} items.push({elem}); }}",
+            elem = self.read_value(inner, compact, label, present)
+        )
+    }
+
     /// An expression reading a non-null value of `ty`.
     fn read_value(&self, ty: &Type, compact: &str, label: &str, present: Versions) -> String {
         match ty {
@@ -348,10 +359,9 @@ impl MessageEmitter<'_> {
             Type::Uuid => "p::read_uuid(buf)?".into(),
             Type::Struct(n) => format!("{}::decode(buf, version)?", self.struct_name(n)),
             Type::Array(inner) => format!(
-                "{{ let n = p::read_array_len(buf, {compact}, {min})?.ok_or(DecodeError::UnexpectedNull({label}))?; \
-                 p::read_array(buf, n, |buf| Ok({elem}))? }}",
+                "{{ let n = p::read_array_len(buf, {compact}, {min})?.ok_or(DecodeError::UnexpectedNull({label}))?; {items} items }}",
+                items = self.read_items(inner, compact, label, present),
                 min = self.element_min_size(inner, compact, present),
-                elem = self.read_value(inner, compact, label, present)
             ),
         }
     }
@@ -366,10 +376,9 @@ impl MessageEmitter<'_> {
                 self.struct_name(n)
             ),
             Type::Array(inner) => format!(
-                "match p::read_array_len(buf, {compact}, {min})? {{ None => None, \
-                 Some(n) => Some(p::read_array(buf, n, |buf| Ok({elem}))?) }}",
+                "match p::read_array_len(buf, {compact}, {min})? {{ None => None, Some(n) => {{ {items} Some(items) }} }}",
+                items = self.read_items(inner, compact, label, present),
                 min = self.element_min_size(inner, compact, present),
-                elem = self.read_value(inner, compact, label, present)
             ),
             other => panic!("{other:?} cannot be nullable"),
         }
@@ -733,7 +742,7 @@ impl MessageEmitter<'_> {
         }
         if has_flexible {
             let mut body = String::from(
-                "let mut tags = p::TaggedFieldReader::new(buf)?; while let Some((tag, mut value)) = tags.next(buf)? { match tag {",
+                "let count = p::read_uvarint(buf)?; if count > 0 { let mut tags = p::TaggedFieldReader::new(buf, count)?; while let Some((tag, mut value)) = tags.next(buf)? { match tag {",
             );
             for f in &tagged {
                 let guard = cond(&f.tagged_versions.intersect(&f.versions), &valid)
@@ -748,9 +757,9 @@ impl MessageEmitter<'_> {
                 )
                 .unwrap();
             }
-            body.push_str(" _ => tags.keep(), } } this.unknown_tagged_fields = tags.finish();");
+            body.push_str(" _ => tags.keep(), } } this.unknown_tagged_fields = tags.finish(); }");
             if tagged.is_empty() {
-                body = "this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;".into();
+                body = "let count = p::read_uvarint(buf)?; if count > 0 { this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?; }".into();
             }
             match &flexible_cond {
                 None => writeln!(out, "        {body}").unwrap(),

@@ -8,11 +8,11 @@
 //!   that remain, so nothing allocates more than the input could hold;
 //! - negative lengths other than the null marker `-1` are rejected;
 //! - byte fields are zero-copy slices (`Bytes::split_to`) of the input buffer;
-//! - an array decoder reserves room for no more elements than the input could hold
-//!   (the caller passes the least wire size of one element, computed per version by
-//!   the generator) and never more than [`MAX_ARRAY_PREALLOC`] bytes, nor more bytes
-//!   than remain, before elements are decoded: beyond that the array grows as elements
-//!   arrive, so memory follows decoded data, not a claimed count.
+//! - an array's length is refused when its elements, at their least wire size
+//!   (computed per version by the generator), could not fit in the input; its decoder
+//!   then reserves no more bytes of memory than remain ([`array_capacity`]) and grows
+//!   only as elements decode ([`grow_array`]), so memory follows decoded data, not a
+//!   claimed count.
 //!
 //! Tagged-field sections are in [`super::tagged`] (re-exported here for the generated
 //! code).
@@ -348,42 +348,22 @@ pub fn read_bytes(buf: &mut Bytes, compact: bool, field: &'static str) -> Decode
     read_nullable_bytes(buf, compact)?.ok_or(DecodeError::UnexpectedNull(field))
 }
 
-/// The most bytes an array decoder reserves before its elements are decoded; a longer
-/// array grows as its elements arrive.
-pub const MAX_ARRAY_PREALLOC: usize = 64 << 10;
-
-/// Reads the `n` elements of an array (its length already read by [`read_array_len`],
-/// which checked `n` against the input) with `read_element`. Room is reserved up front
-/// for at most as many elements as [`MAX_ARRAY_PREALLOC`] bytes, and the bytes that
-/// remain, would hold; past that the vector grows (by doubling, never beyond `n`) only
-/// as elements decode, so a claimed count alone reserves next to nothing.
+/// The elements of `T` to reserve for an array whose length [`read_array_len`] read as
+/// `n` (so at most one per least element size of the input), with `remaining` bytes
+/// left: no more than the bytes that remain would hold in memory. An element in memory
+/// is often much larger than its least wire size (a 250-byte struct for 37 bytes), so
+/// the count alone could reserve many times the input; with this bound, what a claimed
+/// count reserves beyond decoded data is at most the input's own size. The generated
+/// decoders grow the vector with [`grow_array`] as elements decode.
 #[inline]
-pub fn read_array<T>(
-    buf: &mut Bytes,
-    n: usize,
-    mut read_element: impl FnMut(&mut Bytes) -> DecodeResult<T>,
-) -> DecodeResult<Vec<T>> {
-    let mut items = Vec::with_capacity(initial_capacity::<T>(n, buf.remaining()));
-    for _ in 0..n {
-        let item = read_element(buf)?;
-        if items.len() == items.capacity() {
-            grow_toward(&mut items, n);
-        }
-        items.push(item);
-    }
-    Ok(items)
+pub fn array_capacity<T>(n: usize, remaining: usize) -> usize {
+    n.min(remaining / std::mem::size_of::<T>().max(1))
 }
 
-/// The elements of `T` to reserve for an array claiming `n` with `remaining` bytes left.
-#[inline]
-fn initial_capacity<T>(n: usize, remaining: usize) -> usize {
-    let size = std::mem::size_of::<T>().max(1);
-    n.min(remaining.min(MAX_ARRAY_PREALLOC) / size)
-}
-
-/// Doubles a full vector's room (at least 4 elements), never past `n` in all.
+/// Doubles a full vector's room (at least 4 elements) as an array's elements decode,
+/// never past `n`, its length.
 #[cold]
-fn grow_toward<T>(items: &mut Vec<T>, n: usize) {
+pub fn grow_array<T>(items: &mut Vec<T>, n: usize) {
     let len = items.len();
     items.reserve_exact(len.max(4).min(n.saturating_sub(len)).max(1));
 }
@@ -642,24 +622,17 @@ mod tests {
 
     #[test]
     fn arrays_reserve_by_the_input_not_by_the_claimed_count() {
-        // 1000 claimed 24-byte elements over 100 bytes: room for 4 up front.
-        assert_eq!(initial_capacity::<String>(1000, 100), 4);
-        assert_eq!(initial_capacity::<u32>(10, 1 << 20), 10);
-        assert_eq!(
-            initial_capacity::<u8>(usize::MAX, usize::MAX),
-            MAX_ARRAY_PREALLOC
-        );
-        // Past the cap, growth doubles but stops at the claimed count.
-        let mut input = Bytes::from(vec![0u8; 4 * 20_000]);
-        let items = read_array(&mut input, 20_000, read_i32).unwrap();
-        assert_eq!(items.len(), 20_000);
-        assert_eq!(items.capacity(), 20_000);
-        // A count the elements do not fill ends in an error after the real ones.
-        let mut input = Bytes::from(vec![0u8; 10]);
-        assert!(matches!(
-            read_array(&mut input, 3, read_i32),
-            Err(DecodeError::Truncated { .. })
-        ));
+        // 1,000 claimed 24-byte elements over 100 bytes: room for 4.
+        assert_eq!(array_capacity::<String>(1000, 100), 4);
+        assert_eq!(array_capacity::<u32>(10, 1 << 20), 10);
+        assert_eq!(array_capacity::<()>(7, 0), 0);
+        // Growth doubles, but never past the array's length.
+        let mut items: Vec<u64> = Vec::with_capacity(3);
+        items.extend([1, 2, 3]);
+        grow_array(&mut items, 5);
+        assert_eq!(items.capacity(), 5);
+        items.extend([4, 5]);
+        assert_eq!(items.capacity(), 5);
     }
 
     #[test]

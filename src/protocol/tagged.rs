@@ -24,28 +24,24 @@ use super::primitives::{
 /// ascending order.
 #[derive(Clone, Default)]
 pub struct TaggedFields {
-    /// `count` fields, each `tag`, `size`, `value` as on the wire, tags ascending.
+    /// The fields, each `tag`, `size`, `value` as on the wire, tags ascending.
     raw: Bytes,
-    count: u32,
 }
 
 impl TaggedFields {
     /// No fields.
     pub const fn new() -> Self {
-        TaggedFields {
-            raw: Bytes::new(),
-            count: 0,
-        }
+        TaggedFields { raw: Bytes::new() }
     }
 
-    /// How many fields there are.
+    /// How many fields there are (counted: linear in their number).
     pub fn len(&self) -> usize {
-        self.count as usize
+        self.iter().count()
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.count == 0
+        self.raw.is_empty()
     }
 
     /// The fields, in ascending tag order; values are zero-copy slices.
@@ -66,27 +62,22 @@ impl TaggedFields {
         let mut raw = BytesMut::with_capacity(self.raw.len() + 10 + value.len());
         let mut old = None;
         let mut pending = Some(value);
-        let mut count = 0u32;
         for (t, v) in self.iter() {
             if t >= tag
                 && let Some(new) = pending.take()
             {
                 put_field(&mut raw, tag, &new);
-                count += 1;
             }
             if t == tag {
                 old = Some(v);
             } else {
                 put_field(&mut raw, t, &v);
-                count += 1;
             }
         }
         if let Some(new) = pending {
             put_field(&mut raw, tag, &new);
-            count += 1;
         }
         self.raw = raw.freeze();
-        self.count = count;
         old
     }
 }
@@ -101,7 +92,7 @@ fn put_field(buf: &mut BytesMut, tag: u32, value: &[u8]) {
 
 impl PartialEq for TaggedFields {
     fn eq(&self, other: &Self) -> bool {
-        self.count == other.count && self.iter().eq(other.iter())
+        self.iter().eq(other.iter())
     }
 }
 
@@ -153,8 +144,10 @@ enum Kept {
     Copied(BytesMut),
 }
 
-/// Reads one tagged-field section field by field: the generated decoders read the
-/// fields they know from each value and hand the others to [`TaggedFieldReader::keep`].
+/// Reads the fields of one tagged-field section, after its count: the generated
+/// decoders read the fields they know from each value and hand the others to
+/// [`TaggedFieldReader::keep`]. (They read the count themselves and skip all this
+/// when it is zero, as it nearly always is.)
 pub struct TaggedFieldReader {
     left: u32,
     last_tag: Option<u32>,
@@ -163,33 +156,36 @@ pub struct TaggedFieldReader {
     /// Offsets in `section` of the field last read.
     field: (usize, usize),
     kept: Kept,
-    kept_count: u32,
 }
 
 impl TaggedFieldReader {
-    /// Reads the section's field count. Every field takes at least two bytes, so a count
-    /// the input cannot hold is refused here.
-    #[inline]
-    pub fn new(buf: &mut Bytes) -> DecodeResult<Self> {
-        let left = read_uvarint(buf)?;
-        if u64::from(left) * 2 > buf.len() as u64 {
+    /// Starts on the `count` fields at the front of `buf`. Every field takes at least
+    /// two bytes, so a count the input cannot hold is refused here.
+    pub fn new(buf: &Bytes, count: u32) -> DecodeResult<Self> {
+        if u64::from(count) * 2 > buf.len() as u64 {
             return Err(DecodeError::LengthExceedsInput {
-                length: u64::from(left),
+                length: u64::from(count),
                 remaining: buf.len(),
             });
         }
         Ok(TaggedFieldReader {
-            left,
+            left: count,
             last_tag: None,
-            section: if left == 0 { Bytes::new() } else { buf.clone() },
+            section: buf.clone(),
             field: (0, 0),
             kept: Kept::Nothing,
-            kept_count: 0,
         })
     }
 
+    /// Reads the fields left, keeping them all (for a struct that knows no tags).
+    pub fn keep_all(mut self, buf: &mut Bytes) -> DecodeResult<TaggedFields> {
+        while self.next(buf)?.is_some() {
+            self.keep();
+        }
+        Ok(self.finish())
+    }
+
     /// The next field's tag and value, or `None` after the last.
-    #[inline]
     pub fn next(&mut self, buf: &mut Bytes) -> DecodeResult<Option<(u32, Bytes)>> {
         if self.left == 0 {
             return Ok(None);
@@ -226,7 +222,6 @@ impl TaggedFieldReader {
                 Kept::Copied(copied)
             }
         };
-        self.kept_count += 1;
     }
 
     /// The fields kept.
@@ -236,20 +231,16 @@ impl TaggedFieldReader {
             Kept::Run { start, end } => self.section.slice(start..end),
             Kept::Copied(copied) => copied.freeze(),
         };
-        TaggedFields {
-            raw,
-            count: self.kept_count,
-        }
+        TaggedFields { raw }
     }
 }
 
-/// Reads a tagged-field section where the struct knows no tags (all are kept verbatim).
+/// Reads a whole tagged-field section, count included, keeping every field verbatim.
 pub fn read_unknown_tagged_fields(buf: &mut Bytes) -> DecodeResult<TaggedFields> {
-    let mut reader = TaggedFieldReader::new(buf)?;
-    while reader.next(buf)?.is_some() {
-        reader.keep();
+    match read_uvarint(buf)? {
+        0 => Ok(TaggedFields::new()),
+        count => TaggedFieldReader::new(buf, count)?.keep_all(buf),
     }
-    Ok(reader.finish())
 }
 
 /// Writes a tagged-field section: the known fields (already encoded, in any order) merged
@@ -402,8 +393,8 @@ mod tests {
     #[test]
     fn unknown_fields_around_a_known_one_are_copied_without_it() {
         let input = section(&[(1, b"a"), (2, b"known"), (3, b"c")]);
-        let mut buf = input.clone();
-        let mut reader = TaggedFieldReader::new(&mut buf).unwrap();
+        let mut buf = input.slice(1..);
+        let mut reader = TaggedFieldReader::new(&buf, 3).unwrap();
         while let Some((tag, _)) = reader.next(&mut buf).unwrap() {
             if tag != 2 {
                 reader.keep();

@@ -114,7 +114,11 @@ impl Decode for AddOffsetsToTxnRequest {
         this.producer_epoch = p::read_i16(buf)?;
         this.group_id = p::read_string(buf, flexible, "AddOffsetsToTxnRequest.group_id")?;
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -214,7 +218,11 @@ impl Decode for AddOffsetsToTxnResponse {
         this.throttle_time_ms = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

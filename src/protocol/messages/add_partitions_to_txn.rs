@@ -168,9 +168,16 @@ impl Decode for AddPartitionsToTxnRequest {
                 let n = p::read_array_len(buf, flexible, 14)?.ok_or(
                     DecodeError::UnexpectedNull("AddPartitionsToTxnRequest.transactions"),
                 )?;
-                p::read_array(buf, n, |buf| {
-                    Ok(AddPartitionsToTxnTransaction::decode(buf, version)?)
-                })?
+                let mut items: Vec<AddPartitionsToTxnTransaction> = Vec::with_capacity(
+                    p::array_capacity::<AddPartitionsToTxnTransaction>(n, buf.len()),
+                );
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(AddPartitionsToTxnTransaction::decode(buf, version)?);
+                }
+                items
             };
         }
         if version <= 3 {
@@ -199,13 +206,23 @@ impl Decode for AddPartitionsToTxnRequest {
                 .ok_or(DecodeError::UnexpectedNull(
                     "AddPartitionsToTxnRequest.v3_and_below_topics",
                 ))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(AddPartitionsToTxnTopic::decode(buf, version)?)
-                })?
+                let mut items: Vec<AddPartitionsToTxnTopic> =
+                    Vec::with_capacity(p::array_capacity::<AddPartitionsToTxnTopic>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(AddPartitionsToTxnTopic::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -340,10 +357,21 @@ impl Decode for AddPartitionsToTxnTopic {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "AddPartitionsToTxnTopic.partitions",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -522,13 +550,23 @@ impl Decode for AddPartitionsToTxnTransaction {
                 let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                     "AddPartitionsToTxnTransaction.topics",
                 ))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(AddPartitionsToTxnTopic::decode(buf, version)?)
-                })?
+                let mut items: Vec<AddPartitionsToTxnTopic> =
+                    Vec::with_capacity(p::array_capacity::<AddPartitionsToTxnTopic>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(AddPartitionsToTxnTopic::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -709,9 +747,15 @@ impl Decode for AddPartitionsToTxnResponse {
                 let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                     "AddPartitionsToTxnResponse.results_by_transaction",
                 ))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(AddPartitionsToTxnResult::decode(buf, version)?)
-                })?
+                let mut items: Vec<AddPartitionsToTxnResult> =
+                    Vec::with_capacity(p::array_capacity::<AddPartitionsToTxnResult>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(AddPartitionsToTxnResult::decode(buf, version)?);
+                }
+                items
             };
         }
         if version <= 3 {
@@ -727,13 +771,24 @@ impl Decode for AddPartitionsToTxnResponse {
                 .ok_or(DecodeError::UnexpectedNull(
                     "AddPartitionsToTxnResponse.results_by_topic_v3_and_below",
                 ))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(AddPartitionsToTxnTopicResult::decode(buf, version)?)
-                })?
+                let mut items: Vec<AddPartitionsToTxnTopicResult> = Vec::with_capacity(
+                    p::array_capacity::<AddPartitionsToTxnTopicResult>(n, buf.len()),
+                );
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(AddPartitionsToTxnTopicResult::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -849,7 +904,11 @@ impl Decode for AddPartitionsToTxnPartitionResult {
         this.partition_index = p::read_i32(buf)?;
         this.partition_error_code = p::read_i16(buf)?;
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -961,13 +1020,24 @@ impl Decode for AddPartitionsToTxnResult {
                 let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                     "AddPartitionsToTxnResult.topic_results",
                 ))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(AddPartitionsToTxnTopicResult::decode(buf, version)?)
-                })?
+                let mut items: Vec<AddPartitionsToTxnTopicResult> = Vec::with_capacity(
+                    p::array_capacity::<AddPartitionsToTxnTopicResult>(n, buf.len()),
+                );
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(AddPartitionsToTxnTopicResult::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1089,12 +1159,23 @@ impl Decode for AddPartitionsToTxnTopicResult {
             .ok_or(DecodeError::UnexpectedNull(
                 "AddPartitionsToTxnTopicResult.results_by_partition",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AddPartitionsToTxnPartitionResult::decode(buf, version)?)
-            })?
+            let mut items: Vec<AddPartitionsToTxnPartitionResult> = Vec::with_capacity(
+                p::array_capacity::<AddPartitionsToTxnPartitionResult>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AddPartitionsToTxnPartitionResult::decode(buf, version)?);
+            }
+            items
         };
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

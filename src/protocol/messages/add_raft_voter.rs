@@ -127,9 +127,20 @@ impl Decode for AddRaftVoterRequest {
         this.listeners = {
             let n = p::read_array_len(buf, flexible, 5)?
                 .ok_or(DecodeError::UnexpectedNull("AddRaftVoterRequest.listeners"))?;
-            p::read_array(buf, n, |buf| Ok(Listener::decode(buf, version)?))?
+            let mut items: Vec<Listener> =
+                Vec::with_capacity(p::array_capacity::<Listener>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(Listener::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -235,7 +246,10 @@ impl Decode for Listener {
         this.name = p::read_string(buf, flexible, "Listener.name")?;
         this.host = p::read_string(buf, flexible, "Listener.host")?;
         this.port = p::read_u16(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -346,7 +360,10 @@ impl Decode for AddRaftVoterResponse {
         this.error_code = p::read_i16(buf)?;
         this.error_message =
             p::read_nullable_string(buf, flexible, "AddRaftVoterResponse.error_message")?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

@@ -80,7 +80,10 @@ impl Decode for AllocateProducerIdsRequest {
         let mut this = Self::default();
         this.broker_id = p::read_i32(buf)?;
         this.broker_epoch = p::read_i64(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -194,7 +197,10 @@ impl Decode for AllocateProducerIdsResponse {
         this.error_code = p::read_i16(buf)?;
         this.producer_id_start = p::read_i64(buf)?;
         this.producer_id_len = p::read_i32(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

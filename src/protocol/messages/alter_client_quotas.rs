@@ -100,13 +100,24 @@ impl Decode for AlterClientQuotasRequest {
             .ok_or(DecodeError::UnexpectedNull(
                 "AlterClientQuotasRequest.entries",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AlterClientQuotasRequestEntryData::decode(buf, version)?)
-            })?
+            let mut items: Vec<AlterClientQuotasRequestEntryData> = Vec::with_capacity(
+                p::array_capacity::<AlterClientQuotasRequestEntryData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AlterClientQuotasRequestEntryData::decode(buf, version)?);
+            }
+            items
         };
         this.validate_only = p::read_bool(buf)?;
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -231,7 +242,11 @@ impl Decode for AlterClientQuotasRequestEntityData {
             "AlterClientQuotasRequestEntityData.entity_name",
         )?;
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -339,18 +354,37 @@ impl Decode for AlterClientQuotasRequestEntryData {
             .ok_or(DecodeError::UnexpectedNull(
                 "AlterClientQuotasRequestEntryData.entity",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AlterClientQuotasRequestEntityData::decode(buf, version)?)
-            })?
+            let mut items: Vec<AlterClientQuotasRequestEntityData> = Vec::with_capacity(
+                p::array_capacity::<AlterClientQuotasRequestEntityData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AlterClientQuotasRequestEntityData::decode(buf, version)?);
+            }
+            items
         };
         this.ops = {
             let n = p::read_array_len(buf, flexible, 11)?.ok_or(DecodeError::UnexpectedNull(
                 "AlterClientQuotasRequestEntryData.ops",
             ))?;
-            p::read_array(buf, n, |buf| Ok(OpData::decode(buf, version)?))?
+            let mut items: Vec<OpData> =
+                Vec::with_capacity(p::array_capacity::<OpData>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(OpData::decode(buf, version)?);
+            }
+            items
         };
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -455,7 +489,11 @@ impl Decode for OpData {
         this.value = p::read_f64(buf)?;
         this.remove = p::read_bool(buf)?;
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -565,12 +603,23 @@ impl Decode for AlterClientQuotasResponse {
             .ok_or(DecodeError::UnexpectedNull(
                 "AlterClientQuotasResponse.entries",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AlterClientQuotasResponseEntryData::decode(buf, version)?)
-            })?
+            let mut items: Vec<AlterClientQuotasResponseEntryData> = Vec::with_capacity(
+                p::array_capacity::<AlterClientQuotasResponseEntryData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AlterClientQuotasResponseEntryData::decode(buf, version)?);
+            }
+            items
         };
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -695,7 +744,11 @@ impl Decode for AlterClientQuotasResponseEntityData {
             "AlterClientQuotasResponseEntityData.entity_name",
         )?;
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -827,12 +880,23 @@ impl Decode for AlterClientQuotasResponseEntryData {
             .ok_or(DecodeError::UnexpectedNull(
                 "AlterClientQuotasResponseEntryData.entity",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AlterClientQuotasResponseEntityData::decode(buf, version)?)
-            })?
+            let mut items: Vec<AlterClientQuotasResponseEntityData> = Vec::with_capacity(
+                p::array_capacity::<AlterClientQuotasResponseEntityData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AlterClientQuotasResponseEntityData::decode(buf, version)?);
+            }
+            items
         };
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

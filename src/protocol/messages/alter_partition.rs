@@ -107,11 +107,21 @@ impl Decode for AlterPartitionRequest {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("AlterPartitionRequest.topics"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AlterPartitionRequestTopicData::decode(buf, version)?)
-            })?
+            let mut items: Vec<AlterPartitionRequestTopicData> = Vec::with_capacity(
+                p::array_capacity::<AlterPartitionRequestTopicData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AlterPartitionRequestTopicData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -221,7 +231,10 @@ impl Decode for BrokerState {
         if version >= 3 {
             this.broker_epoch = p::read_i64(buf)?;
         }
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -382,7 +395,15 @@ impl Decode for AlterPartitionRequestPartitionData {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "AlterPartitionRequestPartitionData.new_isr",
                 ))?;
-                p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(p::read_i32(buf)?);
+                }
+                items
             };
         }
         if version >= 3 {
@@ -391,14 +412,25 @@ impl Decode for AlterPartitionRequestPartitionData {
                     p::read_array_len(buf, flexible, 13)?.ok_or(DecodeError::UnexpectedNull(
                         "AlterPartitionRequestPartitionData.new_isr_with_epochs",
                     ))?;
-                p::read_array(buf, n, |buf| Ok(BrokerState::decode(buf, version)?))?
+                let mut items: Vec<BrokerState> =
+                    Vec::with_capacity(p::array_capacity::<BrokerState>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(BrokerState::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 1 {
             this.leader_recovery_state = p::read_i8(buf)?;
         }
         this.partition_epoch = p::read_i32(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -546,11 +578,21 @@ impl Decode for AlterPartitionRequestTopicData {
             .ok_or(DecodeError::UnexpectedNull(
                 "AlterPartitionRequestTopicData.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AlterPartitionRequestPartitionData::decode(buf, version)?)
-            })?
+            let mut items: Vec<AlterPartitionRequestPartitionData> = Vec::with_capacity(
+                p::array_capacity::<AlterPartitionRequestPartitionData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AlterPartitionRequestPartitionData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -682,11 +724,21 @@ impl Decode for AlterPartitionResponse {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("AlterPartitionResponse.topics"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AlterPartitionResponseTopicData::decode(buf, version)?)
-            })?
+            let mut items: Vec<AlterPartitionResponseTopicData> = Vec::with_capacity(
+                p::array_capacity::<AlterPartitionResponseTopicData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AlterPartitionResponseTopicData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -839,13 +891,23 @@ impl Decode for AlterPartitionResponsePartitionData {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "AlterPartitionResponsePartitionData.isr",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
         if version >= 1 {
             this.leader_recovery_state = p::read_i8(buf)?;
         }
         this.partition_epoch = p::read_i32(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -979,11 +1041,21 @@ impl Decode for AlterPartitionResponseTopicData {
             .ok_or(DecodeError::UnexpectedNull(
                 "AlterPartitionResponseTopicData.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AlterPartitionResponsePartitionData::decode(buf, version)?)
-            })?
+            let mut items: Vec<AlterPartitionResponsePartitionData> = Vec::with_capacity(
+                p::array_capacity::<AlterPartitionResponsePartitionData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AlterPartitionResponsePartitionData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

@@ -91,9 +91,20 @@ impl Decode for AlterPartitionReassignmentsRequest {
             let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                 "AlterPartitionReassignmentsRequest.topics",
             ))?;
-            p::read_array(buf, n, |buf| Ok(ReassignableTopic::decode(buf, version)?))?
+            let mut items: Vec<ReassignableTopic> =
+                Vec::with_capacity(p::array_capacity::<ReassignableTopic>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ReassignableTopic::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -198,9 +209,22 @@ impl Decode for ReassignablePartition {
         this.partition_index = p::read_i32(buf)?;
         this.replicas = match p::read_array_len(buf, flexible, 4)? {
             None => None,
-            Some(n) => Some(p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?),
+            Some(n) => {
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(p::read_i32(buf)?);
+                }
+                Some(items)
+            }
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -296,11 +320,20 @@ impl Decode for ReassignableTopic {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 6)?
                 .ok_or(DecodeError::UnexpectedNull("ReassignableTopic.partitions"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(ReassignablePartition::decode(buf, version)?)
-            })?
+            let mut items: Vec<ReassignablePartition> =
+                Vec::with_capacity(p::array_capacity::<ReassignablePartition>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ReassignablePartition::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -446,11 +479,20 @@ impl Decode for AlterPartitionReassignmentsResponse {
             let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                 "AlterPartitionReassignmentsResponse.responses",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(ReassignableTopicResponse::decode(buf, version)?)
-            })?
+            let mut items: Vec<ReassignableTopicResponse> =
+                Vec::with_capacity(p::array_capacity::<ReassignableTopicResponse>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ReassignableTopicResponse::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -575,7 +617,10 @@ impl Decode for ReassignablePartitionResponse {
         this.error_code = p::read_i16(buf)?;
         this.error_message =
             p::read_nullable_string(buf, flexible, "ReassignablePartitionResponse.error_message")?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -666,11 +711,21 @@ impl Decode for ReassignableTopicResponse {
             let n = p::read_array_len(buf, flexible, 8)?.ok_or(DecodeError::UnexpectedNull(
                 "ReassignableTopicResponse.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(ReassignablePartitionResponse::decode(buf, version)?)
-            })?
+            let mut items: Vec<ReassignablePartitionResponse> = Vec::with_capacity(
+                p::array_capacity::<ReassignablePartitionResponse>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ReassignablePartitionResponse::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

@@ -91,10 +91,22 @@ impl Decode for AlterReplicaLogDirsRequest {
             .ok_or(DecodeError::UnexpectedNull(
                 "AlterReplicaLogDirsRequest.dirs",
             ))?;
-            p::read_array(buf, n, |buf| Ok(AlterReplicaLogDir::decode(buf, version)?))?
+            let mut items: Vec<AlterReplicaLogDir> =
+                Vec::with_capacity(p::array_capacity::<AlterReplicaLogDir>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AlterReplicaLogDir::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -202,12 +214,22 @@ impl Decode for AlterReplicaLogDir {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("AlterReplicaLogDir.topics"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AlterReplicaLogDirTopic::decode(buf, version)?)
-            })?
+            let mut items: Vec<AlterReplicaLogDirTopic> =
+                Vec::with_capacity(p::array_capacity::<AlterReplicaLogDirTopic>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AlterReplicaLogDirTopic::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -303,10 +325,21 @@ impl Decode for AlterReplicaLogDirTopic {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "AlterReplicaLogDirTopic.partitions",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -422,12 +455,23 @@ impl Decode for AlterReplicaLogDirsResponse {
             .ok_or(DecodeError::UnexpectedNull(
                 "AlterReplicaLogDirsResponse.results",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AlterReplicaLogDirTopicResult::decode(buf, version)?)
-            })?
+            let mut items: Vec<AlterReplicaLogDirTopicResult> = Vec::with_capacity(
+                p::array_capacity::<AlterReplicaLogDirTopicResult>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AlterReplicaLogDirTopicResult::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -522,7 +566,11 @@ impl Decode for AlterReplicaLogDirPartitionResult {
         this.partition_index = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -625,12 +673,23 @@ impl Decode for AlterReplicaLogDirTopicResult {
             .ok_or(DecodeError::UnexpectedNull(
                 "AlterReplicaLogDirTopicResult.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AlterReplicaLogDirPartitionResult::decode(buf, version)?)
-            })?
+            let mut items: Vec<AlterReplicaLogDirPartitionResult> = Vec::with_capacity(
+                p::array_capacity::<AlterReplicaLogDirPartitionResult>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AlterReplicaLogDirPartitionResult::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

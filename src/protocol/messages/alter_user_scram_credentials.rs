@@ -98,19 +98,34 @@ impl Decode for AlterUserScramCredentialsRequest {
             let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                 "AlterUserScramCredentialsRequest.deletions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(ScramCredentialDeletion::decode(buf, version)?)
-            })?
+            let mut items: Vec<ScramCredentialDeletion> =
+                Vec::with_capacity(p::array_capacity::<ScramCredentialDeletion>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ScramCredentialDeletion::decode(buf, version)?);
+            }
+            items
         };
         this.upsertions = {
             let n = p::read_array_len(buf, flexible, 9)?.ok_or(DecodeError::UnexpectedNull(
                 "AlterUserScramCredentialsRequest.upsertions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(ScramCredentialUpsertion::decode(buf, version)?)
-            })?
+            let mut items: Vec<ScramCredentialUpsertion> =
+                Vec::with_capacity(p::array_capacity::<ScramCredentialUpsertion>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ScramCredentialUpsertion::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -206,7 +221,10 @@ impl Decode for ScramCredentialDeletion {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "ScramCredentialDeletion.name")?;
         this.mechanism = p::read_i8(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -317,7 +335,10 @@ impl Decode for ScramCredentialUpsertion {
         this.salt = p::read_bytes(buf, flexible, "ScramCredentialUpsertion.salt")?;
         this.salted_password =
             p::read_bytes(buf, flexible, "ScramCredentialUpsertion.salted_password")?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -418,11 +439,21 @@ impl Decode for AlterUserScramCredentialsResponse {
             let n = p::read_array_len(buf, flexible, 5)?.ok_or(DecodeError::UnexpectedNull(
                 "AlterUserScramCredentialsResponse.results",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AlterUserScramCredentialsResult::decode(buf, version)?)
-            })?
+            let mut items: Vec<AlterUserScramCredentialsResult> = Vec::with_capacity(
+                p::array_capacity::<AlterUserScramCredentialsResult>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AlterUserScramCredentialsResult::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -549,7 +580,10 @@ impl Decode for AlterUserScramCredentialsResult {
             flexible,
             "AlterUserScramCredentialsResult.error_message",
         )?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

@@ -103,7 +103,11 @@ impl Decode for ApiVersionsRequest {
                 p::read_string(buf, flexible, "ApiVersionsRequest.client_software_version")?;
         }
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -321,53 +325,78 @@ impl Decode for ApiVersionsResponse {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("ApiVersionsResponse.api_keys"))?;
-            p::read_array(buf, n, |buf| Ok(ApiVersion::decode(buf, version)?))?
+            let mut items: Vec<ApiVersion> =
+                Vec::with_capacity(p::array_capacity::<ApiVersion>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ApiVersion::decode(buf, version)?);
+            }
+            items
         };
         if version >= 1 {
             this.throttle_time_ms = p::read_i32(buf)?;
         }
         if version >= 3 {
-            let mut tags = p::TaggedFieldReader::new(buf)?;
-            while let Some((tag, mut value)) = tags.next(buf)? {
-                match tag {
-                    0 if version >= 3 => {
-                        let buf = &mut value;
-                        this.supported_features = {
-                            let n = p::read_array_len(buf, flexible, 6)?.ok_or(
-                                DecodeError::UnexpectedNull(
-                                    "ApiVersionsResponse.supported_features",
-                                ),
-                            )?;
-                            p::read_array(buf, n, |buf| {
-                                Ok(SupportedFeatureKey::decode(buf, version)?)
-                            })?
-                        };
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                let mut tags = p::TaggedFieldReader::new(buf, count)?;
+                while let Some((tag, mut value)) = tags.next(buf)? {
+                    match tag {
+                        0 if version >= 3 => {
+                            let buf = &mut value;
+                            this.supported_features = {
+                                let n = p::read_array_len(buf, flexible, 6)?.ok_or(
+                                    DecodeError::UnexpectedNull(
+                                        "ApiVersionsResponse.supported_features",
+                                    ),
+                                )?;
+                                let mut items: Vec<SupportedFeatureKey> = Vec::with_capacity(
+                                    p::array_capacity::<SupportedFeatureKey>(n, buf.len()),
+                                );
+                                for _ in 0..n {
+                                    if items.len() == items.capacity() {
+                                        p::grow_array(&mut items, n);
+                                    }
+                                    items.push(SupportedFeatureKey::decode(buf, version)?);
+                                }
+                                items
+                            };
+                        }
+                        1 if version >= 3 => {
+                            let buf = &mut value;
+                            this.finalized_features_epoch = p::read_i64(buf)?;
+                        }
+                        2 if version >= 3 => {
+                            let buf = &mut value;
+                            this.finalized_features = {
+                                let n = p::read_array_len(buf, flexible, 6)?.ok_or(
+                                    DecodeError::UnexpectedNull(
+                                        "ApiVersionsResponse.finalized_features",
+                                    ),
+                                )?;
+                                let mut items: Vec<FinalizedFeatureKey> = Vec::with_capacity(
+                                    p::array_capacity::<FinalizedFeatureKey>(n, buf.len()),
+                                );
+                                for _ in 0..n {
+                                    if items.len() == items.capacity() {
+                                        p::grow_array(&mut items, n);
+                                    }
+                                    items.push(FinalizedFeatureKey::decode(buf, version)?);
+                                }
+                                items
+                            };
+                        }
+                        3 if version >= 3 => {
+                            let buf = &mut value;
+                            this.zk_migration_ready = p::read_bool(buf)?;
+                        }
+                        _ => tags.keep(),
                     }
-                    1 if version >= 3 => {
-                        let buf = &mut value;
-                        this.finalized_features_epoch = p::read_i64(buf)?;
-                    }
-                    2 if version >= 3 => {
-                        let buf = &mut value;
-                        this.finalized_features = {
-                            let n = p::read_array_len(buf, flexible, 6)?.ok_or(
-                                DecodeError::UnexpectedNull(
-                                    "ApiVersionsResponse.finalized_features",
-                                ),
-                            )?;
-                            p::read_array(buf, n, |buf| {
-                                Ok(FinalizedFeatureKey::decode(buf, version)?)
-                            })?
-                        };
-                    }
-                    3 if version >= 3 => {
-                        let buf = &mut value;
-                        this.zk_migration_ready = p::read_bool(buf)?;
-                    }
-                    _ => tags.keep(),
                 }
+                this.unknown_tagged_fields = tags.finish();
             }
-            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -509,7 +538,11 @@ impl Decode for ApiVersion {
         this.min_version = p::read_i16(buf)?;
         this.max_version = p::read_i16(buf)?;
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -626,7 +659,11 @@ impl Decode for FinalizedFeatureKey {
             this.min_version_level = p::read_i16(buf)?;
         }
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -755,7 +792,11 @@ impl Decode for SupportedFeatureKey {
             this.max_version = p::read_i16(buf)?;
         }
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

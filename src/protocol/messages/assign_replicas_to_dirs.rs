@@ -104,13 +104,23 @@ impl Decode for AssignReplicasToDirsRequest {
             let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "AssignReplicasToDirsRequest.directories",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AssignReplicasToDirsRequestDirectoryData::decode(
+            let mut items: Vec<AssignReplicasToDirsRequestDirectoryData> = Vec::with_capacity(
+                p::array_capacity::<AssignReplicasToDirsRequestDirectoryData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AssignReplicasToDirsRequestDirectoryData::decode(
                     buf, version,
-                )?)
-            })?
+                )?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -215,11 +225,21 @@ impl Decode for AssignReplicasToDirsRequestDirectoryData {
             let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "AssignReplicasToDirsRequestDirectoryData.topics",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AssignReplicasToDirsRequestTopicData::decode(buf, version)?)
-            })?
+            let mut items: Vec<AssignReplicasToDirsRequestTopicData> = Vec::with_capacity(
+                p::array_capacity::<AssignReplicasToDirsRequestTopicData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AssignReplicasToDirsRequestTopicData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -293,7 +313,10 @@ impl Decode for AssignReplicasToDirsRequestPartitionData {
         let flexible = true;
         let mut this = Self::default();
         this.partition_index = p::read_i32(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -378,13 +401,23 @@ impl Decode for AssignReplicasToDirsRequestTopicData {
             let n = p::read_array_len(buf, flexible, 5)?.ok_or(DecodeError::UnexpectedNull(
                 "AssignReplicasToDirsRequestTopicData.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AssignReplicasToDirsRequestPartitionData::decode(
+            let mut items: Vec<AssignReplicasToDirsRequestPartitionData> = Vec::with_capacity(
+                p::array_capacity::<AssignReplicasToDirsRequestPartitionData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AssignReplicasToDirsRequestPartitionData::decode(
                     buf, version,
-                )?)
-            })?
+                )?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -506,13 +539,23 @@ impl Decode for AssignReplicasToDirsResponse {
             let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "AssignReplicasToDirsResponse.directories",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AssignReplicasToDirsResponseDirectoryData::decode(
+            let mut items: Vec<AssignReplicasToDirsResponseDirectoryData> = Vec::with_capacity(
+                p::array_capacity::<AssignReplicasToDirsResponseDirectoryData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AssignReplicasToDirsResponseDirectoryData::decode(
                     buf, version,
-                )?)
-            })?
+                )?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -617,11 +660,21 @@ impl Decode for AssignReplicasToDirsResponseDirectoryData {
             let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "AssignReplicasToDirsResponseDirectoryData.topics",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AssignReplicasToDirsResponseTopicData::decode(buf, version)?)
-            })?
+            let mut items: Vec<AssignReplicasToDirsResponseTopicData> = Vec::with_capacity(
+                p::array_capacity::<AssignReplicasToDirsResponseTopicData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AssignReplicasToDirsResponseTopicData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -705,7 +758,10 @@ impl Decode for AssignReplicasToDirsResponsePartitionData {
         let mut this = Self::default();
         this.partition_index = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -794,13 +850,23 @@ impl Decode for AssignReplicasToDirsResponseTopicData {
             let n = p::read_array_len(buf, flexible, 7)?.ok_or(DecodeError::UnexpectedNull(
                 "AssignReplicasToDirsResponseTopicData.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AssignReplicasToDirsResponsePartitionData::decode(
+            let mut items: Vec<AssignReplicasToDirsResponsePartitionData> = Vec::with_capacity(
+                p::array_capacity::<AssignReplicasToDirsResponsePartitionData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AssignReplicasToDirsResponsePartitionData::decode(
                     buf, version,
-                )?)
-            })?
+                )?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

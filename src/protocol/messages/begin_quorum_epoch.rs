@@ -147,20 +147,39 @@ impl Decode for BeginQuorumEpochRequest {
             .ok_or(DecodeError::UnexpectedNull(
                 "BeginQuorumEpochRequest.topics",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(BeginQuorumEpochRequestTopicData::decode(buf, version)?)
-            })?
+            let mut items: Vec<BeginQuorumEpochRequestTopicData> = Vec::with_capacity(
+                p::array_capacity::<BeginQuorumEpochRequestTopicData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(BeginQuorumEpochRequestTopicData::decode(buf, version)?);
+            }
+            items
         };
         if version >= 1 {
             this.leader_endpoints = {
                 let n = p::read_array_len(buf, flexible, 5)?.ok_or(DecodeError::UnexpectedNull(
                     "BeginQuorumEpochRequest.leader_endpoints",
                 ))?;
-                p::read_array(buf, n, |buf| Ok(LeaderEndpoint::decode(buf, version)?))?
+                let mut items: Vec<LeaderEndpoint> =
+                    Vec::with_capacity(p::array_capacity::<LeaderEndpoint>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(LeaderEndpoint::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -313,7 +332,11 @@ impl Decode for LeaderEndpoint {
             this.port = p::read_u16(buf)?;
         }
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -429,7 +452,11 @@ impl Decode for BeginQuorumEpochRequestPartitionData {
         this.leader_id = p::read_i32(buf)?;
         this.leader_epoch = p::read_i32(buf)?;
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -538,12 +565,23 @@ impl Decode for BeginQuorumEpochRequestTopicData {
             .ok_or(DecodeError::UnexpectedNull(
                 "BeginQuorumEpochRequestTopicData.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(BeginQuorumEpochRequestPartitionData::decode(buf, version)?)
-            })?
+            let mut items: Vec<BeginQuorumEpochRequestPartitionData> = Vec::with_capacity(
+                p::array_capacity::<BeginQuorumEpochRequestPartitionData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(BeginQuorumEpochRequestPartitionData::decode(buf, version)?);
+            }
+            items
         };
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -687,29 +725,48 @@ impl Decode for BeginQuorumEpochResponse {
             .ok_or(DecodeError::UnexpectedNull(
                 "BeginQuorumEpochResponse.topics",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(BeginQuorumEpochResponseTopicData::decode(buf, version)?)
-            })?
+            let mut items: Vec<BeginQuorumEpochResponseTopicData> = Vec::with_capacity(
+                p::array_capacity::<BeginQuorumEpochResponseTopicData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(BeginQuorumEpochResponseTopicData::decode(buf, version)?);
+            }
+            items
         };
         if version >= 1 {
-            let mut tags = p::TaggedFieldReader::new(buf)?;
-            while let Some((tag, mut value)) = tags.next(buf)? {
-                match tag {
-                    0 if version >= 1 => {
-                        let buf = &mut value;
-                        this.node_endpoints = {
-                            let n = p::read_array_len(buf, flexible, 8)?.ok_or(
-                                DecodeError::UnexpectedNull(
-                                    "BeginQuorumEpochResponse.node_endpoints",
-                                ),
-                            )?;
-                            p::read_array(buf, n, |buf| Ok(NodeEndpoint::decode(buf, version)?))?
-                        };
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                let mut tags = p::TaggedFieldReader::new(buf, count)?;
+                while let Some((tag, mut value)) = tags.next(buf)? {
+                    match tag {
+                        0 if version >= 1 => {
+                            let buf = &mut value;
+                            this.node_endpoints = {
+                                let n = p::read_array_len(buf, flexible, 8)?.ok_or(
+                                    DecodeError::UnexpectedNull(
+                                        "BeginQuorumEpochResponse.node_endpoints",
+                                    ),
+                                )?;
+                                let mut items: Vec<NodeEndpoint> = Vec::with_capacity(
+                                    p::array_capacity::<NodeEndpoint>(n, buf.len()),
+                                );
+                                for _ in 0..n {
+                                    if items.len() == items.capacity() {
+                                        p::grow_array(&mut items, n);
+                                    }
+                                    items.push(NodeEndpoint::decode(buf, version)?);
+                                }
+                                items
+                            };
+                        }
+                        _ => tags.keep(),
                     }
-                    _ => tags.keep(),
                 }
+                this.unknown_tagged_fields = tags.finish();
             }
-            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -853,7 +910,11 @@ impl Decode for NodeEndpoint {
             this.port = p::read_u16(buf)?;
         }
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -965,7 +1026,11 @@ impl Decode for BeginQuorumEpochResponsePartitionData {
         this.leader_id = p::read_i32(buf)?;
         this.leader_epoch = p::read_i32(buf)?;
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1073,12 +1138,23 @@ impl Decode for BeginQuorumEpochResponseTopicData {
             .ok_or(DecodeError::UnexpectedNull(
                 "BeginQuorumEpochResponseTopicData.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(BeginQuorumEpochResponsePartitionData::decode(buf, version)?)
-            })?
+            let mut items: Vec<BeginQuorumEpochResponsePartitionData> = Vec::with_capacity(
+                p::array_capacity::<BeginQuorumEpochResponsePartitionData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(BeginQuorumEpochResponsePartitionData::decode(buf, version)?);
+            }
+            items
         };
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -139,10 +139,21 @@ impl Decode for BrokerHeartbeatRequest {
                 let n = p::read_array_len(buf, flexible, 16)?.ok_or(
                     DecodeError::UnexpectedNull("BrokerHeartbeatRequest.offline_log_dirs"),
                 )?;
-                p::read_array(buf, n, |buf| Ok(p::read_uuid(buf)?))?
+                let mut items: Vec<p::Uuid> =
+                    Vec::with_capacity(p::array_capacity::<p::Uuid>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(p::read_uuid(buf)?);
+                }
+                items
             };
         }
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -281,7 +292,10 @@ impl Decode for BrokerHeartbeatResponse {
         this.is_caught_up = p::read_bool(buf)?;
         this.is_fenced = p::read_bool(buf)?;
         this.should_shut_down = p::read_bool(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

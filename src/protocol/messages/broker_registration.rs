@@ -195,13 +195,29 @@ impl Decode for BrokerRegistrationRequest {
             let n = p::read_array_len(buf, flexible, 7)?.ok_or(DecodeError::UnexpectedNull(
                 "BrokerRegistrationRequest.listeners",
             ))?;
-            p::read_array(buf, n, |buf| Ok(Listener::decode(buf, version)?))?
+            let mut items: Vec<Listener> =
+                Vec::with_capacity(p::array_capacity::<Listener>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(Listener::decode(buf, version)?);
+            }
+            items
         };
         this.features = {
             let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                 "BrokerRegistrationRequest.features",
             ))?;
-            p::read_array(buf, n, |buf| Ok(Feature::decode(buf, version)?))?
+            let mut items: Vec<Feature> =
+                Vec::with_capacity(p::array_capacity::<Feature>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(Feature::decode(buf, version)?);
+            }
+            items
         };
         this.rack = p::read_nullable_string(buf, flexible, "BrokerRegistrationRequest.rack")?;
         if version >= 1 {
@@ -212,13 +228,24 @@ impl Decode for BrokerRegistrationRequest {
                 let n = p::read_array_len(buf, flexible, 16)?.ok_or(
                     DecodeError::UnexpectedNull("BrokerRegistrationRequest.log_dirs"),
                 )?;
-                p::read_array(buf, n, |buf| Ok(p::read_uuid(buf)?))?
+                let mut items: Vec<p::Uuid> =
+                    Vec::with_capacity(p::array_capacity::<p::Uuid>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(p::read_uuid(buf)?);
+                }
+                items
             };
         }
         if version >= 3 {
             this.previous_broker_epoch = p::read_i64(buf)?;
         }
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -354,7 +381,10 @@ impl Decode for Feature {
         this.name = p::read_string(buf, flexible, "Feature.name")?;
         this.min_supported_version = p::read_i16(buf)?;
         this.max_supported_version = p::read_i16(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -450,7 +480,10 @@ impl Decode for Listener {
         this.host = p::read_string(buf, flexible, "Listener.host")?;
         this.port = p::read_u16(buf)?;
         this.security_protocol = p::read_i16(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -549,7 +582,10 @@ impl Decode for BrokerRegistrationResponse {
         this.throttle_time_ms = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         this.broker_epoch = p::read_i64(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

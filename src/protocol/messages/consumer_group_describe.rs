@@ -95,16 +95,25 @@ impl Decode for ConsumerGroupDescribeRequest {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                 DecodeError::UnexpectedNull("ConsumerGroupDescribeRequest.group_ids"),
             )?;
-            p::read_array(buf, n, |buf| {
-                Ok(p::read_string(
+            let mut items: Vec<String> =
+                Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_string(
                     buf,
                     flexible,
                     "ConsumerGroupDescribeRequest.group_ids",
-                )?)
-            })?
+                )?);
+            }
+            items
         };
         this.include_authorized_operations = p::read_bool(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -216,9 +225,20 @@ impl Decode for ConsumerGroupDescribeResponse {
             let n = p::read_array_len(buf, flexible, 20)?.ok_or(DecodeError::UnexpectedNull(
                 "ConsumerGroupDescribeResponse.groups",
             ))?;
-            p::read_array(buf, n, |buf| Ok(DescribedGroup::decode(buf, version)?))?
+            let mut items: Vec<DescribedGroup> =
+                Vec::with_capacity(p::array_capacity::<DescribedGroup>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DescribedGroup::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -307,9 +327,20 @@ impl Decode for Assignment {
         this.topic_partitions = {
             let n = p::read_array_len(buf, flexible, 19)?
                 .ok_or(DecodeError::UnexpectedNull("Assignment.topic_partitions"))?;
-            p::read_array(buf, n, |buf| Ok(TopicPartitions::decode(buf, version)?))?
+            let mut items: Vec<TopicPartitions> =
+                Vec::with_capacity(p::array_capacity::<TopicPartitions>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(TopicPartitions::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -487,10 +518,21 @@ impl Decode for DescribedGroup {
         this.members = {
             let n = p::read_array_len(buf, flexible, 16)?
                 .ok_or(DecodeError::UnexpectedNull("DescribedGroup.members"))?;
-            p::read_array(buf, n, |buf| Ok(Member::decode(buf, version)?))?
+            let mut items: Vec<Member> =
+                Vec::with_capacity(p::array_capacity::<Member>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(Member::decode(buf, version)?);
+            }
+            items
         };
         this.authorized_operations = p::read_i32(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -691,19 +733,28 @@ impl Decode for Member {
         this.subscribed_topic_names = {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?
                 .ok_or(DecodeError::UnexpectedNull("Member.subscribed_topic_names"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(p::read_string(
+            let mut items: Vec<String> =
+                Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_string(
                     buf,
                     flexible,
                     "Member.subscribed_topic_names",
-                )?)
-            })?
+                )?);
+            }
+            items
         };
         this.subscribed_topic_regex =
             p::read_nullable_string(buf, flexible, "Member.subscribed_topic_regex")?;
         this.assignment = Assignment::decode(buf, version)?;
         this.target_assignment = Assignment::decode(buf, version)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -830,9 +881,19 @@ impl Decode for TopicPartitions {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 4)?
                 .ok_or(DecodeError::UnexpectedNull("TopicPartitions.partitions"))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

@@ -289,13 +289,21 @@ impl Decode for ConsumerGroupHeartbeatRequest {
         this.subscribed_topic_names =
             match p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })? {
                 None => None,
-                Some(n) => Some(p::read_array(buf, n, |buf| {
-                    Ok(p::read_string(
-                        buf,
-                        flexible,
-                        "ConsumerGroupHeartbeatRequest.subscribed_topic_names",
-                    )?)
-                })?),
+                Some(n) => {
+                    let mut items: Vec<String> =
+                        Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
+                    for _ in 0..n {
+                        if items.len() == items.capacity() {
+                            p::grow_array(&mut items, n);
+                        }
+                        items.push(p::read_string(
+                            buf,
+                            flexible,
+                            "ConsumerGroupHeartbeatRequest.subscribed_topic_names",
+                        )?);
+                    }
+                    Some(items)
+                }
             };
         if version >= 1 {
             this.subscribed_topic_regex = p::read_nullable_string(
@@ -311,13 +319,26 @@ impl Decode for ConsumerGroupHeartbeatRequest {
         )?;
         this.topic_partitions = match p::read_array_len(buf, flexible, 18)? {
             None => None,
-            Some(n) => Some(p::read_array(buf, n, |buf| {
-                Ok(ConsumerGroupHeartbeatRequestTopicPartitions::decode(
-                    buf, version,
-                )?)
-            })?),
+            Some(n) => {
+                let mut items: Vec<ConsumerGroupHeartbeatRequestTopicPartitions> =
+                    Vec::with_capacity(p::array_capacity::<
+                        ConsumerGroupHeartbeatRequestTopicPartitions,
+                    >(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(ConsumerGroupHeartbeatRequestTopicPartitions::decode(
+                        buf, version,
+                    )?);
+                }
+                Some(items)
+            }
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -464,9 +485,19 @@ impl Decode for ConsumerGroupHeartbeatRequestTopicPartitions {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "ConsumerGroupHeartbeatRequestTopicPartitions.partitions",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -656,7 +687,10 @@ impl Decode for ConsumerGroupHeartbeatResponse {
         } else {
             Some(Assignment::decode(buf, version)?)
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -758,13 +792,24 @@ impl Decode for Assignment {
         this.topic_partitions = {
             let n = p::read_array_len(buf, flexible, 18)?
                 .ok_or(DecodeError::UnexpectedNull("Assignment.topic_partitions"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(ConsumerGroupHeartbeatResponseTopicPartitions::decode(
+            let mut items: Vec<ConsumerGroupHeartbeatResponseTopicPartitions> =
+                Vec::with_capacity(p::array_capacity::<
+                    ConsumerGroupHeartbeatResponseTopicPartitions,
+                >(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ConsumerGroupHeartbeatResponseTopicPartitions::decode(
                     buf, version,
-                )?)
-            })?
+                )?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -860,9 +905,19 @@ impl Decode for ConsumerGroupHeartbeatResponseTopicPartitions {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "ConsumerGroupHeartbeatResponseTopicPartitions.partitions",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

@@ -100,7 +100,15 @@ impl Decode for ConsumerProtocolAssignment {
             let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                 "ConsumerProtocolAssignment.assigned_partitions",
             ))?;
-            p::read_array(buf, n, |buf| Ok(TopicPartition::decode(buf, version)?))?
+            let mut items: Vec<TopicPartition> =
+                Vec::with_capacity(p::array_capacity::<TopicPartition>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(TopicPartition::decode(buf, version)?);
+            }
+            items
         };
         this.user_data = p::read_nullable_bytes(buf, flexible)?;
         Ok(this)
@@ -198,7 +206,14 @@ impl Decode for TopicPartition {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 4)?
                 .ok_or(DecodeError::UnexpectedNull("TopicPartition.partitions"))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
         Ok(this)
     }

@@ -153,13 +153,19 @@ impl Decode for ConsumerProtocolSubscription {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                 DecodeError::UnexpectedNull("ConsumerProtocolSubscription.topics"),
             )?;
-            p::read_array(buf, n, |buf| {
-                Ok(p::read_string(
+            let mut items: Vec<String> =
+                Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_string(
                     buf,
                     flexible,
                     "ConsumerProtocolSubscription.topics",
-                )?)
-            })?
+                )?);
+            }
+            items
         };
         this.user_data = p::read_nullable_bytes(buf, flexible)?;
         if version >= 1 {
@@ -167,7 +173,15 @@ impl Decode for ConsumerProtocolSubscription {
                 let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                     "ConsumerProtocolSubscription.owned_partitions",
                 ))?;
-                p::read_array(buf, n, |buf| Ok(TopicPartition::decode(buf, version)?))?
+                let mut items: Vec<TopicPartition> =
+                    Vec::with_capacity(p::array_capacity::<TopicPartition>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(TopicPartition::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 2 {
@@ -315,7 +329,15 @@ impl Decode for TopicPartition {
             this.partitions = {
                 let n = p::read_array_len(buf, flexible, 4)?
                     .ok_or(DecodeError::UnexpectedNull("TopicPartition.partitions"))?;
-                p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(p::read_i32(buf)?);
+                }
+                items
             };
         }
         Ok(this)

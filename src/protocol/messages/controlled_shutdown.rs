@@ -87,7 +87,11 @@ impl Decode for ControlledShutdownRequest {
             this.broker_epoch = p::read_i64(buf)?;
         }
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -199,10 +203,22 @@ impl Decode for ControlledShutdownResponse {
             let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                 "ControlledShutdownResponse.remaining_partitions",
             ))?;
-            p::read_array(buf, n, |buf| Ok(RemainingPartition::decode(buf, version)?))?
+            let mut items: Vec<RemainingPartition> =
+                Vec::with_capacity(p::array_capacity::<RemainingPartition>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(RemainingPartition::decode(buf, version)?);
+            }
+            items
         };
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -300,7 +316,11 @@ impl Decode for RemainingPartition {
         this.topic_name = p::read_string(buf, flexible, "RemainingPartition.topic_name")?;
         this.partition_index = p::read_i32(buf)?;
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -128,15 +128,34 @@ impl Decode for ControllerRegistrationRequest {
             let n = p::read_array_len(buf, flexible, 7)?.ok_or(DecodeError::UnexpectedNull(
                 "ControllerRegistrationRequest.listeners",
             ))?;
-            p::read_array(buf, n, |buf| Ok(Listener::decode(buf, version)?))?
+            let mut items: Vec<Listener> =
+                Vec::with_capacity(p::array_capacity::<Listener>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(Listener::decode(buf, version)?);
+            }
+            items
         };
         this.features = {
             let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                 "ControllerRegistrationRequest.features",
             ))?;
-            p::read_array(buf, n, |buf| Ok(Feature::decode(buf, version)?))?
+            let mut items: Vec<Feature> =
+                Vec::with_capacity(p::array_capacity::<Feature>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(Feature::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -245,7 +264,10 @@ impl Decode for Feature {
         this.name = p::read_string(buf, flexible, "Feature.name")?;
         this.min_supported_version = p::read_i16(buf)?;
         this.max_supported_version = p::read_i16(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -341,7 +363,10 @@ impl Decode for Listener {
         this.host = p::read_string(buf, flexible, "Listener.host")?;
         this.port = p::read_u16(buf)?;
         this.security_protocol = p::read_i16(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -461,7 +486,10 @@ impl Decode for ControllerRegistrationResponse {
             flexible,
             "ControllerRegistrationResponse.error_message",
         )?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

@@ -90,10 +90,22 @@ impl Decode for CreateAclsRequest {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("CreateAclsRequest.creations"))?;
-            p::read_array(buf, n, |buf| Ok(AclCreation::decode(buf, version)?))?
+            let mut items: Vec<AclCreation> =
+                Vec::with_capacity(p::array_capacity::<AclCreation>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AclCreation::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -249,7 +261,11 @@ impl Decode for AclCreation {
         this.operation = p::read_i8(buf)?;
         this.permission_type = p::read_i8(buf)?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -358,10 +374,22 @@ impl Decode for CreateAclsResponse {
         this.results = {
             let n = p::read_array_len(buf, flexible, 4)?
                 .ok_or(DecodeError::UnexpectedNull("CreateAclsResponse.results"))?;
-            p::read_array(buf, n, |buf| Ok(AclCreationResult::decode(buf, version)?))?
+            let mut items: Vec<AclCreationResult> =
+                Vec::with_capacity(p::array_capacity::<AclCreationResult>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AclCreationResult::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -462,7 +490,11 @@ impl Decode for AclCreationResult {
         this.error_message =
             p::read_nullable_string(buf, flexible, "AclCreationResult.error_message")?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

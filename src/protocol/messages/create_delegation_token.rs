@@ -180,11 +180,23 @@ impl Decode for CreateDelegationTokenRequest {
             .ok_or(DecodeError::UnexpectedNull(
                 "CreateDelegationTokenRequest.renewers",
             ))?;
-            p::read_array(buf, n, |buf| Ok(CreatableRenewers::decode(buf, version)?))?
+            let mut items: Vec<CreatableRenewers> =
+                Vec::with_capacity(p::array_capacity::<CreatableRenewers>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(CreatableRenewers::decode(buf, version)?);
+            }
+            items
         };
         this.max_lifetime_ms = p::read_i64(buf)?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -305,7 +317,11 @@ impl Decode for CreatableRenewers {
         this.principal_type = p::read_string(buf, flexible, "CreatableRenewers.principal_type")?;
         this.principal_name = p::read_string(buf, flexible, "CreatableRenewers.principal_name")?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -550,7 +566,11 @@ impl Decode for CreateDelegationTokenResponse {
         this.hmac = p::read_bytes(buf, flexible, "CreateDelegationTokenResponse.hmac")?;
         this.throttle_time_ms = p::read_i32(buf)?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -109,14 +109,24 @@ impl Decode for CreatePartitionsRequest {
             .ok_or(DecodeError::UnexpectedNull(
                 "CreatePartitionsRequest.topics",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(CreatePartitionsTopic::decode(buf, version)?)
-            })?
+            let mut items: Vec<CreatePartitionsTopic> =
+                Vec::with_capacity(p::array_capacity::<CreatePartitionsTopic>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(CreatePartitionsTopic::decode(buf, version)?);
+            }
+            items
         };
         this.timeout_ms = p::read_i32(buf)?;
         this.validate_only = p::read_bool(buf)?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -210,10 +220,21 @@ impl Decode for CreatePartitionsAssignment {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "CreatePartitionsAssignment.broker_ids",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -330,12 +351,25 @@ impl Decode for CreatePartitionsTopic {
             },
         )? {
             None => None,
-            Some(n) => Some(p::read_array(buf, n, |buf| {
-                Ok(CreatePartitionsAssignment::decode(buf, version)?)
-            })?),
+            Some(n) => {
+                let mut items: Vec<CreatePartitionsAssignment> = Vec::with_capacity(
+                    p::array_capacity::<CreatePartitionsAssignment>(n, buf.len()),
+                );
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(CreatePartitionsAssignment::decode(buf, version)?);
+                }
+                Some(items)
+            }
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -458,12 +492,23 @@ impl Decode for CreatePartitionsResponse {
             .ok_or(DecodeError::UnexpectedNull(
                 "CreatePartitionsResponse.results",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(CreatePartitionsTopicResult::decode(buf, version)?)
-            })?
+            let mut items: Vec<CreatePartitionsTopicResult> = Vec::with_capacity(
+                p::array_capacity::<CreatePartitionsTopicResult>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(CreatePartitionsTopicResult::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -591,7 +636,11 @@ impl Decode for CreatePartitionsTopicResult {
         this.error_message =
             p::read_nullable_string(buf, flexible, "CreatePartitionsTopicResult.error_message")?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

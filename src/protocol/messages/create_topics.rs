@@ -114,14 +114,26 @@ impl Decode for CreateTopicsRequest {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("CreateTopicsRequest.topics"))?;
-            p::read_array(buf, n, |buf| Ok(CreatableTopic::decode(buf, version)?))?
+            let mut items: Vec<CreatableTopic> =
+                Vec::with_capacity(p::array_capacity::<CreatableTopic>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(CreatableTopic::decode(buf, version)?);
+            }
+            items
         };
         this.timeout_ms = p::read_i32(buf)?;
         if version >= 1 {
             this.validate_only = p::read_bool(buf)?;
         }
         if version >= 5 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -229,10 +241,21 @@ impl Decode for CreatableReplicaAssignment {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "CreatableReplicaAssignment.broker_ids",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
         if version >= 5 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -371,9 +394,16 @@ impl Decode for CreatableTopic {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("CreatableTopic.assignments"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(CreatableReplicaAssignment::decode(buf, version)?)
-            })?
+            let mut items: Vec<CreatableReplicaAssignment> = Vec::with_capacity(
+                p::array_capacity::<CreatableReplicaAssignment>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(CreatableReplicaAssignment::decode(buf, version)?);
+            }
+            items
         };
         this.configs = {
             let n = p::read_array_len(
@@ -385,12 +415,22 @@ impl Decode for CreatableTopic {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("CreatableTopic.configs"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(CreatableTopicConfig::decode(buf, version)?)
-            })?
+            let mut items: Vec<CreatableTopicConfig> =
+                Vec::with_capacity(p::array_capacity::<CreatableTopicConfig>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(CreatableTopicConfig::decode(buf, version)?);
+            }
+            items
         };
         if version >= 5 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -495,7 +535,11 @@ impl Decode for CreatableTopicConfig {
         this.name = p::read_string(buf, flexible, "CreatableTopicConfig.name")?;
         this.value = p::read_nullable_string(buf, flexible, "CreatableTopicConfig.value")?;
         if version >= 5 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -612,12 +656,22 @@ impl Decode for CreateTopicsResponse {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("CreateTopicsResponse.topics"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(CreatableTopicResult::decode(buf, version)?)
-            })?
+            let mut items: Vec<CreatableTopicResult> =
+                Vec::with_capacity(p::array_capacity::<CreatableTopicResult>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(CreatableTopicResult::decode(buf, version)?);
+            }
+            items
         };
         if version >= 5 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -791,7 +845,11 @@ impl Decode for CreatableTopicConfigs {
             this.is_sensitive = p::read_bool(buf)?;
         }
         if version >= 5 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1012,23 +1070,35 @@ impl Decode for CreatableTopicResult {
         if version >= 5 {
             this.configs = match p::read_array_len(buf, flexible, 6)? {
                 None => None,
-                Some(n) => Some(p::read_array(buf, n, |buf| {
-                    Ok(CreatableTopicConfigs::decode(buf, version)?)
-                })?),
+                Some(n) => {
+                    let mut items: Vec<CreatableTopicConfigs> = Vec::with_capacity(
+                        p::array_capacity::<CreatableTopicConfigs>(n, buf.len()),
+                    );
+                    for _ in 0..n {
+                        if items.len() == items.capacity() {
+                            p::grow_array(&mut items, n);
+                        }
+                        items.push(CreatableTopicConfigs::decode(buf, version)?);
+                    }
+                    Some(items)
+                }
             };
         }
         if version >= 5 {
-            let mut tags = p::TaggedFieldReader::new(buf)?;
-            while let Some((tag, mut value)) = tags.next(buf)? {
-                match tag {
-                    0 if version >= 5 => {
-                        let buf = &mut value;
-                        this.topic_config_error_code = p::read_i16(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                let mut tags = p::TaggedFieldReader::new(buf, count)?;
+                while let Some((tag, mut value)) = tags.next(buf)? {
+                    match tag {
+                        0 if version >= 5 => {
+                            let buf = &mut value;
+                            this.topic_config_error_code = p::read_i16(buf)?;
+                        }
+                        _ => tags.keep(),
                     }
-                    _ => tags.keep(),
                 }
+                this.unknown_tagged_fields = tags.finish();
             }
-            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }

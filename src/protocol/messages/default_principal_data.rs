@@ -90,7 +90,10 @@ impl Decode for DefaultPrincipalData {
         this.r#type = p::read_string(buf, flexible, "DefaultPrincipalData.type")?;
         this.name = p::read_string(buf, flexible, "DefaultPrincipalData.name")?;
         this.token_authenticated = p::read_bool(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

@@ -90,10 +90,22 @@ impl Decode for DeleteAclsRequest {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("DeleteAclsRequest.filters"))?;
-            p::read_array(buf, n, |buf| Ok(DeleteAclsFilter::decode(buf, version)?))?
+            let mut items: Vec<DeleteAclsFilter> =
+                Vec::with_capacity(p::array_capacity::<DeleteAclsFilter>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DeleteAclsFilter::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -272,7 +284,11 @@ impl Decode for DeleteAclsFilter {
         this.operation = p::read_i8(buf)?;
         this.permission_type = p::read_i8(buf)?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -402,12 +418,22 @@ impl Decode for DeleteAclsResponse {
             .ok_or(DecodeError::UnexpectedNull(
                 "DeleteAclsResponse.filter_results",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DeleteAclsFilterResult::decode(buf, version)?)
-            })?
+            let mut items: Vec<DeleteAclsFilterResult> =
+                Vec::with_capacity(p::array_capacity::<DeleteAclsFilterResult>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DeleteAclsFilterResult::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -542,12 +568,22 @@ impl Decode for DeleteAclsFilterResult {
             .ok_or(DecodeError::UnexpectedNull(
                 "DeleteAclsFilterResult.matching_acls",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DeleteAclsMatchingAcl::decode(buf, version)?)
-            })?
+            let mut items: Vec<DeleteAclsMatchingAcl> =
+                Vec::with_capacity(p::array_capacity::<DeleteAclsMatchingAcl>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DeleteAclsMatchingAcl::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -740,7 +776,11 @@ impl Decode for DeleteAclsMatchingAcl {
         this.operation = p::read_i8(buf)?;
         this.permission_type = p::read_i8(buf)?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -83,16 +83,26 @@ impl Decode for DeleteGroupsRequest {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                 DecodeError::UnexpectedNull("DeleteGroupsRequest.groups_names"),
             )?;
-            p::read_array(buf, n, |buf| {
-                Ok(p::read_string(
+            let mut items: Vec<String> =
+                Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_string(
                     buf,
                     flexible,
                     "DeleteGroupsRequest.groups_names",
-                )?)
-            })?
+                )?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -205,12 +215,22 @@ impl Decode for DeleteGroupsResponse {
         this.results = {
             let n = p::read_array_len(buf, flexible, 4)?
                 .ok_or(DecodeError::UnexpectedNull("DeleteGroupsResponse.results"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DeletableGroupResult::decode(buf, version)?)
-            })?
+            let mut items: Vec<DeletableGroupResult> =
+                Vec::with_capacity(p::array_capacity::<DeletableGroupResult>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DeletableGroupResult::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -308,7 +328,11 @@ impl Decode for DeletableGroupResult {
         this.group_id = p::read_string(buf, flexible, "DeletableGroupResult.group_id")?;
         this.error_code = p::read_i16(buf)?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -98,11 +98,23 @@ impl Decode for DeleteRecordsRequest {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("DeleteRecordsRequest.topics"))?;
-            p::read_array(buf, n, |buf| Ok(DeleteRecordsTopic::decode(buf, version)?))?
+            let mut items: Vec<DeleteRecordsTopic> =
+                Vec::with_capacity(p::array_capacity::<DeleteRecordsTopic>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DeleteRecordsTopic::decode(buf, version)?);
+            }
+            items
         };
         this.timeout_ms = p::read_i32(buf)?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -195,7 +207,11 @@ impl Decode for DeleteRecordsPartition {
         this.partition_index = p::read_i32(buf)?;
         this.offset = p::read_i64(buf)?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -290,12 +306,22 @@ impl Decode for DeleteRecordsTopic {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("DeleteRecordsTopic.partitions"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DeleteRecordsPartition::decode(buf, version)?)
-            })?
+            let mut items: Vec<DeleteRecordsPartition> =
+                Vec::with_capacity(p::array_capacity::<DeleteRecordsPartition>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DeleteRecordsPartition::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -409,12 +435,22 @@ impl Decode for DeleteRecordsResponse {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("DeleteRecordsResponse.topics"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DeleteRecordsTopicResult::decode(buf, version)?)
-            })?
+            let mut items: Vec<DeleteRecordsTopicResult> =
+                Vec::with_capacity(p::array_capacity::<DeleteRecordsTopicResult>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DeleteRecordsTopicResult::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -517,7 +553,11 @@ impl Decode for DeleteRecordsPartitionResult {
         this.low_watermark = p::read_i64(buf)?;
         this.error_code = p::read_i16(buf)?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -615,12 +655,23 @@ impl Decode for DeleteRecordsTopicResult {
             .ok_or(DecodeError::UnexpectedNull(
                 "DeleteRecordsTopicResult.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DeleteRecordsPartitionResult::decode(buf, version)?)
-            })?
+            let mut items: Vec<DeleteRecordsPartitionResult> = Vec::with_capacity(
+                p::array_capacity::<DeleteRecordsPartitionResult>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DeleteRecordsPartitionResult::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

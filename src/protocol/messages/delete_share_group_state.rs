@@ -96,9 +96,20 @@ impl Decode for DeleteShareGroupStateRequest {
             let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "DeleteShareGroupStateRequest.topics",
             ))?;
-            p::read_array(buf, n, |buf| Ok(DeleteStateData::decode(buf, version)?))?
+            let mut items: Vec<DeleteStateData> =
+                Vec::with_capacity(p::array_capacity::<DeleteStateData>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DeleteStateData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -197,9 +208,20 @@ impl Decode for DeleteStateData {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 5)?
                 .ok_or(DecodeError::UnexpectedNull("DeleteStateData.partitions"))?;
-            p::read_array(buf, n, |buf| Ok(PartitionData::decode(buf, version)?))?
+            let mut items: Vec<PartitionData> =
+                Vec::with_capacity(p::array_capacity::<PartitionData>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(PartitionData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -271,7 +293,10 @@ impl Decode for PartitionData {
         let flexible = true;
         let mut this = Self::default();
         this.partition = p::read_i32(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -358,9 +383,20 @@ impl Decode for DeleteShareGroupStateResponse {
             let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "DeleteShareGroupStateResponse.results",
             ))?;
-            p::read_array(buf, n, |buf| Ok(DeleteStateResult::decode(buf, version)?))?
+            let mut items: Vec<DeleteStateResult> =
+                Vec::with_capacity(p::array_capacity::<DeleteStateResult>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DeleteStateResult::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -458,9 +494,20 @@ impl Decode for DeleteStateResult {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 8)?
                 .ok_or(DecodeError::UnexpectedNull("DeleteStateResult.partitions"))?;
-            p::read_array(buf, n, |buf| Ok(PartitionResult::decode(buf, version)?))?
+            let mut items: Vec<PartitionResult> =
+                Vec::with_capacity(p::array_capacity::<PartitionResult>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(PartitionResult::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -560,7 +607,10 @@ impl Decode for PartitionResult {
         this.error_code = p::read_i16(buf)?;
         this.error_message =
             p::read_nullable_string(buf, flexible, "PartitionResult.error_message")?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

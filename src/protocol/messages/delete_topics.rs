@@ -118,7 +118,15 @@ impl Decode for DeleteTopicsRequest {
             this.topics = {
                 let n = p::read_array_len(buf, flexible, 18)?
                     .ok_or(DecodeError::UnexpectedNull("DeleteTopicsRequest.topics"))?;
-                p::read_array(buf, n, |buf| Ok(DeleteTopicState::decode(buf, version)?))?
+                let mut items: Vec<DeleteTopicState> =
+                    Vec::with_capacity(p::array_capacity::<DeleteTopicState>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(DeleteTopicState::decode(buf, version)?);
+                }
+                items
             };
         }
         if version <= 5 {
@@ -126,18 +134,28 @@ impl Decode for DeleteTopicsRequest {
                 let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                     DecodeError::UnexpectedNull("DeleteTopicsRequest.topic_names"),
                 )?;
-                p::read_array(buf, n, |buf| {
-                    Ok(p::read_string(
+                let mut items: Vec<String> =
+                    Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(p::read_string(
                         buf,
                         flexible,
                         "DeleteTopicsRequest.topic_names",
-                    )?)
-                })?
+                    )?);
+                }
+                items
             };
         }
         this.timeout_ms = p::read_i32(buf)?;
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -271,7 +289,11 @@ impl Decode for DeleteTopicState {
             this.topic_id = p::read_uuid(buf)?;
         }
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -397,12 +419,22 @@ impl Decode for DeleteTopicsResponse {
             .ok_or(DecodeError::UnexpectedNull(
                 "DeleteTopicsResponse.responses",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DeletableTopicResult::decode(buf, version)?)
-            })?
+            let mut items: Vec<DeletableTopicResult> =
+                Vec::with_capacity(p::array_capacity::<DeletableTopicResult>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DeletableTopicResult::decode(buf, version)?);
+            }
+            items
         };
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -558,7 +590,11 @@ impl Decode for DeletableTopicResult {
                 p::read_nullable_string(buf, flexible, "DeletableTopicResult.error_message")?;
         }
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -176,7 +176,11 @@ impl Decode for DescribeAclsRequest {
         this.operation = p::read_i8(buf)?;
         this.permission_type = p::read_i8(buf)?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -347,12 +351,22 @@ impl Decode for DescribeAclsResponse {
             .ok_or(DecodeError::UnexpectedNull(
                 "DescribeAclsResponse.resources",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DescribeAclsResource::decode(buf, version)?)
-            })?
+            let mut items: Vec<DescribeAclsResource> =
+                Vec::with_capacity(p::array_capacity::<DescribeAclsResource>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DescribeAclsResource::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -471,7 +485,11 @@ impl Decode for AclDescription {
         this.operation = p::read_i8(buf)?;
         this.permission_type = p::read_i8(buf)?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -602,10 +620,22 @@ impl Decode for DescribeAclsResource {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("DescribeAclsResource.acls"))?;
-            p::read_array(buf, n, |buf| Ok(AclDescription::decode(buf, version)?))?
+            let mut items: Vec<AclDescription> =
+                Vec::with_capacity(p::array_capacity::<AclDescription>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AclDescription::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -100,11 +100,23 @@ impl Decode for DescribeClientQuotasRequest {
             .ok_or(DecodeError::UnexpectedNull(
                 "DescribeClientQuotasRequest.components",
             ))?;
-            p::read_array(buf, n, |buf| Ok(ComponentData::decode(buf, version)?))?
+            let mut items: Vec<ComponentData> =
+                Vec::with_capacity(p::array_capacity::<ComponentData>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ComponentData::decode(buf, version)?);
+            }
+            items
         };
         this.strict = p::read_bool(buf)?;
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -219,7 +231,11 @@ impl Decode for ComponentData {
         this.match_type = p::read_i8(buf)?;
         this.r#match = p::read_nullable_string(buf, flexible, "ComponentData.match")?;
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -375,12 +391,24 @@ impl Decode for DescribeClientQuotasResponse {
             },
         )? {
             None => None,
-            Some(n) => Some(p::read_array(buf, n, |buf| {
-                Ok(EntryData::decode(buf, version)?)
-            })?),
+            Some(n) => {
+                let mut items: Vec<EntryData> =
+                    Vec::with_capacity(p::array_capacity::<EntryData>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(EntryData::decode(buf, version)?);
+                }
+                Some(items)
+            }
         };
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -490,7 +518,11 @@ impl Decode for EntityData {
         this.entity_type = p::read_string(buf, flexible, "EntityData.entity_type")?;
         this.entity_name = p::read_nullable_string(buf, flexible, "EntityData.entity_name")?;
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -596,15 +628,35 @@ impl Decode for EntryData {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("EntryData.entity"))?;
-            p::read_array(buf, n, |buf| Ok(EntityData::decode(buf, version)?))?
+            let mut items: Vec<EntityData> =
+                Vec::with_capacity(p::array_capacity::<EntityData>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(EntityData::decode(buf, version)?);
+            }
+            items
         };
         this.values = {
             let n = p::read_array_len(buf, flexible, 10)?
                 .ok_or(DecodeError::UnexpectedNull("EntryData.values"))?;
-            p::read_array(buf, n, |buf| Ok(ValueData::decode(buf, version)?))?
+            let mut items: Vec<ValueData> =
+                Vec::with_capacity(p::array_capacity::<ValueData>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ValueData::decode(buf, version)?);
+            }
+            items
         };
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -697,7 +749,11 @@ impl Decode for ValueData {
         this.key = p::read_string(buf, flexible, "ValueData.key")?;
         this.value = p::read_f64(buf)?;
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

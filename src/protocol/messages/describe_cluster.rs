@@ -89,7 +89,10 @@ impl Decode for DescribeClusterRequest {
         if version >= 1 {
             this.endpoint_type = p::read_i8(buf)?;
         }
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -284,12 +287,21 @@ impl Decode for DescribeClusterResponse {
             let n = p::read_array_len(buf, flexible, 11)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeClusterResponse.brokers",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DescribeClusterBroker::decode(buf, version)?)
-            })?
+            let mut items: Vec<DescribeClusterBroker> =
+                Vec::with_capacity(p::array_capacity::<DescribeClusterBroker>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DescribeClusterBroker::decode(buf, version)?);
+            }
+            items
         };
         this.cluster_authorized_operations = p::read_i32(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -419,7 +431,10 @@ impl Decode for DescribeClusterBroker {
         this.host = p::read_string(buf, flexible, "DescribeClusterBroker.host")?;
         this.port = p::read_i32(buf)?;
         this.rack = p::read_nullable_string(buf, flexible, "DescribeClusterBroker.rack")?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

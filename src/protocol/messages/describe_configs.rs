@@ -123,9 +123,15 @@ impl Decode for DescribeConfigsRequest {
             .ok_or(DecodeError::UnexpectedNull(
                 "DescribeConfigsRequest.resources",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DescribeConfigsResource::decode(buf, version)?)
-            })?
+            let mut items: Vec<DescribeConfigsResource> =
+                Vec::with_capacity(p::array_capacity::<DescribeConfigsResource>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DescribeConfigsResource::decode(buf, version)?);
+            }
+            items
         };
         if version >= 1 {
             this.include_synonyms = p::read_bool(buf)?;
@@ -134,7 +140,11 @@ impl Decode for DescribeConfigsRequest {
             this.include_documentation = p::read_bool(buf)?;
         }
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -278,16 +288,28 @@ impl Decode for DescribeConfigsResource {
         this.configuration_keys =
             match p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })? {
                 None => None,
-                Some(n) => Some(p::read_array(buf, n, |buf| {
-                    Ok(p::read_string(
-                        buf,
-                        flexible,
-                        "DescribeConfigsResource.configuration_keys",
-                    )?)
-                })?),
+                Some(n) => {
+                    let mut items: Vec<String> =
+                        Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
+                    for _ in 0..n {
+                        if items.len() == items.capacity() {
+                            p::grow_array(&mut items, n);
+                        }
+                        items.push(p::read_string(
+                            buf,
+                            flexible,
+                            "DescribeConfigsResource.configuration_keys",
+                        )?);
+                    }
+                    Some(items)
+                }
             };
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -408,12 +430,22 @@ impl Decode for DescribeConfigsResponse {
             .ok_or(DecodeError::UnexpectedNull(
                 "DescribeConfigsResponse.results",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DescribeConfigsResult::decode(buf, version)?)
-            })?
+            let mut items: Vec<DescribeConfigsResult> =
+                Vec::with_capacity(p::array_capacity::<DescribeConfigsResult>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DescribeConfigsResult::decode(buf, version)?);
+            }
+            items
         };
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -646,9 +678,15 @@ impl Decode for DescribeConfigsResourceResult {
                 .ok_or(DecodeError::UnexpectedNull(
                     "DescribeConfigsResourceResult.synonyms",
                 ))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(DescribeConfigsSynonym::decode(buf, version)?)
-                })?
+                let mut items: Vec<DescribeConfigsSynonym> =
+                    Vec::with_capacity(p::array_capacity::<DescribeConfigsSynonym>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(DescribeConfigsSynonym::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 3 {
@@ -662,7 +700,11 @@ impl Decode for DescribeConfigsResourceResult {
             )?;
         }
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -849,12 +891,23 @@ impl Decode for DescribeConfigsResult {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("DescribeConfigsResult.configs"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DescribeConfigsResourceResult::decode(buf, version)?)
-            })?
+            let mut items: Vec<DescribeConfigsResourceResult> = Vec::with_capacity(
+                p::array_capacity::<DescribeConfigsResourceResult>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DescribeConfigsResourceResult::decode(buf, version)?);
+            }
+            items
         };
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -993,7 +1046,11 @@ impl Decode for DescribeConfigsSynonym {
             this.source = p::read_i8(buf)?;
         }
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -95,12 +95,25 @@ impl Decode for DescribeDelegationTokenRequest {
             },
         )? {
             None => None,
-            Some(n) => Some(p::read_array(buf, n, |buf| {
-                Ok(DescribeDelegationTokenOwner::decode(buf, version)?)
-            })?),
+            Some(n) => {
+                let mut items: Vec<DescribeDelegationTokenOwner> = Vec::with_capacity(
+                    p::array_capacity::<DescribeDelegationTokenOwner>(n, buf.len()),
+                );
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(DescribeDelegationTokenOwner::decode(buf, version)?);
+                }
+                Some(items)
+            }
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -210,7 +223,11 @@ impl Decode for DescribeDelegationTokenOwner {
         this.principal_name =
             p::read_string(buf, flexible, "DescribeDelegationTokenOwner.principal_name")?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -329,13 +346,23 @@ impl Decode for DescribeDelegationTokenResponse {
             .ok_or(DecodeError::UnexpectedNull(
                 "DescribeDelegationTokenResponse.tokens",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DescribedDelegationToken::decode(buf, version)?)
-            })?
+            let mut items: Vec<DescribedDelegationToken> =
+                Vec::with_capacity(p::array_capacity::<DescribedDelegationToken>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DescribedDelegationToken::decode(buf, version)?);
+            }
+            items
         };
         this.throttle_time_ms = p::read_i32(buf)?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -580,12 +607,23 @@ impl Decode for DescribedDelegationToken {
             .ok_or(DecodeError::UnexpectedNull(
                 "DescribedDelegationToken.renewers",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DescribedDelegationTokenRenewer::decode(buf, version)?)
-            })?
+            let mut items: Vec<DescribedDelegationTokenRenewer> = Vec::with_capacity(
+                p::array_capacity::<DescribedDelegationTokenRenewer>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DescribedDelegationTokenRenewer::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -707,7 +745,11 @@ impl Decode for DescribedDelegationTokenRenewer {
             "DescribedDelegationTokenRenewer.principal_name",
         )?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -98,19 +98,29 @@ impl Decode for DescribeGroupsRequest {
         this.groups = {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?
                 .ok_or(DecodeError::UnexpectedNull("DescribeGroupsRequest.groups"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(p::read_string(
+            let mut items: Vec<String> =
+                Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_string(
                     buf,
                     flexible,
                     "DescribeGroupsRequest.groups",
-                )?)
-            })?
+                )?);
+            }
+            items
         };
         if version >= 3 {
             this.include_authorized_operations = p::read_bool(buf)?;
         }
         if version >= 5 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -240,10 +250,22 @@ impl Decode for DescribeGroupsResponse {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("DescribeGroupsResponse.groups"))?;
-            p::read_array(buf, n, |buf| Ok(DescribedGroup::decode(buf, version)?))?
+            let mut items: Vec<DescribedGroup> =
+                Vec::with_capacity(p::array_capacity::<DescribedGroup>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DescribedGroup::decode(buf, version)?);
+            }
+            items
         };
         if version >= 5 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -428,15 +450,25 @@ impl Decode for DescribedGroup {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("DescribedGroup.members"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DescribedGroupMember::decode(buf, version)?)
-            })?
+            let mut items: Vec<DescribedGroupMember> =
+                Vec::with_capacity(p::array_capacity::<DescribedGroupMember>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DescribedGroupMember::decode(buf, version)?);
+            }
+            items
         };
         if version >= 3 {
             this.authorized_operations = p::read_i32(buf)?;
         }
         if version >= 5 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -615,7 +647,11 @@ impl Decode for DescribedGroupMember {
         this.member_assignment =
             p::read_bytes(buf, flexible, "DescribedGroupMember.member_assignment")?;
         if version >= 5 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -95,12 +95,24 @@ impl Decode for DescribeLogDirsRequest {
             },
         )? {
             None => None,
-            Some(n) => Some(p::read_array(buf, n, |buf| {
-                Ok(DescribableLogDirTopic::decode(buf, version)?)
-            })?),
+            Some(n) => {
+                let mut items: Vec<DescribableLogDirTopic> =
+                    Vec::with_capacity(p::array_capacity::<DescribableLogDirTopic>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(DescribableLogDirTopic::decode(buf, version)?);
+                }
+                Some(items)
+            }
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -206,10 +218,21 @@ impl Decode for DescribableLogDirTopic {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribableLogDirTopic.partitions",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -340,12 +363,22 @@ impl Decode for DescribeLogDirsResponse {
             .ok_or(DecodeError::UnexpectedNull(
                 "DescribeLogDirsResponse.results",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DescribeLogDirsResult::decode(buf, version)?)
-            })?
+            let mut items: Vec<DescribeLogDirsResult> =
+                Vec::with_capacity(p::array_capacity::<DescribeLogDirsResult>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DescribeLogDirsResult::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -463,7 +496,11 @@ impl Decode for DescribeLogDirsPartition {
         this.offset_lag = p::read_i64(buf)?;
         this.is_future_key = p::read_bool(buf)?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -597,9 +634,15 @@ impl Decode for DescribeLogDirsResult {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("DescribeLogDirsResult.topics"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DescribeLogDirsTopic::decode(buf, version)?)
-            })?
+            let mut items: Vec<DescribeLogDirsTopic> =
+                Vec::with_capacity(p::array_capacity::<DescribeLogDirsTopic>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DescribeLogDirsTopic::decode(buf, version)?);
+            }
+            items
         };
         if version >= 4 {
             this.total_bytes = p::read_i64(buf)?;
@@ -608,7 +651,11 @@ impl Decode for DescribeLogDirsResult {
             this.usable_bytes = p::read_i64(buf)?;
         }
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -723,12 +770,22 @@ impl Decode for DescribeLogDirsTopic {
             .ok_or(DecodeError::UnexpectedNull(
                 "DescribeLogDirsTopic.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DescribeLogDirsPartition::decode(buf, version)?)
-            })?
+            let mut items: Vec<DescribeLogDirsPartition> =
+                Vec::with_capacity(p::array_capacity::<DescribeLogDirsPartition>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DescribeLogDirsPartition::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

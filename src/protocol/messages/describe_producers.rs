@@ -81,9 +81,20 @@ impl Decode for DescribeProducersRequest {
             let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeProducersRequest.topics",
             ))?;
-            p::read_array(buf, n, |buf| Ok(TopicRequest::decode(buf, version)?))?
+            let mut items: Vec<TopicRequest> =
+                Vec::with_capacity(p::array_capacity::<TopicRequest>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(TopicRequest::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -182,9 +193,19 @@ impl Decode for TopicRequest {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "TopicRequest.partition_indexes",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -289,9 +310,20 @@ impl Decode for DescribeProducersResponse {
             let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeProducersResponse.topics",
             ))?;
-            p::read_array(buf, n, |buf| Ok(TopicResponse::decode(buf, version)?))?
+            let mut items: Vec<TopicResponse> =
+                Vec::with_capacity(p::array_capacity::<TopicResponse>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(TopicResponse::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -419,9 +451,20 @@ impl Decode for PartitionResponse {
             let n = p::read_array_len(buf, flexible, 37)?.ok_or(DecodeError::UnexpectedNull(
                 "PartitionResponse.active_producers",
             ))?;
-            p::read_array(buf, n, |buf| Ok(ProducerState::decode(buf, version)?))?
+            let mut items: Vec<ProducerState> =
+                Vec::with_capacity(p::array_capacity::<ProducerState>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ProducerState::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -549,7 +592,10 @@ impl Decode for ProducerState {
         this.last_timestamp = p::read_i64(buf)?;
         this.coordinator_epoch = p::read_i32(buf)?;
         this.current_txn_start_offset = p::read_i64(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -638,9 +684,20 @@ impl Decode for TopicResponse {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 9)?
                 .ok_or(DecodeError::UnexpectedNull("TopicResponse.partitions"))?;
-            p::read_array(buf, n, |buf| Ok(PartitionResponse::decode(buf, version)?))?
+            let mut items: Vec<PartitionResponse> =
+                Vec::with_capacity(p::array_capacity::<PartitionResponse>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(PartitionResponse::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

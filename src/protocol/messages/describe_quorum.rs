@@ -80,11 +80,21 @@ impl Decode for DescribeQuorumRequest {
         this.topics = {
             let n = p::read_array_len(buf, flexible, 3)?
                 .ok_or(DecodeError::UnexpectedNull("DescribeQuorumRequest.topics"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DescribeQuorumRequestTopicData::decode(buf, version)?)
-            })?
+            let mut items: Vec<DescribeQuorumRequestTopicData> = Vec::with_capacity(
+                p::array_capacity::<DescribeQuorumRequestTopicData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DescribeQuorumRequestTopicData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -164,7 +174,10 @@ impl Decode for DescribeQuorumRequestPartitionData {
         let flexible = true;
         let mut this = Self::default();
         this.partition_index = p::read_i32(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -255,11 +268,21 @@ impl Decode for DescribeQuorumRequestTopicData {
             let n = p::read_array_len(buf, flexible, 5)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeQuorumRequestTopicData.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DescribeQuorumRequestPartitionData::decode(buf, version)?)
-            })?
+            let mut items: Vec<DescribeQuorumRequestPartitionData> = Vec::with_capacity(
+                p::array_capacity::<DescribeQuorumRequestPartitionData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DescribeQuorumRequestPartitionData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -416,18 +439,36 @@ impl Decode for DescribeQuorumResponse {
         this.topics = {
             let n = p::read_array_len(buf, flexible, 3)?
                 .ok_or(DecodeError::UnexpectedNull("DescribeQuorumResponse.topics"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DescribeQuorumResponseTopicData::decode(buf, version)?)
-            })?
+            let mut items: Vec<DescribeQuorumResponseTopicData> = Vec::with_capacity(
+                p::array_capacity::<DescribeQuorumResponseTopicData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DescribeQuorumResponseTopicData::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
             this.nodes = {
                 let n = p::read_array_len(buf, flexible, 6)?
                     .ok_or(DecodeError::UnexpectedNull("DescribeQuorumResponse.nodes"))?;
-                p::read_array(buf, n, |buf| Ok(Node::decode(buf, version)?))?
+                let mut items: Vec<Node> =
+                    Vec::with_capacity(p::array_capacity::<Node>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(Node::decode(buf, version)?);
+                }
+                items
             };
         }
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -576,7 +617,10 @@ impl Decode for Listener {
         if version >= 2 {
             this.port = p::read_u16(buf)?;
         }
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -691,10 +735,21 @@ impl Decode for Node {
             this.listeners = {
                 let n = p::read_array_len(buf, flexible, 5)?
                     .ok_or(DecodeError::UnexpectedNull("Node.listeners"))?;
-                p::read_array(buf, n, |buf| Ok(Listener::decode(buf, version)?))?
+                let mut items: Vec<Listener> =
+                    Vec::with_capacity(p::array_capacity::<Listener>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(Listener::decode(buf, version)?);
+                }
+                items
             };
         }
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -896,7 +951,15 @@ impl Decode for DescribeQuorumResponsePartitionData {
             .ok_or(DecodeError::UnexpectedNull(
                 "DescribeQuorumResponsePartitionData.current_voters",
             ))?;
-            p::read_array(buf, n, |buf| Ok(ReplicaState::decode(buf, version)?))?
+            let mut items: Vec<ReplicaState> =
+                Vec::with_capacity(p::array_capacity::<ReplicaState>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ReplicaState::decode(buf, version)?);
+            }
+            items
         };
         this.observers = {
             let n = p::read_array_len(
@@ -911,9 +974,20 @@ impl Decode for DescribeQuorumResponsePartitionData {
             .ok_or(DecodeError::UnexpectedNull(
                 "DescribeQuorumResponsePartitionData.observers",
             ))?;
-            p::read_array(buf, n, |buf| Ok(ReplicaState::decode(buf, version)?))?
+            let mut items: Vec<ReplicaState> =
+                Vec::with_capacity(p::array_capacity::<ReplicaState>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ReplicaState::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -1063,7 +1137,10 @@ impl Decode for ReplicaState {
         if version >= 1 {
             this.last_caught_up_timestamp = p::read_i64(buf)?;
         }
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -1178,11 +1255,21 @@ impl Decode for DescribeQuorumResponseTopicData {
             .ok_or(DecodeError::UnexpectedNull(
                 "DescribeQuorumResponseTopicData.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DescribeQuorumResponsePartitionData::decode(buf, version)?)
-            })?
+            let mut items: Vec<DescribeQuorumResponsePartitionData> = Vec::with_capacity(
+                p::array_capacity::<DescribeQuorumResponsePartitionData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DescribeQuorumResponsePartitionData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

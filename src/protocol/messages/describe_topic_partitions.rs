@@ -107,7 +107,15 @@ impl Decode for DescribeTopicPartitionsRequest {
             let n = p::read_array_len(buf, flexible, 2)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeTopicPartitionsRequest.topics",
             ))?;
-            p::read_array(buf, n, |buf| Ok(TopicRequest::decode(buf, version)?))?
+            let mut items: Vec<TopicRequest> =
+                Vec::with_capacity(p::array_capacity::<TopicRequest>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(TopicRequest::decode(buf, version)?);
+            }
+            items
         };
         this.response_partition_limit = p::read_i32(buf)?;
         this.cursor = if p::read_i8(buf)? < 0 {
@@ -115,7 +123,10 @@ impl Decode for DescribeTopicPartitionsRequest {
         } else {
             Some(DescribeTopicPartitionsRequestCursor::decode(buf, version)?)
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -220,7 +231,10 @@ impl Decode for DescribeTopicPartitionsRequestCursor {
             "DescribeTopicPartitionsRequestCursor.topic_name",
         )?;
         this.partition_index = p::read_i32(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -285,7 +299,10 @@ impl Decode for TopicRequest {
         let flexible = true;
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "TopicRequest.name")?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -402,16 +419,26 @@ impl Decode for DescribeTopicPartitionsResponse {
             let n = p::read_array_len(buf, flexible, 26)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeTopicPartitionsResponse.topics",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DescribeTopicPartitionsResponseTopic::decode(buf, version)?)
-            })?
+            let mut items: Vec<DescribeTopicPartitionsResponseTopic> = Vec::with_capacity(
+                p::array_capacity::<DescribeTopicPartitionsResponseTopic>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DescribeTopicPartitionsResponseTopic::decode(buf, version)?);
+            }
+            items
         };
         this.next_cursor = if p::read_i8(buf)? < 0 {
             None
         } else {
             Some(DescribeTopicPartitionsResponseCursor::decode(buf, version)?)
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -516,7 +543,10 @@ impl Decode for DescribeTopicPartitionsResponseCursor {
             "DescribeTopicPartitionsResponseCursor.topic_name",
         )?;
         this.partition_index = p::read_i32(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -724,29 +754,73 @@ impl Decode for DescribeTopicPartitionsResponsePartition {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeTopicPartitionsResponsePartition.replica_nodes",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
         this.isr_nodes = {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeTopicPartitionsResponsePartition.isr_nodes",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
         this.eligible_leader_replicas = match p::read_array_len(buf, flexible, 4)? {
             None => None,
-            Some(n) => Some(p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?),
+            Some(n) => {
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(p::read_i32(buf)?);
+                }
+                Some(items)
+            }
         };
         this.last_known_elr = match p::read_array_len(buf, flexible, 4)? {
             None => None,
-            Some(n) => Some(p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?),
+            Some(n) => {
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(p::read_i32(buf)?);
+                }
+                Some(items)
+            }
         };
         this.offline_replicas = {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeTopicPartitionsResponsePartition.offline_replicas",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -939,14 +1013,24 @@ impl Decode for DescribeTopicPartitionsResponseTopic {
             let n = p::read_array_len(buf, flexible, 20)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeTopicPartitionsResponseTopic.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DescribeTopicPartitionsResponsePartition::decode(
+            let mut items: Vec<DescribeTopicPartitionsResponsePartition> = Vec::with_capacity(
+                p::array_capacity::<DescribeTopicPartitionsResponsePartition>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DescribeTopicPartitionsResponsePartition::decode(
                     buf, version,
-                )?)
-            })?
+                )?);
+            }
+            items
         };
         this.topic_authorized_operations = p::read_i32(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

@@ -86,15 +86,24 @@ impl Decode for DescribeTransactionsRequest {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                 DecodeError::UnexpectedNull("DescribeTransactionsRequest.transactional_ids"),
             )?;
-            p::read_array(buf, n, |buf| {
-                Ok(p::read_string(
+            let mut items: Vec<String> =
+                Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_string(
                     buf,
                     flexible,
                     "DescribeTransactionsRequest.transactional_ids",
-                )?)
-            })?
+                )?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -205,9 +214,20 @@ impl Decode for DescribeTransactionsResponse {
             let n = p::read_array_len(buf, flexible, 28)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeTransactionsResponse.transaction_states",
             ))?;
-            p::read_array(buf, n, |buf| Ok(TransactionState::decode(buf, version)?))?
+            let mut items: Vec<TransactionState> =
+                Vec::with_capacity(p::array_capacity::<TransactionState>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(TransactionState::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -306,9 +326,19 @@ impl Decode for TopicData {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 4)?
                 .ok_or(DecodeError::UnexpectedNull("TopicData.partitions"))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -471,9 +501,20 @@ impl Decode for TransactionState {
         this.topics = {
             let n = p::read_array_len(buf, flexible, 3)?
                 .ok_or(DecodeError::UnexpectedNull("TransactionState.topics"))?;
-            p::read_array(buf, n, |buf| Ok(TopicData::decode(buf, version)?))?
+            let mut items: Vec<TopicData> =
+                Vec::with_capacity(p::array_capacity::<TopicData>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(TopicData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

@@ -91,11 +91,22 @@ impl Decode for DescribeUserScramCredentialsRequest {
         let mut this = Self::default();
         this.users = match p::read_array_len(buf, flexible, 2)? {
             None => None,
-            Some(n) => Some(p::read_array(buf, n, |buf| {
-                Ok(UserName::decode(buf, version)?)
-            })?),
+            Some(n) => {
+                let mut items: Vec<UserName> =
+                    Vec::with_capacity(p::array_capacity::<UserName>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(UserName::decode(buf, version)?);
+                }
+                Some(items)
+            }
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -177,7 +188,10 @@ impl Decode for UserName {
         let flexible = true;
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "UserName.name")?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -315,11 +329,21 @@ impl Decode for DescribeUserScramCredentialsResponse {
             let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeUserScramCredentialsResponse.results",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(DescribeUserScramCredentialsResult::decode(buf, version)?)
-            })?
+            let mut items: Vec<DescribeUserScramCredentialsResult> = Vec::with_capacity(
+                p::array_capacity::<DescribeUserScramCredentialsResult>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(DescribeUserScramCredentialsResult::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -416,7 +440,10 @@ impl Decode for CredentialInfo {
         let mut this = Self::default();
         this.mechanism = p::read_i8(buf)?;
         this.iterations = p::read_i32(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -548,9 +575,20 @@ impl Decode for DescribeUserScramCredentialsResult {
             let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeUserScramCredentialsResult.credential_infos",
             ))?;
-            p::read_array(buf, n, |buf| Ok(CredentialInfo::decode(buf, version)?))?
+            let mut items: Vec<CredentialInfo> =
+                Vec::with_capacity(p::array_capacity::<CredentialInfo>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(CredentialInfo::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

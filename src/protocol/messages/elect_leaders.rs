@@ -123,13 +123,25 @@ impl Decode for ElectLeadersRequest {
             },
         )? {
             None => None,
-            Some(n) => Some(p::read_array(buf, n, |buf| {
-                Ok(TopicPartitions::decode(buf, version)?)
-            })?),
+            Some(n) => {
+                let mut items: Vec<TopicPartitions> =
+                    Vec::with_capacity(p::array_capacity::<TopicPartitions>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(TopicPartitions::decode(buf, version)?);
+                }
+                Some(items)
+            }
         };
         this.timeout_ms = p::read_i32(buf)?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -240,10 +252,21 @@ impl Decode for TopicPartitions {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 4)?
                 .ok_or(DecodeError::UnexpectedNull("TopicPartitions.partitions"))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -378,12 +401,22 @@ impl Decode for ElectLeadersResponse {
             .ok_or(DecodeError::UnexpectedNull(
                 "ElectLeadersResponse.replica_election_results",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(ReplicaElectionResult::decode(buf, version)?)
-            })?
+            let mut items: Vec<ReplicaElectionResult> =
+                Vec::with_capacity(p::array_capacity::<ReplicaElectionResult>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ReplicaElectionResult::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -499,7 +532,11 @@ impl Decode for PartitionResult {
         this.error_message =
             p::read_nullable_string(buf, flexible, "PartitionResult.error_message")?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -593,10 +630,22 @@ impl Decode for ReplicaElectionResult {
             let n = p::read_array_len(buf, flexible, 8)?.ok_or(DecodeError::UnexpectedNull(
                 "ReplicaElectionResult.partition_result",
             ))?;
-            p::read_array(buf, n, |buf| Ok(PartitionResult::decode(buf, version)?))?
+            let mut items: Vec<PartitionResult> =
+                Vec::with_capacity(p::array_capacity::<PartitionResult>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(PartitionResult::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -126,20 +126,39 @@ impl Decode for EndQuorumEpochRequest {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("EndQuorumEpochRequest.topics"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(EndQuorumEpochRequestTopicData::decode(buf, version)?)
-            })?
+            let mut items: Vec<EndQuorumEpochRequestTopicData> = Vec::with_capacity(
+                p::array_capacity::<EndQuorumEpochRequestTopicData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(EndQuorumEpochRequestTopicData::decode(buf, version)?);
+            }
+            items
         };
         if version >= 1 {
             this.leader_endpoints = {
                 let n = p::read_array_len(buf, flexible, 5)?.ok_or(DecodeError::UnexpectedNull(
                     "EndQuorumEpochRequest.leader_endpoints",
                 ))?;
-                p::read_array(buf, n, |buf| Ok(LeaderEndpoint::decode(buf, version)?))?
+                let mut items: Vec<LeaderEndpoint> =
+                    Vec::with_capacity(p::array_capacity::<LeaderEndpoint>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(LeaderEndpoint::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -287,7 +306,11 @@ impl Decode for LeaderEndpoint {
             this.port = p::read_u16(buf)?;
         }
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -431,7 +454,15 @@ impl Decode for EndQuorumEpochRequestPartitionData {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "EndQuorumEpochRequestPartitionData.preferred_successors",
                 ))?;
-                p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(p::read_i32(buf)?);
+                }
+                items
             };
         }
         if version >= 1 {
@@ -440,11 +471,23 @@ impl Decode for EndQuorumEpochRequestPartitionData {
                     p::read_array_len(buf, flexible, 21)?.ok_or(DecodeError::UnexpectedNull(
                         "EndQuorumEpochRequestPartitionData.preferred_candidates",
                     ))?;
-                p::read_array(buf, n, |buf| Ok(ReplicaInfo::decode(buf, version)?))?
+                let mut items: Vec<ReplicaInfo> =
+                    Vec::with_capacity(p::array_capacity::<ReplicaInfo>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(ReplicaInfo::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -566,7 +609,11 @@ impl Decode for ReplicaInfo {
             this.candidate_directory_id = p::read_uuid(buf)?;
         }
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -677,12 +724,23 @@ impl Decode for EndQuorumEpochRequestTopicData {
             .ok_or(DecodeError::UnexpectedNull(
                 "EndQuorumEpochRequestTopicData.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(EndQuorumEpochRequestPartitionData::decode(buf, version)?)
-            })?
+            let mut items: Vec<EndQuorumEpochRequestPartitionData> = Vec::with_capacity(
+                p::array_capacity::<EndQuorumEpochRequestPartitionData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(EndQuorumEpochRequestPartitionData::decode(buf, version)?);
+            }
+            items
         };
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -824,29 +882,48 @@ impl Decode for EndQuorumEpochResponse {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("EndQuorumEpochResponse.topics"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(EndQuorumEpochResponseTopicData::decode(buf, version)?)
-            })?
+            let mut items: Vec<EndQuorumEpochResponseTopicData> = Vec::with_capacity(
+                p::array_capacity::<EndQuorumEpochResponseTopicData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(EndQuorumEpochResponseTopicData::decode(buf, version)?);
+            }
+            items
         };
         if version >= 1 {
-            let mut tags = p::TaggedFieldReader::new(buf)?;
-            while let Some((tag, mut value)) = tags.next(buf)? {
-                match tag {
-                    0 if version >= 1 => {
-                        let buf = &mut value;
-                        this.node_endpoints = {
-                            let n = p::read_array_len(buf, flexible, 8)?.ok_or(
-                                DecodeError::UnexpectedNull(
-                                    "EndQuorumEpochResponse.node_endpoints",
-                                ),
-                            )?;
-                            p::read_array(buf, n, |buf| Ok(NodeEndpoint::decode(buf, version)?))?
-                        };
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                let mut tags = p::TaggedFieldReader::new(buf, count)?;
+                while let Some((tag, mut value)) = tags.next(buf)? {
+                    match tag {
+                        0 if version >= 1 => {
+                            let buf = &mut value;
+                            this.node_endpoints = {
+                                let n = p::read_array_len(buf, flexible, 8)?.ok_or(
+                                    DecodeError::UnexpectedNull(
+                                        "EndQuorumEpochResponse.node_endpoints",
+                                    ),
+                                )?;
+                                let mut items: Vec<NodeEndpoint> = Vec::with_capacity(
+                                    p::array_capacity::<NodeEndpoint>(n, buf.len()),
+                                );
+                                for _ in 0..n {
+                                    if items.len() == items.capacity() {
+                                        p::grow_array(&mut items, n);
+                                    }
+                                    items.push(NodeEndpoint::decode(buf, version)?);
+                                }
+                                items
+                            };
+                        }
+                        _ => tags.keep(),
                     }
-                    _ => tags.keep(),
                 }
+                this.unknown_tagged_fields = tags.finish();
             }
-            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -990,7 +1067,11 @@ impl Decode for NodeEndpoint {
             this.port = p::read_u16(buf)?;
         }
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1102,7 +1183,11 @@ impl Decode for EndQuorumEpochResponsePartitionData {
         this.leader_id = p::read_i32(buf)?;
         this.leader_epoch = p::read_i32(buf)?;
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1207,12 +1292,23 @@ impl Decode for EndQuorumEpochResponseTopicData {
             .ok_or(DecodeError::UnexpectedNull(
                 "EndQuorumEpochResponseTopicData.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(EndQuorumEpochResponsePartitionData::decode(buf, version)?)
-            })?
+            let mut items: Vec<EndQuorumEpochResponsePartitionData> = Vec::with_capacity(
+                p::array_capacity::<EndQuorumEpochResponsePartitionData>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(EndQuorumEpochResponsePartitionData::decode(buf, version)?);
+            }
+            items
         };
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -108,7 +108,11 @@ impl Decode for EndTxnRequest {
         this.producer_epoch = p::read_i16(buf)?;
         this.committed = p::read_bool(buf)?;
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -236,7 +240,11 @@ impl Decode for EndTxnResponse {
             this.producer_epoch = p::read_i16(buf)?;
         }
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

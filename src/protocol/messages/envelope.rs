@@ -108,7 +108,10 @@ impl Decode for EnvelopeRequest {
         this.request_principal = p::read_nullable_bytes(buf, flexible)?;
         this.client_host_address =
             p::read_bytes(buf, flexible, "EnvelopeRequest.client_host_address")?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -214,7 +217,10 @@ impl Decode for EnvelopeResponse {
         let mut this = Self::default();
         this.response_data = p::read_nullable_bytes(buf, flexible)?;
         this.error_code = p::read_i16(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

@@ -267,7 +267,15 @@ impl Decode for FetchRequest {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("FetchRequest.topics"))?;
-            p::read_array(buf, n, |buf| Ok(FetchTopic::decode(buf, version)?))?
+            let mut items: Vec<FetchTopic> =
+                Vec::with_capacity(p::array_capacity::<FetchTopic>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(FetchTopic::decode(buf, version)?);
+            }
+            items
         };
         if version >= 7 {
             this.forgotten_topics_data = {
@@ -283,29 +291,40 @@ impl Decode for FetchRequest {
                 .ok_or(DecodeError::UnexpectedNull(
                     "FetchRequest.forgotten_topics_data",
                 ))?;
-                p::read_array(buf, n, |buf| Ok(ForgottenTopic::decode(buf, version)?))?
+                let mut items: Vec<ForgottenTopic> =
+                    Vec::with_capacity(p::array_capacity::<ForgottenTopic>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(ForgottenTopic::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 11 {
             this.rack_id = p::read_string(buf, flexible, "FetchRequest.rack_id")?;
         }
         if version >= 12 {
-            let mut tags = p::TaggedFieldReader::new(buf)?;
-            while let Some((tag, mut value)) = tags.next(buf)? {
-                match tag {
-                    0 if version >= 12 => {
-                        let buf = &mut value;
-                        this.cluster_id =
-                            p::read_nullable_string(buf, flexible, "FetchRequest.cluster_id")?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                let mut tags = p::TaggedFieldReader::new(buf, count)?;
+                while let Some((tag, mut value)) = tags.next(buf)? {
+                    match tag {
+                        0 if version >= 12 => {
+                            let buf = &mut value;
+                            this.cluster_id =
+                                p::read_nullable_string(buf, flexible, "FetchRequest.cluster_id")?;
+                        }
+                        1 if version >= 15 => {
+                            let buf = &mut value;
+                            this.replica_state = ReplicaState::decode(buf, version)?;
+                        }
+                        _ => tags.keep(),
                     }
-                    1 if version >= 15 => {
-                        let buf = &mut value;
-                        this.replica_state = ReplicaState::decode(buf, version)?;
-                    }
-                    _ => tags.keep(),
                 }
+                this.unknown_tagged_fields = tags.finish();
             }
-            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -530,17 +549,20 @@ impl Decode for FetchPartition {
         }
         this.partition_max_bytes = p::read_i32(buf)?;
         if version >= 12 {
-            let mut tags = p::TaggedFieldReader::new(buf)?;
-            while let Some((tag, mut value)) = tags.next(buf)? {
-                match tag {
-                    0 if version >= 17 => {
-                        let buf = &mut value;
-                        this.replica_directory_id = p::read_uuid(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                let mut tags = p::TaggedFieldReader::new(buf, count)?;
+                while let Some((tag, mut value)) = tags.next(buf)? {
+                    match tag {
+                        0 if version >= 17 => {
+                            let buf = &mut value;
+                            this.replica_directory_id = p::read_uuid(buf)?;
+                        }
+                        _ => tags.keep(),
                     }
-                    _ => tags.keep(),
                 }
+                this.unknown_tagged_fields = tags.finish();
             }
-            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -676,10 +698,22 @@ impl Decode for FetchTopic {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("FetchTopic.partitions"))?;
-            p::read_array(buf, n, |buf| Ok(FetchPartition::decode(buf, version)?))?
+            let mut items: Vec<FetchPartition> =
+                Vec::with_capacity(p::array_capacity::<FetchPartition>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(FetchPartition::decode(buf, version)?);
+            }
+            items
         };
         if version >= 12 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -809,11 +843,23 @@ impl Decode for ForgottenTopic {
             this.partitions = {
                 let n = p::read_array_len(buf, flexible, 4)?
                     .ok_or(DecodeError::UnexpectedNull("ForgottenTopic.partitions"))?;
-                p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(p::read_i32(buf)?);
+                }
+                items
             };
         }
         if version >= 12 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -930,7 +976,11 @@ impl Decode for ReplicaState {
             this.replica_epoch = p::read_i64(buf)?;
         }
         if version >= 12 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1109,27 +1159,45 @@ impl Decode for FetchResponse {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("FetchResponse.responses"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(FetchableTopicResponse::decode(buf, version)?)
-            })?
+            let mut items: Vec<FetchableTopicResponse> =
+                Vec::with_capacity(p::array_capacity::<FetchableTopicResponse>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(FetchableTopicResponse::decode(buf, version)?);
+            }
+            items
         };
         if version >= 12 {
-            let mut tags = p::TaggedFieldReader::new(buf)?;
-            while let Some((tag, mut value)) = tags.next(buf)? {
-                match tag {
-                    0 if version >= 16 => {
-                        let buf = &mut value;
-                        this.node_endpoints = {
-                            let n = p::read_array_len(buf, flexible, 11)?.ok_or(
-                                DecodeError::UnexpectedNull("FetchResponse.node_endpoints"),
-                            )?;
-                            p::read_array(buf, n, |buf| Ok(NodeEndpoint::decode(buf, version)?))?
-                        };
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                let mut tags = p::TaggedFieldReader::new(buf, count)?;
+                while let Some((tag, mut value)) = tags.next(buf)? {
+                    match tag {
+                        0 if version >= 16 => {
+                            let buf = &mut value;
+                            this.node_endpoints = {
+                                let n = p::read_array_len(buf, flexible, 11)?.ok_or(
+                                    DecodeError::UnexpectedNull("FetchResponse.node_endpoints"),
+                                )?;
+                                let mut items: Vec<NodeEndpoint> = Vec::with_capacity(
+                                    p::array_capacity::<NodeEndpoint>(n, buf.len()),
+                                );
+                                for _ in 0..n {
+                                    if items.len() == items.capacity() {
+                                        p::grow_array(&mut items, n);
+                                    }
+                                    items.push(NodeEndpoint::decode(buf, version)?);
+                                }
+                                items
+                            };
+                        }
+                        _ => tags.keep(),
                     }
-                    _ => tags.keep(),
                 }
+                this.unknown_tagged_fields = tags.finish();
             }
-            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -1266,7 +1334,11 @@ impl Decode for AbortedTransaction {
             this.first_offset = p::read_i64(buf)?;
         }
         if version >= 12 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1371,7 +1443,11 @@ impl Decode for EpochEndOffset {
             this.end_offset = p::read_i64(buf)?;
         }
         if version >= 12 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1497,10 +1573,22 @@ impl Decode for FetchableTopicResponse {
             .ok_or(DecodeError::UnexpectedNull(
                 "FetchableTopicResponse.partitions",
             ))?;
-            p::read_array(buf, n, |buf| Ok(PartitionData::decode(buf, version)?))?
+            let mut items: Vec<PartitionData> =
+                Vec::with_capacity(p::array_capacity::<PartitionData>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(PartitionData::decode(buf, version)?);
+            }
+            items
         };
         if version >= 12 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1613,7 +1701,11 @@ impl Decode for LeaderIdAndEpoch {
             this.leader_epoch = p::read_i32(buf)?;
         }
         if version >= 12 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1763,7 +1855,11 @@ impl Decode for NodeEndpoint {
             this.rack = p::read_nullable_string(buf, flexible, "NodeEndpoint.rack")?;
         }
         if version >= 12 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -2021,9 +2117,17 @@ impl Decode for PartitionData {
                 },
             )? {
                 None => None,
-                Some(n) => Some(p::read_array(buf, n, |buf| {
-                    Ok(AbortedTransaction::decode(buf, version)?)
-                })?),
+                Some(n) => {
+                    let mut items: Vec<AbortedTransaction> =
+                        Vec::with_capacity(p::array_capacity::<AbortedTransaction>(n, buf.len()));
+                    for _ in 0..n {
+                        if items.len() == items.capacity() {
+                            p::grow_array(&mut items, n);
+                        }
+                        items.push(AbortedTransaction::decode(buf, version)?);
+                    }
+                    Some(items)
+                }
             };
         }
         if version >= 11 {
@@ -2031,25 +2135,28 @@ impl Decode for PartitionData {
         }
         this.records = p::read_nullable_bytes(buf, flexible)?;
         if version >= 12 {
-            let mut tags = p::TaggedFieldReader::new(buf)?;
-            while let Some((tag, mut value)) = tags.next(buf)? {
-                match tag {
-                    0 if version >= 12 => {
-                        let buf = &mut value;
-                        this.diverging_epoch = EpochEndOffset::decode(buf, version)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                let mut tags = p::TaggedFieldReader::new(buf, count)?;
+                while let Some((tag, mut value)) = tags.next(buf)? {
+                    match tag {
+                        0 if version >= 12 => {
+                            let buf = &mut value;
+                            this.diverging_epoch = EpochEndOffset::decode(buf, version)?;
+                        }
+                        1 if version >= 12 => {
+                            let buf = &mut value;
+                            this.current_leader = LeaderIdAndEpoch::decode(buf, version)?;
+                        }
+                        2 if version >= 12 => {
+                            let buf = &mut value;
+                            this.snapshot_id = SnapshotId::decode(buf, version)?;
+                        }
+                        _ => tags.keep(),
                     }
-                    1 if version >= 12 => {
-                        let buf = &mut value;
-                        this.current_leader = LeaderIdAndEpoch::decode(buf, version)?;
-                    }
-                    2 if version >= 12 => {
-                        let buf = &mut value;
-                        this.snapshot_id = SnapshotId::decode(buf, version)?;
-                    }
-                    _ => tags.keep(),
                 }
+                this.unknown_tagged_fields = tags.finish();
             }
-            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -2180,7 +2287,11 @@ impl Decode for SnapshotId {
         this.end_offset = p::read_i64(buf)?;
         this.epoch = p::read_i32(buf)?;
         if version >= 12 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -130,22 +130,35 @@ impl Decode for FetchSnapshotRequest {
         this.topics = {
             let n = p::read_array_len(buf, flexible, 3)?
                 .ok_or(DecodeError::UnexpectedNull("FetchSnapshotRequest.topics"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(FetchSnapshotRequestTopicSnapshot::decode(buf, version)?)
-            })?
-        };
-        let mut tags = p::TaggedFieldReader::new(buf)?;
-        while let Some((tag, mut value)) = tags.next(buf)? {
-            match tag {
-                0 => {
-                    let buf = &mut value;
-                    this.cluster_id =
-                        p::read_nullable_string(buf, flexible, "FetchSnapshotRequest.cluster_id")?;
+            let mut items: Vec<FetchSnapshotRequestTopicSnapshot> = Vec::with_capacity(
+                p::array_capacity::<FetchSnapshotRequestTopicSnapshot>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
                 }
-                _ => tags.keep(),
+                items.push(FetchSnapshotRequestTopicSnapshot::decode(buf, version)?);
             }
+            items
+        };
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            let mut tags = p::TaggedFieldReader::new(buf, count)?;
+            while let Some((tag, mut value)) = tags.next(buf)? {
+                match tag {
+                    0 => {
+                        let buf = &mut value;
+                        this.cluster_id = p::read_nullable_string(
+                            buf,
+                            flexible,
+                            "FetchSnapshotRequest.cluster_id",
+                        )?;
+                    }
+                    _ => tags.keep(),
+                }
+            }
+            this.unknown_tagged_fields = tags.finish();
         }
-        this.unknown_tagged_fields = tags.finish();
         Ok(this)
     }
 }
@@ -280,17 +293,20 @@ impl Decode for FetchSnapshotRequestPartitionSnapshot {
         this.current_leader_epoch = p::read_i32(buf)?;
         this.snapshot_id = FetchSnapshotRequestSnapshotId::decode(buf, version)?;
         this.position = p::read_i64(buf)?;
-        let mut tags = p::TaggedFieldReader::new(buf)?;
-        while let Some((tag, mut value)) = tags.next(buf)? {
-            match tag {
-                0 if version >= 1 => {
-                    let buf = &mut value;
-                    this.replica_directory_id = p::read_uuid(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            let mut tags = p::TaggedFieldReader::new(buf, count)?;
+            while let Some((tag, mut value)) = tags.next(buf)? {
+                match tag {
+                    0 if version >= 1 => {
+                        let buf = &mut value;
+                        this.replica_directory_id = p::read_uuid(buf)?;
+                    }
+                    _ => tags.keep(),
                 }
-                _ => tags.keep(),
             }
+            this.unknown_tagged_fields = tags.finish();
         }
-        this.unknown_tagged_fields = tags.finish();
         Ok(this)
     }
 }
@@ -372,7 +388,10 @@ impl Decode for FetchSnapshotRequestSnapshotId {
         let mut this = Self::default();
         this.end_offset = p::read_i64(buf)?;
         this.epoch = p::read_i32(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -463,11 +482,21 @@ impl Decode for FetchSnapshotRequestTopicSnapshot {
             let n = p::read_array_len(buf, flexible, 30)?.ok_or(DecodeError::UnexpectedNull(
                 "FetchSnapshotRequestTopicSnapshot.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(FetchSnapshotRequestPartitionSnapshot::decode(buf, version)?)
-            })?
+            let mut items: Vec<FetchSnapshotRequestPartitionSnapshot> = Vec::with_capacity(
+                p::array_capacity::<FetchSnapshotRequestPartitionSnapshot>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(FetchSnapshotRequestPartitionSnapshot::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -609,26 +638,44 @@ impl Decode for FetchSnapshotResponse {
         this.topics = {
             let n = p::read_array_len(buf, flexible, 3)?
                 .ok_or(DecodeError::UnexpectedNull("FetchSnapshotResponse.topics"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(FetchSnapshotResponseTopicSnapshot::decode(buf, version)?)
-            })?
-        };
-        let mut tags = p::TaggedFieldReader::new(buf)?;
-        while let Some((tag, mut value)) = tags.next(buf)? {
-            match tag {
-                0 if version >= 1 => {
-                    let buf = &mut value;
-                    this.node_endpoints = {
-                        let n = p::read_array_len(buf, flexible, 8)?.ok_or(
-                            DecodeError::UnexpectedNull("FetchSnapshotResponse.node_endpoints"),
-                        )?;
-                        p::read_array(buf, n, |buf| Ok(NodeEndpoint::decode(buf, version)?))?
-                    };
+            let mut items: Vec<FetchSnapshotResponseTopicSnapshot> = Vec::with_capacity(
+                p::array_capacity::<FetchSnapshotResponseTopicSnapshot>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
                 }
-                _ => tags.keep(),
+                items.push(FetchSnapshotResponseTopicSnapshot::decode(buf, version)?);
             }
+            items
+        };
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            let mut tags = p::TaggedFieldReader::new(buf, count)?;
+            while let Some((tag, mut value)) = tags.next(buf)? {
+                match tag {
+                    0 if version >= 1 => {
+                        let buf = &mut value;
+                        this.node_endpoints = {
+                            let n = p::read_array_len(buf, flexible, 8)?.ok_or(
+                                DecodeError::UnexpectedNull("FetchSnapshotResponse.node_endpoints"),
+                            )?;
+                            let mut items: Vec<NodeEndpoint> =
+                                Vec::with_capacity(p::array_capacity::<NodeEndpoint>(n, buf.len()));
+                            for _ in 0..n {
+                                if items.len() == items.capacity() {
+                                    p::grow_array(&mut items, n);
+                                }
+                                items.push(NodeEndpoint::decode(buf, version)?);
+                            }
+                            items
+                        };
+                    }
+                    _ => tags.keep(),
+                }
+            }
+            this.unknown_tagged_fields = tags.finish();
         }
-        this.unknown_tagged_fields = tags.finish();
         Ok(this)
     }
 }
@@ -732,7 +779,10 @@ impl Decode for LeaderIdAndEpoch {
         let mut this = Self::default();
         this.leader_id = p::read_i32(buf)?;
         this.leader_epoch = p::read_i32(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -844,7 +894,10 @@ impl Decode for NodeEndpoint {
         if version >= 1 {
             this.port = p::read_u16(buf)?;
         }
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -999,17 +1052,20 @@ impl Decode for FetchSnapshotResponsePartitionSnapshot {
             flexible,
             "FetchSnapshotResponsePartitionSnapshot.unaligned_records",
         )?;
-        let mut tags = p::TaggedFieldReader::new(buf)?;
-        while let Some((tag, mut value)) = tags.next(buf)? {
-            match tag {
-                0 => {
-                    let buf = &mut value;
-                    this.current_leader = LeaderIdAndEpoch::decode(buf, version)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            let mut tags = p::TaggedFieldReader::new(buf, count)?;
+            while let Some((tag, mut value)) = tags.next(buf)? {
+                match tag {
+                    0 => {
+                        let buf = &mut value;
+                        this.current_leader = LeaderIdAndEpoch::decode(buf, version)?;
+                    }
+                    _ => tags.keep(),
                 }
-                _ => tags.keep(),
             }
+            this.unknown_tagged_fields = tags.finish();
         }
-        this.unknown_tagged_fields = tags.finish();
         Ok(this)
     }
 }
@@ -1089,7 +1145,10 @@ impl Decode for FetchSnapshotResponseSnapshotId {
         let mut this = Self::default();
         this.end_offset = p::read_i64(buf)?;
         this.epoch = p::read_i32(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -1180,13 +1239,23 @@ impl Decode for FetchSnapshotResponseTopicSnapshot {
             let n = p::read_array_len(buf, flexible, 37)?.ok_or(DecodeError::UnexpectedNull(
                 "FetchSnapshotResponseTopicSnapshot.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(FetchSnapshotResponsePartitionSnapshot::decode(
+            let mut items: Vec<FetchSnapshotResponsePartitionSnapshot> = Vec::with_capacity(
+                p::array_capacity::<FetchSnapshotResponsePartitionSnapshot>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(FetchSnapshotResponsePartitionSnapshot::decode(
                     buf, version,
-                )?)
-            })?
+                )?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

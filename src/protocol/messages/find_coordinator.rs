@@ -134,17 +134,27 @@ impl Decode for FindCoordinatorRequest {
                 let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                     DecodeError::UnexpectedNull("FindCoordinatorRequest.coordinator_keys"),
                 )?;
-                p::read_array(buf, n, |buf| {
-                    Ok(p::read_string(
+                let mut items: Vec<String> =
+                    Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(p::read_string(
                         buf,
                         flexible,
                         "FindCoordinatorRequest.coordinator_keys",
-                    )?)
-                })?
+                    )?);
+                }
+                items
             };
         }
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -387,11 +397,23 @@ impl Decode for FindCoordinatorResponse {
                 let n = p::read_array_len(buf, flexible, 14)?.ok_or(
                     DecodeError::UnexpectedNull("FindCoordinatorResponse.coordinators"),
                 )?;
-                p::read_array(buf, n, |buf| Ok(Coordinator::decode(buf, version)?))?
+                let mut items: Vec<Coordinator> =
+                    Vec::with_capacity(p::array_capacity::<Coordinator>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(Coordinator::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -618,7 +640,11 @@ impl Decode for Coordinator {
                 p::read_nullable_string(buf, flexible, "Coordinator.error_message")?;
         }
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -70,7 +70,10 @@ impl Decode for GetTelemetrySubscriptionsRequest {
         let flexible = true;
         let mut this = Self::default();
         this.client_instance_id = p::read_uuid(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -253,7 +256,14 @@ impl Decode for GetTelemetrySubscriptionsResponse {
             let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
                 "GetTelemetrySubscriptionsResponse.accepted_compression_types",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i8(buf)?))?
+            let mut items: Vec<i8> = Vec::with_capacity(p::array_capacity::<i8>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i8(buf)?);
+            }
+            items
         };
         this.push_interval_ms = p::read_i32(buf)?;
         this.telemetry_max_bytes = p::read_i32(buf)?;
@@ -262,15 +272,24 @@ impl Decode for GetTelemetrySubscriptionsResponse {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                 DecodeError::UnexpectedNull("GetTelemetrySubscriptionsResponse.requested_metrics"),
             )?;
-            p::read_array(buf, n, |buf| {
-                Ok(p::read_string(
+            let mut items: Vec<String> =
+                Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_string(
                     buf,
                     flexible,
                     "GetTelemetrySubscriptionsResponse.requested_metrics",
-                )?)
-            })?
+                )?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

@@ -125,7 +125,11 @@ impl Decode for HeartbeatRequest {
                 p::read_nullable_string(buf, flexible, "HeartbeatRequest.group_instance_id")?;
         }
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -237,7 +241,11 @@ impl Decode for HeartbeatResponse {
         }
         this.error_code = p::read_i16(buf)?;
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

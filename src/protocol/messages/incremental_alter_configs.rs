@@ -100,13 +100,23 @@ impl Decode for IncrementalAlterConfigsRequest {
             .ok_or(DecodeError::UnexpectedNull(
                 "IncrementalAlterConfigsRequest.resources",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AlterConfigsResource::decode(buf, version)?)
-            })?
+            let mut items: Vec<AlterConfigsResource> =
+                Vec::with_capacity(p::array_capacity::<AlterConfigsResource>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AlterConfigsResource::decode(buf, version)?);
+            }
+            items
         };
         this.validate_only = p::read_bool(buf)?;
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -230,10 +240,22 @@ impl Decode for AlterConfigsResource {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("AlterConfigsResource.configs"))?;
-            p::read_array(buf, n, |buf| Ok(AlterableConfig::decode(buf, version)?))?
+            let mut items: Vec<AlterableConfig> =
+                Vec::with_capacity(p::array_capacity::<AlterableConfig>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AlterableConfig::decode(buf, version)?);
+            }
+            items
         };
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -337,7 +359,11 @@ impl Decode for AlterableConfig {
         this.config_operation = p::read_i8(buf)?;
         this.value = p::read_nullable_string(buf, flexible, "AlterableConfig.value")?;
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -451,12 +477,23 @@ impl Decode for IncrementalAlterConfigsResponse {
             .ok_or(DecodeError::UnexpectedNull(
                 "IncrementalAlterConfigsResponse.responses",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AlterConfigsResourceResponse::decode(buf, version)?)
-            })?
+            let mut items: Vec<AlterConfigsResourceResponse> = Vec::with_capacity(
+                p::array_capacity::<AlterConfigsResourceResponse>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AlterConfigsResourceResponse::decode(buf, version)?);
+            }
+            items
         };
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -595,7 +632,11 @@ impl Decode for AlterConfigsResourceResponse {
         this.resource_name =
             p::read_string(buf, flexible, "AlterConfigsResourceResponse.resource_name")?;
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -96,9 +96,20 @@ impl Decode for InitializeShareGroupStateRequest {
             let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "InitializeShareGroupStateRequest.topics",
             ))?;
-            p::read_array(buf, n, |buf| Ok(InitializeStateData::decode(buf, version)?))?
+            let mut items: Vec<InitializeStateData> =
+                Vec::with_capacity(p::array_capacity::<InitializeStateData>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(InitializeStateData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -198,9 +209,20 @@ impl Decode for InitializeStateData {
             let n = p::read_array_len(buf, flexible, 17)?.ok_or(DecodeError::UnexpectedNull(
                 "InitializeStateData.partitions",
             ))?;
-            p::read_array(buf, n, |buf| Ok(PartitionData::decode(buf, version)?))?
+            let mut items: Vec<PartitionData> =
+                Vec::with_capacity(p::array_capacity::<PartitionData>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(PartitionData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -292,7 +314,10 @@ impl Decode for PartitionData {
         this.partition = p::read_i32(buf)?;
         this.state_epoch = p::read_i32(buf)?;
         this.start_offset = p::read_i64(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -381,11 +406,20 @@ impl Decode for InitializeShareGroupStateResponse {
             let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "InitializeShareGroupStateResponse.results",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(InitializeStateResult::decode(buf, version)?)
-            })?
+            let mut items: Vec<InitializeStateResult> =
+                Vec::with_capacity(p::array_capacity::<InitializeStateResult>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(InitializeStateResult::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -484,9 +518,20 @@ impl Decode for InitializeStateResult {
             let n = p::read_array_len(buf, flexible, 8)?.ok_or(DecodeError::UnexpectedNull(
                 "InitializeStateResult.partitions",
             ))?;
-            p::read_array(buf, n, |buf| Ok(PartitionResult::decode(buf, version)?))?
+            let mut items: Vec<PartitionResult> =
+                Vec::with_capacity(p::array_capacity::<PartitionResult>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(PartitionResult::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -586,7 +631,10 @@ impl Decode for PartitionResult {
         this.error_code = p::read_i16(buf)?;
         this.error_message =
             p::read_nullable_string(buf, flexible, "PartitionResult.error_message")?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

@@ -198,15 +198,25 @@ impl Decode for JoinGroupRequest {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("JoinGroupRequest.protocols"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(JoinGroupRequestProtocol::decode(buf, version)?)
-            })?
+            let mut items: Vec<JoinGroupRequestProtocol> =
+                Vec::with_capacity(p::array_capacity::<JoinGroupRequestProtocol>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(JoinGroupRequestProtocol::decode(buf, version)?);
+            }
+            items
         };
         if version >= 8 {
             this.reason = p::read_nullable_string(buf, flexible, "JoinGroupRequest.reason")?;
         }
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -330,7 +340,11 @@ impl Decode for JoinGroupRequestProtocol {
         this.name = p::read_string(buf, flexible, "JoinGroupRequestProtocol.name")?;
         this.metadata = p::read_bytes(buf, flexible, "JoinGroupRequestProtocol.metadata")?;
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -570,12 +584,22 @@ impl Decode for JoinGroupResponse {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("JoinGroupResponse.members"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(JoinGroupResponseMember::decode(buf, version)?)
-            })?
+            let mut items: Vec<JoinGroupResponseMember> =
+                Vec::with_capacity(p::array_capacity::<JoinGroupResponseMember>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(JoinGroupResponseMember::decode(buf, version)?);
+            }
+            items
         };
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -740,7 +764,11 @@ impl Decode for JoinGroupResponseMember {
         }
         this.metadata = p::read_bytes(buf, flexible, "JoinGroupResponseMember.metadata")?;
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

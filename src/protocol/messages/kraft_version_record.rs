@@ -80,7 +80,10 @@ impl Decode for KRaftVersionRecord {
         let mut this = Self::default();
         this.version = p::read_i16(buf)?;
         this.kraft_version = p::read_i16(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

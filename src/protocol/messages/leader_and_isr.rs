@@ -215,9 +215,16 @@ impl Decode for LeaderAndIsrRequest {
                 .ok_or(DecodeError::UnexpectedNull(
                     "LeaderAndIsrRequest.ungrouped_partition_states",
                 ))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(LeaderAndIsrPartitionState::decode(buf, version)?)
-                })?
+                let mut items: Vec<LeaderAndIsrPartitionState> = Vec::with_capacity(
+                    p::array_capacity::<LeaderAndIsrPartitionState>(n, buf.len()),
+                );
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(LeaderAndIsrPartitionState::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 2 {
@@ -234,21 +241,37 @@ impl Decode for LeaderAndIsrRequest {
                 .ok_or(DecodeError::UnexpectedNull(
                     "LeaderAndIsrRequest.topic_states",
                 ))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(LeaderAndIsrTopicState::decode(buf, version)?)
-                })?
+                let mut items: Vec<LeaderAndIsrTopicState> =
+                    Vec::with_capacity(p::array_capacity::<LeaderAndIsrTopicState>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(LeaderAndIsrTopicState::decode(buf, version)?);
+                }
+                items
             };
         }
         this.live_leaders = {
             let n = p::read_array_len(buf, flexible, 10)?.ok_or(DecodeError::UnexpectedNull(
                 "LeaderAndIsrRequest.live_leaders",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(LeaderAndIsrLiveLeader::decode(buf, version)?)
-            })?
+            let mut items: Vec<LeaderAndIsrLiveLeader> =
+                Vec::with_capacity(p::array_capacity::<LeaderAndIsrLiveLeader>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(LeaderAndIsrLiveLeader::decode(buf, version)?);
+            }
+            items
         };
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -398,7 +421,11 @@ impl Decode for LeaderAndIsrLiveLeader {
         this.host_name = p::read_string(buf, flexible, "LeaderAndIsrLiveLeader.host_name")?;
         this.port = p::read_i32(buf)?;
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -629,21 +656,43 @@ impl Decode for LeaderAndIsrPartitionState {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "LeaderAndIsrPartitionState.isr",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
         this.partition_epoch = p::read_i32(buf)?;
         this.replicas = {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "LeaderAndIsrPartitionState.replicas",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
         if version >= 3 {
             this.adding_replicas = {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "LeaderAndIsrPartitionState.adding_replicas",
                 ))?;
-                p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(p::read_i32(buf)?);
+                }
+                items
             };
         }
         if version >= 3 {
@@ -651,7 +700,15 @@ impl Decode for LeaderAndIsrPartitionState {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "LeaderAndIsrPartitionState.removing_replicas",
                 ))?;
-                p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(p::read_i32(buf)?);
+                }
+                items
             };
         }
         if version >= 1 {
@@ -661,7 +718,11 @@ impl Decode for LeaderAndIsrPartitionState {
             this.leader_recovery_state = p::read_i8(buf)?;
         }
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -854,13 +915,24 @@ impl Decode for LeaderAndIsrTopicState {
                 .ok_or(DecodeError::UnexpectedNull(
                     "LeaderAndIsrTopicState.partition_states",
                 ))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(LeaderAndIsrPartitionState::decode(buf, version)?)
-                })?
+                let mut items: Vec<LeaderAndIsrPartitionState> = Vec::with_capacity(
+                    p::array_capacity::<LeaderAndIsrPartitionState>(n, buf.len()),
+                );
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(LeaderAndIsrPartitionState::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1015,22 +1087,39 @@ impl Decode for LeaderAndIsrResponse {
                 let n = p::read_array_len(buf, flexible, 8)?.ok_or(DecodeError::UnexpectedNull(
                     "LeaderAndIsrResponse.partition_errors",
                 ))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(LeaderAndIsrPartitionError::decode(buf, version)?)
-                })?
+                let mut items: Vec<LeaderAndIsrPartitionError> = Vec::with_capacity(
+                    p::array_capacity::<LeaderAndIsrPartitionError>(n, buf.len()),
+                );
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(LeaderAndIsrPartitionError::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 5 {
             this.topics = {
                 let n = p::read_array_len(buf, flexible, 18)?
                     .ok_or(DecodeError::UnexpectedNull("LeaderAndIsrResponse.topics"))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(LeaderAndIsrTopicError::decode(buf, version)?)
-                })?
+                let mut items: Vec<LeaderAndIsrTopicError> =
+                    Vec::with_capacity(p::array_capacity::<LeaderAndIsrTopicError>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(LeaderAndIsrTopicError::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1161,7 +1250,11 @@ impl Decode for LeaderAndIsrPartitionError {
         this.partition_index = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1272,13 +1365,24 @@ impl Decode for LeaderAndIsrTopicError {
                 let n = p::read_array_len(buf, flexible, 7)?.ok_or(DecodeError::UnexpectedNull(
                     "LeaderAndIsrTopicError.partition_errors",
                 ))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(LeaderAndIsrPartitionError::decode(buf, version)?)
-                })?
+                let mut items: Vec<LeaderAndIsrPartitionError> = Vec::with_capacity(
+                    p::array_capacity::<LeaderAndIsrPartitionError>(n, buf.len()),
+                );
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(LeaderAndIsrPartitionError::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -124,7 +124,15 @@ impl Decode for LeaderChangeMessage {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("LeaderChangeMessage.voters"))?;
-            p::read_array(buf, n, |buf| Ok(Voter::decode(buf, version)?))?
+            let mut items: Vec<Voter> =
+                Vec::with_capacity(p::array_capacity::<Voter>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(Voter::decode(buf, version)?);
+            }
+            items
         };
         this.granting_voters = {
             let n = p::read_array_len(
@@ -138,9 +146,20 @@ impl Decode for LeaderChangeMessage {
             .ok_or(DecodeError::UnexpectedNull(
                 "LeaderChangeMessage.granting_voters",
             ))?;
-            p::read_array(buf, n, |buf| Ok(Voter::decode(buf, version)?))?
+            let mut items: Vec<Voter> =
+                Vec::with_capacity(p::array_capacity::<Voter>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(Voter::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -247,7 +266,10 @@ impl Decode for Voter {
         if version >= 1 {
             this.voter_directory_id = p::read_uuid(buf)?;
         }
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

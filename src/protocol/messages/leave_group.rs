@@ -132,11 +132,23 @@ impl Decode for LeaveGroupRequest {
                     },
                 )?
                 .ok_or(DecodeError::UnexpectedNull("LeaveGroupRequest.members"))?;
-                p::read_array(buf, n, |buf| Ok(MemberIdentity::decode(buf, version)?))?
+                let mut items: Vec<MemberIdentity> =
+                    Vec::with_capacity(p::array_capacity::<MemberIdentity>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(MemberIdentity::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -290,7 +302,11 @@ impl Decode for MemberIdentity {
             this.reason = p::read_nullable_string(buf, flexible, "MemberIdentity.reason")?;
         }
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -440,11 +456,23 @@ impl Decode for LeaveGroupResponse {
                     },
                 )?
                 .ok_or(DecodeError::UnexpectedNull("LeaveGroupResponse.members"))?;
-                p::read_array(buf, n, |buf| Ok(MemberResponse::decode(buf, version)?))?
+                let mut items: Vec<MemberResponse> =
+                    Vec::with_capacity(p::array_capacity::<MemberResponse>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(MemberResponse::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -596,7 +624,11 @@ impl Decode for MemberResponse {
             this.error_code = p::read_i16(buf)?;
         }
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

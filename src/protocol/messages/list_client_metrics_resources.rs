@@ -59,7 +59,10 @@ impl Decode for ListClientMetricsResourcesRequest {
         let flexible = true;
         let _ = flexible;
         let mut this = Self::default();
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -172,11 +175,20 @@ impl Decode for ListClientMetricsResourcesResponse {
             let n = p::read_array_len(buf, flexible, 2)?.ok_or(DecodeError::UnexpectedNull(
                 "ListClientMetricsResourcesResponse.client_metrics_resources",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(ClientMetricsResource::decode(buf, version)?)
-            })?
+            let mut items: Vec<ClientMetricsResource> =
+                Vec::with_capacity(p::array_capacity::<ClientMetricsResource>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ClientMetricsResource::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -256,7 +268,10 @@ impl Decode for ClientMetricsResource {
         let flexible = true;
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "ClientMetricsResource.name")?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

@@ -115,13 +115,19 @@ impl Decode for ListGroupsRequest {
                 let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                     DecodeError::UnexpectedNull("ListGroupsRequest.states_filter"),
                 )?;
-                p::read_array(buf, n, |buf| {
-                    Ok(p::read_string(
+                let mut items: Vec<String> =
+                    Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(p::read_string(
                         buf,
                         flexible,
                         "ListGroupsRequest.states_filter",
-                    )?)
-                })?
+                    )?);
+                }
+                items
             };
         }
         if version >= 5 {
@@ -129,17 +135,27 @@ impl Decode for ListGroupsRequest {
                 let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                     DecodeError::UnexpectedNull("ListGroupsRequest.types_filter"),
                 )?;
-                p::read_array(buf, n, |buf| {
-                    Ok(p::read_string(
+                let mut items: Vec<String> =
+                    Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(p::read_string(
                         buf,
                         flexible,
                         "ListGroupsRequest.types_filter",
-                    )?)
-                })?
+                    )?);
+                }
+                items
             };
         }
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -291,10 +307,22 @@ impl Decode for ListGroupsResponse {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("ListGroupsResponse.groups"))?;
-            p::read_array(buf, n, |buf| Ok(ListedGroup::decode(buf, version)?))?
+            let mut items: Vec<ListedGroup> =
+                Vec::with_capacity(p::array_capacity::<ListedGroup>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ListedGroup::decode(buf, version)?);
+            }
+            items
         };
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -425,7 +453,11 @@ impl Decode for ListedGroup {
             this.group_type = p::read_string(buf, flexible, "ListedGroup.group_type")?;
         }
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -129,13 +129,25 @@ impl Decode for ListOffsetsRequest {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("ListOffsetsRequest.topics"))?;
-            p::read_array(buf, n, |buf| Ok(ListOffsetsTopic::decode(buf, version)?))?
+            let mut items: Vec<ListOffsetsTopic> =
+                Vec::with_capacity(p::array_capacity::<ListOffsetsTopic>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ListOffsetsTopic::decode(buf, version)?);
+            }
+            items
         };
         if version >= 10 {
             this.timeout_ms = p::read_i32(buf)?;
         }
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -271,7 +283,11 @@ impl Decode for ListOffsetsPartition {
             this.max_num_offsets = p::read_i32(buf)?;
         }
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -378,12 +394,22 @@ impl Decode for ListOffsetsTopic {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("ListOffsetsTopic.partitions"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(ListOffsetsPartition::decode(buf, version)?)
-            })?
+            let mut items: Vec<ListOffsetsPartition> =
+                Vec::with_capacity(p::array_capacity::<ListOffsetsPartition>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ListOffsetsPartition::decode(buf, version)?);
+            }
+            items
         };
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -501,12 +527,22 @@ impl Decode for ListOffsetsResponse {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("ListOffsetsResponse.topics"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(ListOffsetsTopicResponse::decode(buf, version)?)
-            })?
+            let mut items: Vec<ListOffsetsTopicResponse> =
+                Vec::with_capacity(p::array_capacity::<ListOffsetsTopicResponse>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ListOffsetsTopicResponse::decode(buf, version)?);
+            }
+            items
         };
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -679,7 +715,15 @@ impl Decode for ListOffsetsPartitionResponse {
                 let n = p::read_array_len(buf, flexible, 8)?.ok_or(DecodeError::UnexpectedNull(
                     "ListOffsetsPartitionResponse.old_style_offsets",
                 ))?;
-                p::read_array(buf, n, |buf| Ok(p::read_i64(buf)?))?
+                let mut items: Vec<i64> =
+                    Vec::with_capacity(p::array_capacity::<i64>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(p::read_i64(buf)?);
+                }
+                items
             };
         }
         if version >= 1 {
@@ -692,7 +736,11 @@ impl Decode for ListOffsetsPartitionResponse {
             this.leader_epoch = p::read_i32(buf)?;
         }
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -818,12 +866,23 @@ impl Decode for ListOffsetsTopicResponse {
             .ok_or(DecodeError::UnexpectedNull(
                 "ListOffsetsTopicResponse.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(ListOffsetsPartitionResponse::decode(buf, version)?)
-            })?
+            let mut items: Vec<ListOffsetsPartitionResponse> = Vec::with_capacity(
+                p::array_capacity::<ListOffsetsPartitionResponse>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ListOffsetsPartitionResponse::decode(buf, version)?);
+            }
+            items
         };
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -114,24 +114,40 @@ impl Decode for ListTransactionsRequest {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                 DecodeError::UnexpectedNull("ListTransactionsRequest.state_filters"),
             )?;
-            p::read_array(buf, n, |buf| {
-                Ok(p::read_string(
+            let mut items: Vec<String> =
+                Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_string(
                     buf,
                     flexible,
                     "ListTransactionsRequest.state_filters",
-                )?)
-            })?
+                )?);
+            }
+            items
         };
         this.producer_id_filters = {
             let n = p::read_array_len(buf, flexible, 8)?.ok_or(DecodeError::UnexpectedNull(
                 "ListTransactionsRequest.producer_id_filters",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i64(buf)?))?
+            let mut items: Vec<i64> = Vec::with_capacity(p::array_capacity::<i64>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i64(buf)?);
+            }
+            items
         };
         if version >= 1 {
             this.duration_filter = p::read_i64(buf)?;
         }
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -287,21 +303,38 @@ impl Decode for ListTransactionsResponse {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                 DecodeError::UnexpectedNull("ListTransactionsResponse.unknown_state_filters"),
             )?;
-            p::read_array(buf, n, |buf| {
-                Ok(p::read_string(
+            let mut items: Vec<String> =
+                Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_string(
                     buf,
                     flexible,
                     "ListTransactionsResponse.unknown_state_filters",
-                )?)
-            })?
+                )?);
+            }
+            items
         };
         this.transaction_states = {
             let n = p::read_array_len(buf, flexible, 11)?.ok_or(DecodeError::UnexpectedNull(
                 "ListTransactionsResponse.transaction_states",
             ))?;
-            p::read_array(buf, n, |buf| Ok(TransactionState::decode(buf, version)?))?
+            let mut items: Vec<TransactionState> =
+                Vec::with_capacity(p::array_capacity::<TransactionState>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(TransactionState::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -420,7 +453,10 @@ impl Decode for TransactionState {
         this.producer_id = p::read_i64(buf)?;
         this.transaction_state =
             p::read_string(buf, flexible, "TransactionState.transaction_state")?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

@@ -146,9 +146,17 @@ impl Decode for MetadataRequest {
                 },
             )? {
                 None => None,
-                Some(n) => Some(p::read_array(buf, n, |buf| {
-                    Ok(MetadataRequestTopic::decode(buf, version)?)
-                })?),
+                Some(n) => {
+                    let mut items: Vec<MetadataRequestTopic> =
+                        Vec::with_capacity(p::array_capacity::<MetadataRequestTopic>(n, buf.len()));
+                    for _ in 0..n {
+                        if items.len() == items.capacity() {
+                            p::grow_array(&mut items, n);
+                        }
+                        items.push(MetadataRequestTopic::decode(buf, version)?);
+                    }
+                    Some(items)
+                }
             }
         } else {
             Some({
@@ -161,9 +169,15 @@ impl Decode for MetadataRequest {
                     },
                 )?
                 .ok_or(DecodeError::UnexpectedNull("MetadataRequest.topics"))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(MetadataRequestTopic::decode(buf, version)?)
-                })?
+                let mut items: Vec<MetadataRequestTopic> =
+                    Vec::with_capacity(p::array_capacity::<MetadataRequestTopic>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(MetadataRequestTopic::decode(buf, version)?);
+                }
+                items
             })
         };
         if version >= 4 {
@@ -176,7 +190,11 @@ impl Decode for MetadataRequest {
             this.include_topic_authorized_operations = p::read_bool(buf)?;
         }
         if version >= 9 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -309,7 +327,11 @@ impl Decode for MetadataRequestTopic {
             Some(p::read_string(buf, flexible, "MetadataRequestTopic.name")?)
         };
         if version >= 9 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -491,9 +513,15 @@ impl Decode for MetadataResponse {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("MetadataResponse.brokers"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(MetadataResponseBroker::decode(buf, version)?)
-            })?
+            let mut items: Vec<MetadataResponseBroker> =
+                Vec::with_capacity(p::array_capacity::<MetadataResponseBroker>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(MetadataResponseBroker::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
             this.cluster_id =
@@ -515,15 +543,25 @@ impl Decode for MetadataResponse {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("MetadataResponse.topics"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(MetadataResponseTopic::decode(buf, version)?)
-            })?
+            let mut items: Vec<MetadataResponseTopic> =
+                Vec::with_capacity(p::array_capacity::<MetadataResponseTopic>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(MetadataResponseTopic::decode(buf, version)?);
+            }
+            items
         };
         if version >= 8 && version <= 10 {
             this.cluster_authorized_operations = p::read_i32(buf)?;
         }
         if version >= 9 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -678,7 +716,11 @@ impl Decode for MetadataResponseBroker {
             this.rack = p::read_nullable_string(buf, flexible, "MetadataResponseBroker.rack")?;
         }
         if version >= 9 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -847,24 +889,50 @@ impl Decode for MetadataResponsePartition {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "MetadataResponsePartition.replica_nodes",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
         this.isr_nodes = {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "MetadataResponsePartition.isr_nodes",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
         if version >= 5 {
             this.offline_replicas = {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "MetadataResponsePartition.offline_replicas",
                 ))?;
-                p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(p::read_i32(buf)?);
+                }
+                items
             };
         }
         if version >= 9 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1069,15 +1137,25 @@ impl Decode for MetadataResponseTopic {
             .ok_or(DecodeError::UnexpectedNull(
                 "MetadataResponseTopic.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(MetadataResponsePartition::decode(buf, version)?)
-            })?
+            let mut items: Vec<MetadataResponsePartition> =
+                Vec::with_capacity(p::array_capacity::<MetadataResponsePartition>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(MetadataResponsePartition::decode(buf, version)?);
+            }
+            items
         };
         if version >= 8 {
             this.topic_authorized_operations = p::read_i32(buf)?;
         }
         if version >= 9 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

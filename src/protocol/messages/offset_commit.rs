@@ -183,12 +183,22 @@ impl Decode for OffsetCommitRequest {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("OffsetCommitRequest.topics"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(OffsetCommitRequestTopic::decode(buf, version)?)
-            })?
+            let mut items: Vec<OffsetCommitRequestTopic> =
+                Vec::with_capacity(p::array_capacity::<OffsetCommitRequestTopic>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(OffsetCommitRequestTopic::decode(buf, version)?);
+            }
+            items
         };
         if version >= 8 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -369,7 +379,11 @@ impl Decode for OffsetCommitRequestPartition {
             "OffsetCommitRequestPartition.committed_metadata",
         )?;
         if version >= 8 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -483,12 +497,23 @@ impl Decode for OffsetCommitRequestTopic {
             .ok_or(DecodeError::UnexpectedNull(
                 "OffsetCommitRequestTopic.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(OffsetCommitRequestPartition::decode(buf, version)?)
-            })?
+            let mut items: Vec<OffsetCommitRequestPartition> = Vec::with_capacity(
+                p::array_capacity::<OffsetCommitRequestPartition>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(OffsetCommitRequestPartition::decode(buf, version)?);
+            }
+            items
         };
         if version >= 8 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -608,12 +633,22 @@ impl Decode for OffsetCommitResponse {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("OffsetCommitResponse.topics"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(OffsetCommitResponseTopic::decode(buf, version)?)
-            })?
+            let mut items: Vec<OffsetCommitResponseTopic> =
+                Vec::with_capacity(p::array_capacity::<OffsetCommitResponseTopic>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(OffsetCommitResponseTopic::decode(buf, version)?);
+            }
+            items
         };
         if version >= 8 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -712,7 +747,11 @@ impl Decode for OffsetCommitResponsePartition {
         this.partition_index = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         if version >= 8 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -809,12 +848,23 @@ impl Decode for OffsetCommitResponseTopic {
             .ok_or(DecodeError::UnexpectedNull(
                 "OffsetCommitResponseTopic.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(OffsetCommitResponsePartition::decode(buf, version)?)
-            })?
+            let mut items: Vec<OffsetCommitResponsePartition> = Vec::with_capacity(
+                p::array_capacity::<OffsetCommitResponsePartition>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(OffsetCommitResponsePartition::decode(buf, version)?);
+            }
+            items
         };
         if version >= 8 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

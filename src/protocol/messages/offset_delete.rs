@@ -93,9 +93,15 @@ impl Decode for OffsetDeleteRequest {
         this.topics = {
             let n = p::read_array_len(buf, flexible, 6)?
                 .ok_or(DecodeError::UnexpectedNull("OffsetDeleteRequest.topics"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(OffsetDeleteRequestTopic::decode(buf, version)?)
-            })?
+            let mut items: Vec<OffsetDeleteRequestTopic> =
+                Vec::with_capacity(p::array_capacity::<OffsetDeleteRequestTopic>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(OffsetDeleteRequestTopic::decode(buf, version)?);
+            }
+            items
         };
         Ok(this)
     }
@@ -243,9 +249,16 @@ impl Decode for OffsetDeleteRequestTopic {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "OffsetDeleteRequestTopic.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(OffsetDeleteRequestPartition::decode(buf, version)?)
-            })?
+            let mut items: Vec<OffsetDeleteRequestPartition> = Vec::with_capacity(
+                p::array_capacity::<OffsetDeleteRequestPartition>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(OffsetDeleteRequestPartition::decode(buf, version)?);
+            }
+            items
         };
         Ok(this)
     }
@@ -355,9 +368,15 @@ impl Decode for OffsetDeleteResponse {
         this.topics = {
             let n = p::read_array_len(buf, flexible, 6)?
                 .ok_or(DecodeError::UnexpectedNull("OffsetDeleteResponse.topics"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(OffsetDeleteResponseTopic::decode(buf, version)?)
-            })?
+            let mut items: Vec<OffsetDeleteResponseTopic> =
+                Vec::with_capacity(p::array_capacity::<OffsetDeleteResponseTopic>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(OffsetDeleteResponseTopic::decode(buf, version)?);
+            }
+            items
         };
         Ok(this)
     }
@@ -521,9 +540,16 @@ impl Decode for OffsetDeleteResponseTopic {
             let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                 "OffsetDeleteResponseTopic.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(OffsetDeleteResponsePartition::decode(buf, version)?)
-            })?
+            let mut items: Vec<OffsetDeleteResponsePartition> = Vec::with_capacity(
+                p::array_capacity::<OffsetDeleteResponsePartition>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(OffsetDeleteResponsePartition::decode(buf, version)?);
+            }
+            items
         };
         Ok(this)
     }

@@ -170,9 +170,18 @@ impl Decode for OffsetFetchRequest {
                     },
                 )? {
                     None => None,
-                    Some(n) => Some(p::read_array(buf, n, |buf| {
-                        Ok(OffsetFetchRequestTopic::decode(buf, version)?)
-                    })?),
+                    Some(n) => {
+                        let mut items: Vec<OffsetFetchRequestTopic> = Vec::with_capacity(
+                            p::array_capacity::<OffsetFetchRequestTopic>(n, buf.len()),
+                        );
+                        for _ in 0..n {
+                            if items.len() == items.capacity() {
+                                p::grow_array(&mut items, n);
+                            }
+                            items.push(OffsetFetchRequestTopic::decode(buf, version)?);
+                        }
+                        Some(items)
+                    }
                 }
             } else {
                 Some({
@@ -185,9 +194,16 @@ impl Decode for OffsetFetchRequest {
                         },
                     )?
                     .ok_or(DecodeError::UnexpectedNull("OffsetFetchRequest.topics"))?;
-                    p::read_array(buf, n, |buf| {
-                        Ok(OffsetFetchRequestTopic::decode(buf, version)?)
-                    })?
+                    let mut items: Vec<OffsetFetchRequestTopic> = Vec::with_capacity(
+                        p::array_capacity::<OffsetFetchRequestTopic>(n, buf.len()),
+                    );
+                    for _ in 0..n {
+                        if items.len() == items.capacity() {
+                            p::grow_array(&mut items, n);
+                        }
+                        items.push(OffsetFetchRequestTopic::decode(buf, version)?);
+                    }
+                    items
                 })
             };
         }
@@ -202,16 +218,26 @@ impl Decode for OffsetFetchRequest {
                     },
                 )?
                 .ok_or(DecodeError::UnexpectedNull("OffsetFetchRequest.groups"))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(OffsetFetchRequestGroup::decode(buf, version)?)
-                })?
+                let mut items: Vec<OffsetFetchRequestGroup> =
+                    Vec::with_capacity(p::array_capacity::<OffsetFetchRequestGroup>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(OffsetFetchRequestGroup::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 7 {
             this.require_stable = p::read_bool(buf)?;
         }
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -411,13 +437,26 @@ impl Decode for OffsetFetchRequestGroup {
         if version >= 8 {
             this.topics = match p::read_array_len(buf, flexible, 3)? {
                 None => None,
-                Some(n) => Some(p::read_array(buf, n, |buf| {
-                    Ok(OffsetFetchRequestTopics::decode(buf, version)?)
-                })?),
+                Some(n) => {
+                    let mut items: Vec<OffsetFetchRequestTopics> = Vec::with_capacity(
+                        p::array_capacity::<OffsetFetchRequestTopics>(n, buf.len()),
+                    );
+                    for _ in 0..n {
+                        if items.len() == items.capacity() {
+                            p::grow_array(&mut items, n);
+                        }
+                        items.push(OffsetFetchRequestTopics::decode(buf, version)?);
+                    }
+                    Some(items)
+                }
             };
         }
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -557,11 +596,23 @@ impl Decode for OffsetFetchRequestTopic {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "OffsetFetchRequestTopic.partition_indexes",
                 ))?;
-                p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(p::read_i32(buf)?);
+                }
+                items
             };
         }
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -682,11 +733,23 @@ impl Decode for OffsetFetchRequestTopics {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "OffsetFetchRequestTopics.partition_indexes",
                 ))?;
-                p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(p::read_i32(buf)?);
+                }
+                items
             };
         }
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -855,9 +918,15 @@ impl Decode for OffsetFetchResponse {
                     },
                 )?
                 .ok_or(DecodeError::UnexpectedNull("OffsetFetchResponse.topics"))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(OffsetFetchResponseTopic::decode(buf, version)?)
-                })?
+                let mut items: Vec<OffsetFetchResponseTopic> =
+                    Vec::with_capacity(p::array_capacity::<OffsetFetchResponseTopic>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(OffsetFetchResponseTopic::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 2 && version <= 7 {
@@ -867,13 +936,23 @@ impl Decode for OffsetFetchResponse {
             this.groups = {
                 let n = p::read_array_len(buf, flexible, 5)?
                     .ok_or(DecodeError::UnexpectedNull("OffsetFetchResponse.groups"))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(OffsetFetchResponseGroup::decode(buf, version)?)
-                })?
+                let mut items: Vec<OffsetFetchResponseGroup> =
+                    Vec::with_capacity(p::array_capacity::<OffsetFetchResponseGroup>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(OffsetFetchResponseGroup::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1039,16 +1118,27 @@ impl Decode for OffsetFetchResponseGroup {
                 let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                     "OffsetFetchResponseGroup.topics",
                 ))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(OffsetFetchResponseTopics::decode(buf, version)?)
-                })?
+                let mut items: Vec<OffsetFetchResponseTopics> = Vec::with_capacity(
+                    p::array_capacity::<OffsetFetchResponseTopics>(n, buf.len()),
+                );
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(OffsetFetchResponseTopics::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 8 {
             this.error_code = p::read_i16(buf)?;
         }
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1232,7 +1322,11 @@ impl Decode for OffsetFetchResponsePartition {
             this.error_code = p::read_i16(buf)?;
         }
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1421,7 +1515,11 @@ impl Decode for OffsetFetchResponsePartitions {
             this.error_code = p::read_i16(buf)?;
         }
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1562,13 +1660,24 @@ impl Decode for OffsetFetchResponseTopic {
                 .ok_or(DecodeError::UnexpectedNull(
                     "OffsetFetchResponseTopic.partitions",
                 ))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(OffsetFetchResponsePartition::decode(buf, version)?)
-                })?
+                let mut items: Vec<OffsetFetchResponsePartition> = Vec::with_capacity(
+                    p::array_capacity::<OffsetFetchResponsePartition>(n, buf.len()),
+                );
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(OffsetFetchResponsePartition::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1691,13 +1800,24 @@ impl Decode for OffsetFetchResponseTopics {
                 let n = p::read_array_len(buf, flexible, 20)?.ok_or(
                     DecodeError::UnexpectedNull("OffsetFetchResponseTopics.partitions"),
                 )?;
-                p::read_array(buf, n, |buf| {
-                    Ok(OffsetFetchResponsePartitions::decode(buf, version)?)
-                })?
+                let mut items: Vec<OffsetFetchResponsePartitions> = Vec::with_capacity(
+                    p::array_capacity::<OffsetFetchResponsePartitions>(n, buf.len()),
+                );
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(OffsetFetchResponsePartitions::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -105,12 +105,22 @@ impl Decode for OffsetForLeaderEpochRequest {
             .ok_or(DecodeError::UnexpectedNull(
                 "OffsetForLeaderEpochRequest.topics",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(OffsetForLeaderTopic::decode(buf, version)?)
-            })?
+            let mut items: Vec<OffsetForLeaderTopic> =
+                Vec::with_capacity(p::array_capacity::<OffsetForLeaderTopic>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(OffsetForLeaderTopic::decode(buf, version)?);
+            }
+            items
         };
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -221,7 +231,11 @@ impl Decode for OffsetForLeaderPartition {
         }
         this.leader_epoch = p::read_i32(buf)?;
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -324,12 +338,22 @@ impl Decode for OffsetForLeaderTopic {
             .ok_or(DecodeError::UnexpectedNull(
                 "OffsetForLeaderTopic.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(OffsetForLeaderPartition::decode(buf, version)?)
-            })?
+            let mut items: Vec<OffsetForLeaderPartition> =
+                Vec::with_capacity(p::array_capacity::<OffsetForLeaderPartition>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(OffsetForLeaderPartition::decode(buf, version)?);
+            }
+            items
         };
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -449,12 +473,23 @@ impl Decode for OffsetForLeaderEpochResponse {
             .ok_or(DecodeError::UnexpectedNull(
                 "OffsetForLeaderEpochResponse.topics",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(OffsetForLeaderTopicResult::decode(buf, version)?)
-            })?
+            let mut items: Vec<OffsetForLeaderTopicResult> = Vec::with_capacity(
+                p::array_capacity::<OffsetForLeaderTopicResult>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(OffsetForLeaderTopicResult::decode(buf, version)?);
+            }
+            items
         };
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -577,7 +612,11 @@ impl Decode for EpochEndOffset {
         }
         this.end_offset = p::read_i64(buf)?;
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -686,10 +725,22 @@ impl Decode for OffsetForLeaderTopicResult {
             .ok_or(DecodeError::UnexpectedNull(
                 "OffsetForLeaderTopicResult.partitions",
             ))?;
-            p::read_array(buf, n, |buf| Ok(EpochEndOffset::decode(buf, version)?))?
+            let mut items: Vec<EpochEndOffset> =
+                Vec::with_capacity(p::array_capacity::<EpochEndOffset>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(EpochEndOffset::decode(buf, version)?);
+            }
+            items
         };
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

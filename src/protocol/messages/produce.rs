@@ -141,10 +141,22 @@ impl Decode for ProduceRequest {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("ProduceRequest.topic_data"))?;
-            p::read_array(buf, n, |buf| Ok(TopicProduceData::decode(buf, version)?))?
+            let mut items: Vec<TopicProduceData> =
+                Vec::with_capacity(p::array_capacity::<TopicProduceData>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(TopicProduceData::decode(buf, version)?);
+            }
+            items
         };
         if version >= 9 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -254,7 +266,11 @@ impl Decode for PartitionProduceData {
         this.index = p::read_i32(buf)?;
         this.records = p::read_nullable_bytes(buf, flexible)?;
         if version >= 9 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -355,12 +371,22 @@ impl Decode for TopicProduceData {
             .ok_or(DecodeError::UnexpectedNull(
                 "TopicProduceData.partition_data",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(PartitionProduceData::decode(buf, version)?)
-            })?
+            let mut items: Vec<PartitionProduceData> =
+                Vec::with_capacity(p::array_capacity::<PartitionProduceData>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(PartitionProduceData::decode(buf, version)?);
+            }
+            items
         };
         if version >= 9 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -501,30 +527,48 @@ impl Decode for ProduceResponse {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("ProduceResponse.responses"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(TopicProduceResponse::decode(buf, version)?)
-            })?
+            let mut items: Vec<TopicProduceResponse> =
+                Vec::with_capacity(p::array_capacity::<TopicProduceResponse>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(TopicProduceResponse::decode(buf, version)?);
+            }
+            items
         };
         if version >= 1 {
             this.throttle_time_ms = p::read_i32(buf)?;
         }
         if version >= 9 {
-            let mut tags = p::TaggedFieldReader::new(buf)?;
-            while let Some((tag, mut value)) = tags.next(buf)? {
-                match tag {
-                    0 if version >= 10 => {
-                        let buf = &mut value;
-                        this.node_endpoints = {
-                            let n = p::read_array_len(buf, flexible, 11)?.ok_or(
-                                DecodeError::UnexpectedNull("ProduceResponse.node_endpoints"),
-                            )?;
-                            p::read_array(buf, n, |buf| Ok(NodeEndpoint::decode(buf, version)?))?
-                        };
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                let mut tags = p::TaggedFieldReader::new(buf, count)?;
+                while let Some((tag, mut value)) = tags.next(buf)? {
+                    match tag {
+                        0 if version >= 10 => {
+                            let buf = &mut value;
+                            this.node_endpoints = {
+                                let n = p::read_array_len(buf, flexible, 11)?.ok_or(
+                                    DecodeError::UnexpectedNull("ProduceResponse.node_endpoints"),
+                                )?;
+                                let mut items: Vec<NodeEndpoint> = Vec::with_capacity(
+                                    p::array_capacity::<NodeEndpoint>(n, buf.len()),
+                                );
+                                for _ in 0..n {
+                                    if items.len() == items.capacity() {
+                                        p::grow_array(&mut items, n);
+                                    }
+                                    items.push(NodeEndpoint::decode(buf, version)?);
+                                }
+                                items
+                            };
+                        }
+                        _ => tags.keep(),
                     }
-                    _ => tags.keep(),
                 }
+                this.unknown_tagged_fields = tags.finish();
             }
-            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -672,7 +716,11 @@ impl Decode for BatchIndexAndErrorMessage {
             )?;
         }
         if version >= 9 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -781,7 +829,11 @@ impl Decode for LeaderIdAndEpoch {
             this.leader_epoch = p::read_i32(buf)?;
         }
         if version >= 9 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -931,7 +983,11 @@ impl Decode for NodeEndpoint {
             this.rack = p::read_nullable_string(buf, flexible, "NodeEndpoint.rack")?;
         }
         if version >= 9 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1134,9 +1190,16 @@ impl Decode for PartitionProduceResponse {
                 let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                     "PartitionProduceResponse.record_errors",
                 ))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(BatchIndexAndErrorMessage::decode(buf, version)?)
-                })?
+                let mut items: Vec<BatchIndexAndErrorMessage> = Vec::with_capacity(
+                    p::array_capacity::<BatchIndexAndErrorMessage>(n, buf.len()),
+                );
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(BatchIndexAndErrorMessage::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 8 {
@@ -1144,17 +1207,20 @@ impl Decode for PartitionProduceResponse {
                 p::read_nullable_string(buf, flexible, "PartitionProduceResponse.error_message")?;
         }
         if version >= 9 {
-            let mut tags = p::TaggedFieldReader::new(buf)?;
-            while let Some((tag, mut value)) = tags.next(buf)? {
-                match tag {
-                    0 if version >= 10 => {
-                        let buf = &mut value;
-                        this.current_leader = LeaderIdAndEpoch::decode(buf, version)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                let mut tags = p::TaggedFieldReader::new(buf, count)?;
+                while let Some((tag, mut value)) = tags.next(buf)? {
+                    match tag {
+                        0 if version >= 10 => {
+                            let buf = &mut value;
+                            this.current_leader = LeaderIdAndEpoch::decode(buf, version)?;
+                        }
+                        _ => tags.keep(),
                     }
-                    _ => tags.keep(),
                 }
+                this.unknown_tagged_fields = tags.finish();
             }
-            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -1293,12 +1359,22 @@ impl Decode for TopicProduceResponse {
             .ok_or(DecodeError::UnexpectedNull(
                 "TopicProduceResponse.partition_responses",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(PartitionProduceResponse::decode(buf, version)?)
-            })?
+            let mut items: Vec<PartitionProduceResponse> =
+                Vec::with_capacity(p::array_capacity::<PartitionProduceResponse>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(PartitionProduceResponse::decode(buf, version)?);
+            }
+            items
         };
         if version >= 9 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

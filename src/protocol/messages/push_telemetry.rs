@@ -110,7 +110,10 @@ impl Decode for PushTelemetryRequest {
         this.terminating = p::read_bool(buf)?;
         this.compression_type = p::read_i8(buf)?;
         this.metrics = p::read_bytes(buf, flexible, "PushTelemetryRequest.metrics")?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -207,7 +210,10 @@ impl Decode for PushTelemetryResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

@@ -96,9 +96,20 @@ impl Decode for ReadShareGroupStateRequest {
             let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "ReadShareGroupStateRequest.topics",
             ))?;
-            p::read_array(buf, n, |buf| Ok(ReadStateData::decode(buf, version)?))?
+            let mut items: Vec<ReadStateData> =
+                Vec::with_capacity(p::array_capacity::<ReadStateData>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ReadStateData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -187,7 +198,10 @@ impl Decode for PartitionData {
         let mut this = Self::default();
         this.partition = p::read_i32(buf)?;
         this.leader_epoch = p::read_i32(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -272,9 +286,20 @@ impl Decode for ReadStateData {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 9)?
                 .ok_or(DecodeError::UnexpectedNull("ReadStateData.partitions"))?;
-            p::read_array(buf, n, |buf| Ok(PartitionData::decode(buf, version)?))?
+            let mut items: Vec<PartitionData> =
+                Vec::with_capacity(p::array_capacity::<PartitionData>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(PartitionData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -369,9 +394,20 @@ impl Decode for ReadShareGroupStateResponse {
             let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "ReadShareGroupStateResponse.results",
             ))?;
-            p::read_array(buf, n, |buf| Ok(ReadStateResult::decode(buf, version)?))?
+            let mut items: Vec<ReadStateResult> =
+                Vec::with_capacity(p::array_capacity::<ReadStateResult>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ReadStateResult::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -517,9 +553,20 @@ impl Decode for PartitionResult {
         this.state_batches = {
             let n = p::read_array_len(buf, flexible, 20)?
                 .ok_or(DecodeError::UnexpectedNull("PartitionResult.state_batches"))?;
-            p::read_array(buf, n, |buf| Ok(StateBatch::decode(buf, version)?))?
+            let mut items: Vec<StateBatch> =
+                Vec::with_capacity(p::array_capacity::<StateBatch>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(StateBatch::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -619,9 +666,20 @@ impl Decode for ReadStateResult {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 21)?
                 .ok_or(DecodeError::UnexpectedNull("ReadStateResult.partitions"))?;
-            p::read_array(buf, n, |buf| Ok(PartitionResult::decode(buf, version)?))?
+            let mut items: Vec<PartitionResult> =
+                Vec::with_capacity(p::array_capacity::<PartitionResult>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(PartitionResult::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -723,7 +781,10 @@ impl Decode for StateBatch {
         this.last_offset = p::read_i64(buf)?;
         this.delivery_state = p::read_i8(buf)?;
         this.delivery_count = p::read_i16(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

@@ -97,11 +97,20 @@ impl Decode for ReadShareGroupStateSummaryRequest {
             let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "ReadShareGroupStateSummaryRequest.topics",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(ReadStateSummaryData::decode(buf, version)?)
-            })?
+            let mut items: Vec<ReadStateSummaryData> =
+                Vec::with_capacity(p::array_capacity::<ReadStateSummaryData>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ReadStateSummaryData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -190,7 +199,10 @@ impl Decode for PartitionData {
         let mut this = Self::default();
         this.partition = p::read_i32(buf)?;
         this.leader_epoch = p::read_i32(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -276,9 +288,20 @@ impl Decode for ReadStateSummaryData {
             let n = p::read_array_len(buf, flexible, 9)?.ok_or(DecodeError::UnexpectedNull(
                 "ReadStateSummaryData.partitions",
             ))?;
-            p::read_array(buf, n, |buf| Ok(PartitionData::decode(buf, version)?))?
+            let mut items: Vec<PartitionData> =
+                Vec::with_capacity(p::array_capacity::<PartitionData>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(PartitionData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -373,11 +396,20 @@ impl Decode for ReadShareGroupStateSummaryResponse {
             let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "ReadShareGroupStateSummaryResponse.results",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(ReadStateSummaryResult::decode(buf, version)?)
-            })?
+            let mut items: Vec<ReadStateSummaryResult> =
+                Vec::with_capacity(p::array_capacity::<ReadStateSummaryResult>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ReadStateSummaryResult::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -503,7 +535,10 @@ impl Decode for PartitionResult {
             p::read_nullable_string(buf, flexible, "PartitionResult.error_message")?;
         this.state_epoch = p::read_i32(buf)?;
         this.start_offset = p::read_i64(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -596,9 +631,20 @@ impl Decode for ReadStateSummaryResult {
             let n = p::read_array_len(buf, flexible, 20)?.ok_or(DecodeError::UnexpectedNull(
                 "ReadStateSummaryResult.partitions",
             ))?;
-            p::read_array(buf, n, |buf| Ok(PartitionResult::decode(buf, version)?))?
+            let mut items: Vec<PartitionResult> =
+                Vec::with_capacity(p::array_capacity::<PartitionResult>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(PartitionResult::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

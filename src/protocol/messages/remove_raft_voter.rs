@@ -98,7 +98,10 @@ impl Decode for RemoveRaftVoterRequest {
             p::read_nullable_string(buf, flexible, "RemoveRaftVoterRequest.cluster_id")?;
         this.voter_id = p::read_i32(buf)?;
         this.voter_directory_id = p::read_uuid(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -220,7 +223,10 @@ impl Decode for RemoveRaftVoterResponse {
         this.error_code = p::read_i16(buf)?;
         this.error_message =
             p::read_nullable_string(buf, flexible, "RemoveRaftVoterResponse.error_message")?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

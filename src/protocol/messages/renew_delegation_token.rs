@@ -88,7 +88,11 @@ impl Decode for RenewDelegationTokenRequest {
         this.hmac = p::read_bytes(buf, flexible, "RenewDelegationTokenRequest.hmac")?;
         this.renew_period_ms = p::read_i64(buf)?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -196,7 +200,11 @@ impl Decode for RenewDelegationTokenResponse {
         this.expiry_timestamp_ms = p::read_i64(buf)?;
         this.throttle_time_ms = p::read_i32(buf)?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

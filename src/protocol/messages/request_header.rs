@@ -114,7 +114,11 @@ impl Decode for RequestHeader {
             this.client_id = p::read_nullable_string(buf, false, "RequestHeader.client_id")?;
         }
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

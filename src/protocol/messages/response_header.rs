@@ -73,7 +73,11 @@ impl Decode for ResponseHeader {
         let mut this = Self::default();
         this.correlation_id = p::read_i32(buf)?;
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -78,7 +78,11 @@ impl Decode for SaslAuthenticateRequest {
         let mut this = Self::default();
         this.auth_bytes = p::read_bytes(buf, flexible, "SaslAuthenticateRequest.auth_bytes")?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -217,7 +221,11 @@ impl Decode for SaslAuthenticateResponse {
             this.session_lifetime_ms = p::read_i64(buf)?;
         }
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

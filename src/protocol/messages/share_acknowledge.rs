@@ -126,9 +126,20 @@ impl Decode for ShareAcknowledgeRequest {
             let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "ShareAcknowledgeRequest.topics",
             ))?;
-            p::read_array(buf, n, |buf| Ok(AcknowledgeTopic::decode(buf, version)?))?
+            let mut items: Vec<AcknowledgeTopic> =
+                Vec::with_capacity(p::array_capacity::<AcknowledgeTopic>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AcknowledgeTopic::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -238,11 +249,20 @@ impl Decode for AcknowledgePartition {
             let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "AcknowledgePartition.acknowledgement_batches",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AcknowledgementBatch::decode(buf, version)?)
-            })?
+            let mut items: Vec<AcknowledgementBatch> =
+                Vec::with_capacity(p::array_capacity::<AcknowledgementBatch>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AcknowledgementBatch::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -334,11 +354,20 @@ impl Decode for AcknowledgeTopic {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 6)?
                 .ok_or(DecodeError::UnexpectedNull("AcknowledgeTopic.partitions"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AcknowledgePartition::decode(buf, version)?)
-            })?
+            let mut items: Vec<AcknowledgePartition> =
+                Vec::with_capacity(p::array_capacity::<AcknowledgePartition>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AcknowledgePartition::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -441,9 +470,19 @@ impl Decode for AcknowledgementBatch {
             let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
                 "AcknowledgementBatch.acknowledge_types",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i8(buf)?))?
+            let mut items: Vec<i8> = Vec::with_capacity(p::array_capacity::<i8>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i8(buf)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -599,17 +638,35 @@ impl Decode for ShareAcknowledgeResponse {
             let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "ShareAcknowledgeResponse.responses",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(ShareAcknowledgeTopicResponse::decode(buf, version)?)
-            })?
+            let mut items: Vec<ShareAcknowledgeTopicResponse> = Vec::with_capacity(
+                p::array_capacity::<ShareAcknowledgeTopicResponse>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ShareAcknowledgeTopicResponse::decode(buf, version)?);
+            }
+            items
         };
         this.node_endpoints = {
             let n = p::read_array_len(buf, flexible, 11)?.ok_or(DecodeError::UnexpectedNull(
                 "ShareAcknowledgeResponse.node_endpoints",
             ))?;
-            p::read_array(buf, n, |buf| Ok(NodeEndpoint::decode(buf, version)?))?
+            let mut items: Vec<NodeEndpoint> =
+                Vec::with_capacity(p::array_capacity::<NodeEndpoint>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(NodeEndpoint::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -714,7 +771,10 @@ impl Decode for LeaderIdAndEpoch {
         let mut this = Self::default();
         this.leader_id = p::read_i32(buf)?;
         this.leader_epoch = p::read_i32(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -816,7 +876,10 @@ impl Decode for NodeEndpoint {
         this.host = p::read_string(buf, flexible, "NodeEndpoint.host")?;
         this.port = p::read_i32(buf)?;
         this.rack = p::read_nullable_string(buf, flexible, "NodeEndpoint.rack")?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -924,7 +987,10 @@ impl Decode for PartitionData {
         this.error_code = p::read_i16(buf)?;
         this.error_message = p::read_nullable_string(buf, flexible, "PartitionData.error_message")?;
         this.current_leader = LeaderIdAndEpoch::decode(buf, version)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -1016,9 +1082,20 @@ impl Decode for ShareAcknowledgeTopicResponse {
             let n = p::read_array_len(buf, flexible, 17)?.ok_or(DecodeError::UnexpectedNull(
                 "ShareAcknowledgeTopicResponse.partitions",
             ))?;
-            p::read_array(buf, n, |buf| Ok(PartitionData::decode(buf, version)?))?
+            let mut items: Vec<PartitionData> =
+                Vec::with_capacity(p::array_capacity::<PartitionData>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(PartitionData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

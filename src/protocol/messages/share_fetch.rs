@@ -171,15 +171,34 @@ impl Decode for ShareFetchRequest {
         this.topics = {
             let n = p::read_array_len(buf, flexible, 18)?
                 .ok_or(DecodeError::UnexpectedNull("ShareFetchRequest.topics"))?;
-            p::read_array(buf, n, |buf| Ok(FetchTopic::decode(buf, version)?))?
+            let mut items: Vec<FetchTopic> =
+                Vec::with_capacity(p::array_capacity::<FetchTopic>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(FetchTopic::decode(buf, version)?);
+            }
+            items
         };
         this.forgotten_topics_data = {
             let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "ShareFetchRequest.forgotten_topics_data",
             ))?;
-            p::read_array(buf, n, |buf| Ok(ForgottenTopic::decode(buf, version)?))?
+            let mut items: Vec<ForgottenTopic> =
+                Vec::with_capacity(p::array_capacity::<ForgottenTopic>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ForgottenTopic::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -310,9 +329,19 @@ impl Decode for AcknowledgementBatch {
             let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
                 "AcknowledgementBatch.acknowledge_types",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i8(buf)?))?
+            let mut items: Vec<i8> = Vec::with_capacity(p::array_capacity::<i8>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i8(buf)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -416,11 +445,20 @@ impl Decode for FetchPartition {
             let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "FetchPartition.acknowledgement_batches",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(AcknowledgementBatch::decode(buf, version)?)
-            })?
+            let mut items: Vec<AcknowledgementBatch> =
+                Vec::with_capacity(p::array_capacity::<AcknowledgementBatch>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AcknowledgementBatch::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -513,9 +551,20 @@ impl Decode for FetchTopic {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 10)?
                 .ok_or(DecodeError::UnexpectedNull("FetchTopic.partitions"))?;
-            p::read_array(buf, n, |buf| Ok(FetchPartition::decode(buf, version)?))?
+            let mut items: Vec<FetchPartition> =
+                Vec::with_capacity(p::array_capacity::<FetchPartition>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(FetchPartition::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -607,9 +656,19 @@ impl Decode for ForgottenTopic {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 4)?
                 .ok_or(DecodeError::UnexpectedNull("ForgottenTopic.partitions"))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -758,17 +817,35 @@ impl Decode for ShareFetchResponse {
         this.responses = {
             let n = p::read_array_len(buf, flexible, 18)?
                 .ok_or(DecodeError::UnexpectedNull("ShareFetchResponse.responses"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(ShareFetchableTopicResponse::decode(buf, version)?)
-            })?
+            let mut items: Vec<ShareFetchableTopicResponse> = Vec::with_capacity(
+                p::array_capacity::<ShareFetchableTopicResponse>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(ShareFetchableTopicResponse::decode(buf, version)?);
+            }
+            items
         };
         this.node_endpoints = {
             let n = p::read_array_len(buf, flexible, 11)?.ok_or(DecodeError::UnexpectedNull(
                 "ShareFetchResponse.node_endpoints",
             ))?;
-            p::read_array(buf, n, |buf| Ok(NodeEndpoint::decode(buf, version)?))?
+            let mut items: Vec<NodeEndpoint> =
+                Vec::with_capacity(p::array_capacity::<NodeEndpoint>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(NodeEndpoint::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -883,7 +960,10 @@ impl Decode for AcquiredRecords {
         this.first_offset = p::read_i64(buf)?;
         this.last_offset = p::read_i64(buf)?;
         this.delivery_count = p::read_i16(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -959,7 +1039,10 @@ impl Decode for LeaderIdAndEpoch {
         let mut this = Self::default();
         this.leader_id = p::read_i32(buf)?;
         this.leader_epoch = p::read_i32(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -1061,7 +1144,10 @@ impl Decode for NodeEndpoint {
         this.host = p::read_string(buf, flexible, "NodeEndpoint.host")?;
         this.port = p::read_i32(buf)?;
         this.rack = p::read_nullable_string(buf, flexible, "NodeEndpoint.rack")?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -1240,9 +1326,20 @@ impl Decode for PartitionData {
             let n = p::read_array_len(buf, flexible, 19)?.ok_or(DecodeError::UnexpectedNull(
                 "PartitionData.acquired_records",
             ))?;
-            p::read_array(buf, n, |buf| Ok(AcquiredRecords::decode(buf, version)?))?
+            let mut items: Vec<AcquiredRecords> =
+                Vec::with_capacity(p::array_capacity::<AcquiredRecords>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(AcquiredRecords::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -1353,9 +1450,20 @@ impl Decode for ShareFetchableTopicResponse {
             let n = p::read_array_len(buf, flexible, 22)?.ok_or(DecodeError::UnexpectedNull(
                 "ShareFetchableTopicResponse.partitions",
             ))?;
-            p::read_array(buf, n, |buf| Ok(PartitionData::decode(buf, version)?))?
+            let mut items: Vec<PartitionData> =
+                Vec::with_capacity(p::array_capacity::<PartitionData>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(PartitionData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

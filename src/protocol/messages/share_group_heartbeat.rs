@@ -160,15 +160,26 @@ impl Decode for ShareGroupHeartbeatRequest {
         this.subscribed_topic_names =
             match p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })? {
                 None => None,
-                Some(n) => Some(p::read_array(buf, n, |buf| {
-                    Ok(p::read_string(
-                        buf,
-                        flexible,
-                        "ShareGroupHeartbeatRequest.subscribed_topic_names",
-                    )?)
-                })?),
+                Some(n) => {
+                    let mut items: Vec<String> =
+                        Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
+                    for _ in 0..n {
+                        if items.len() == items.capacity() {
+                            p::grow_array(&mut items, n);
+                        }
+                        items.push(p::read_string(
+                            buf,
+                            flexible,
+                            "ShareGroupHeartbeatRequest.subscribed_topic_names",
+                        )?);
+                    }
+                    Some(items)
+                }
             };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -373,7 +384,10 @@ impl Decode for ShareGroupHeartbeatResponse {
         } else {
             Some(Assignment::decode(buf, version)?)
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -472,9 +486,20 @@ impl Decode for Assignment {
         this.topic_partitions = {
             let n = p::read_array_len(buf, flexible, 18)?
                 .ok_or(DecodeError::UnexpectedNull("Assignment.topic_partitions"))?;
-            p::read_array(buf, n, |buf| Ok(TopicPartitions::decode(buf, version)?))?
+            let mut items: Vec<TopicPartitions> =
+                Vec::with_capacity(p::array_capacity::<TopicPartitions>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(TopicPartitions::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -565,9 +590,19 @@ impl Decode for TopicPartitions {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 4)?
                 .ok_or(DecodeError::UnexpectedNull("TopicPartitions.partitions"))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

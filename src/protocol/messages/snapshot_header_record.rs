@@ -80,7 +80,10 @@ impl Decode for SnapshotHeaderRecord {
         let mut this = Self::default();
         this.version = p::read_i16(buf)?;
         this.last_contained_log_timestamp = p::read_i64(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

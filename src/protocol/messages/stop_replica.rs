@@ -211,9 +211,15 @@ impl Decode for StopReplicaRequest {
                 let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                     "StopReplicaRequest.ungrouped_partitions",
                 ))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(StopReplicaPartitionV0::decode(buf, version)?)
-                })?
+                let mut items: Vec<StopReplicaPartitionV0> =
+                    Vec::with_capacity(p::array_capacity::<StopReplicaPartitionV0>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(StopReplicaPartitionV0::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 1 && version <= 2 {
@@ -227,7 +233,15 @@ impl Decode for StopReplicaRequest {
                     },
                 )?
                 .ok_or(DecodeError::UnexpectedNull("StopReplicaRequest.topics"))?;
-                p::read_array(buf, n, |buf| Ok(StopReplicaTopicV1::decode(buf, version)?))?
+                let mut items: Vec<StopReplicaTopicV1> =
+                    Vec::with_capacity(p::array_capacity::<StopReplicaTopicV1>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(StopReplicaTopicV1::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 3 {
@@ -235,13 +249,23 @@ impl Decode for StopReplicaRequest {
                 let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                     "StopReplicaRequest.topic_states",
                 ))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(StopReplicaTopicState::decode(buf, version)?)
-                })?
+                let mut items: Vec<StopReplicaTopicState> =
+                    Vec::with_capacity(p::array_capacity::<StopReplicaTopicState>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(StopReplicaTopicState::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -415,7 +439,11 @@ impl Decode for StopReplicaPartitionState {
             this.delete_partition = p::read_bool(buf)?;
         }
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -530,7 +558,11 @@ impl Decode for StopReplicaPartitionV0 {
             this.partition_index = p::read_i32(buf)?;
         }
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -649,13 +681,24 @@ impl Decode for StopReplicaTopicState {
                 let n = p::read_array_len(buf, flexible, 10)?.ok_or(
                     DecodeError::UnexpectedNull("StopReplicaTopicState.partition_states"),
                 )?;
-                p::read_array(buf, n, |buf| {
-                    Ok(StopReplicaPartitionState::decode(buf, version)?)
-                })?
+                let mut items: Vec<StopReplicaPartitionState> = Vec::with_capacity(
+                    p::array_capacity::<StopReplicaPartitionState>(n, buf.len()),
+                );
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(StopReplicaPartitionState::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -778,11 +821,23 @@ impl Decode for StopReplicaTopicV1 {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "StopReplicaTopicV1.partition_indexes",
                 ))?;
-                p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(p::read_i32(buf)?);
+                }
+                items
             };
         }
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -898,12 +953,22 @@ impl Decode for StopReplicaResponse {
             let n = p::read_array_len(buf, flexible, 8)?.ok_or(DecodeError::UnexpectedNull(
                 "StopReplicaResponse.partition_errors",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(StopReplicaPartitionError::decode(buf, version)?)
-            })?
+            let mut items: Vec<StopReplicaPartitionError> =
+                Vec::with_capacity(p::array_capacity::<StopReplicaPartitionError>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(StopReplicaPartitionError::decode(buf, version)?);
+            }
+            items
         };
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1013,7 +1078,11 @@ impl Decode for StopReplicaPartitionError {
         this.partition_index = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         if version >= 2 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -205,12 +205,23 @@ impl Decode for SyncGroupRequest {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("SyncGroupRequest.assignments"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(SyncGroupRequestAssignment::decode(buf, version)?)
-            })?
+            let mut items: Vec<SyncGroupRequestAssignment> = Vec::with_capacity(
+                p::array_capacity::<SyncGroupRequestAssignment>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(SyncGroupRequestAssignment::decode(buf, version)?);
+            }
+            items
         };
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -344,7 +355,11 @@ impl Decode for SyncGroupRequestAssignment {
         this.member_id = p::read_string(buf, flexible, "SyncGroupRequestAssignment.member_id")?;
         this.assignment = p::read_bytes(buf, flexible, "SyncGroupRequestAssignment.assignment")?;
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -508,7 +523,11 @@ impl Decode for SyncGroupResponse {
         }
         this.assignment = p::read_bytes(buf, flexible, "SyncGroupResponse.assignment")?;
         if version >= 4 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -215,12 +215,23 @@ impl Decode for TxnOffsetCommitRequest {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("TxnOffsetCommitRequest.topics"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(TxnOffsetCommitRequestTopic::decode(buf, version)?)
-            })?
+            let mut items: Vec<TxnOffsetCommitRequestTopic> = Vec::with_capacity(
+                p::array_capacity::<TxnOffsetCommitRequestTopic>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(TxnOffsetCommitRequestTopic::decode(buf, version)?);
+            }
+            items
         };
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -382,7 +393,11 @@ impl Decode for TxnOffsetCommitRequestPartition {
             "TxnOffsetCommitRequestPartition.committed_metadata",
         )?;
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -494,12 +509,23 @@ impl Decode for TxnOffsetCommitRequestTopic {
             .ok_or(DecodeError::UnexpectedNull(
                 "TxnOffsetCommitRequestTopic.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(TxnOffsetCommitRequestPartition::decode(buf, version)?)
-            })?
+            let mut items: Vec<TxnOffsetCommitRequestPartition> = Vec::with_capacity(
+                p::array_capacity::<TxnOffsetCommitRequestPartition>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(TxnOffsetCommitRequestPartition::decode(buf, version)?);
+            }
+            items
         };
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -617,12 +643,23 @@ impl Decode for TxnOffsetCommitResponse {
             .ok_or(DecodeError::UnexpectedNull(
                 "TxnOffsetCommitResponse.topics",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(TxnOffsetCommitResponseTopic::decode(buf, version)?)
-            })?
+            let mut items: Vec<TxnOffsetCommitResponseTopic> = Vec::with_capacity(
+                p::array_capacity::<TxnOffsetCommitResponseTopic>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(TxnOffsetCommitResponseTopic::decode(buf, version)?);
+            }
+            items
         };
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -717,7 +754,11 @@ impl Decode for TxnOffsetCommitResponsePartition {
         this.partition_index = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -819,12 +860,23 @@ impl Decode for TxnOffsetCommitResponseTopic {
             .ok_or(DecodeError::UnexpectedNull(
                 "TxnOffsetCommitResponseTopic.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(TxnOffsetCommitResponsePartition::decode(buf, version)?)
-            })?
+            let mut items: Vec<TxnOffsetCommitResponsePartition> = Vec::with_capacity(
+                p::array_capacity::<TxnOffsetCommitResponsePartition>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(TxnOffsetCommitResponsePartition::decode(buf, version)?);
+            }
+            items
         };
         if version >= 3 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -107,12 +107,23 @@ impl Decode for UpdateFeaturesRequest {
             let n = p::read_array_len(buf, flexible, 5)?.ok_or(DecodeError::UnexpectedNull(
                 "UpdateFeaturesRequest.feature_updates",
             ))?;
-            p::read_array(buf, n, |buf| Ok(FeatureUpdateKey::decode(buf, version)?))?
+            let mut items: Vec<FeatureUpdateKey> =
+                Vec::with_capacity(p::array_capacity::<FeatureUpdateKey>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(FeatureUpdateKey::decode(buf, version)?);
+            }
+            items
         };
         if version >= 1 {
             this.validate_only = p::read_bool(buf)?;
         }
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -244,7 +255,10 @@ impl Decode for FeatureUpdateKey {
         if version >= 1 {
             this.upgrade_type = p::read_i8(buf)?;
         }
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -388,12 +402,21 @@ impl Decode for UpdateFeaturesResponse {
                 let n = p::read_array_len(buf, flexible, 5)?.ok_or(DecodeError::UnexpectedNull(
                     "UpdateFeaturesResponse.results",
                 ))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(UpdatableFeatureResult::decode(buf, version)?)
-                })?
+                let mut items: Vec<UpdatableFeatureResult> =
+                    Vec::with_capacity(p::array_capacity::<UpdatableFeatureResult>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(UpdatableFeatureResult::decode(buf, version)?);
+                }
+                items
             };
         }
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -520,7 +543,10 @@ impl Decode for UpdatableFeatureResult {
         this.error_code = p::read_i16(buf)?;
         this.error_message =
             p::read_nullable_string(buf, flexible, "UpdatableFeatureResult.error_message")?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

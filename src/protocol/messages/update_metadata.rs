@@ -214,9 +214,16 @@ impl Decode for UpdateMetadataRequest {
                 .ok_or(DecodeError::UnexpectedNull(
                     "UpdateMetadataRequest.ungrouped_partition_states",
                 ))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(UpdateMetadataPartitionState::decode(buf, version)?)
-                })?
+                let mut items: Vec<UpdateMetadataPartitionState> = Vec::with_capacity(
+                    p::array_capacity::<UpdateMetadataPartitionState>(n, buf.len()),
+                );
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(UpdateMetadataPartitionState::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 5 {
@@ -233,9 +240,15 @@ impl Decode for UpdateMetadataRequest {
                 .ok_or(DecodeError::UnexpectedNull(
                     "UpdateMetadataRequest.topic_states",
                 ))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(UpdateMetadataTopicState::decode(buf, version)?)
-                })?
+                let mut items: Vec<UpdateMetadataTopicState> =
+                    Vec::with_capacity(p::array_capacity::<UpdateMetadataTopicState>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(UpdateMetadataTopicState::decode(buf, version)?);
+                }
+                items
             };
         }
         this.live_brokers = {
@@ -252,22 +265,31 @@ impl Decode for UpdateMetadataRequest {
             .ok_or(DecodeError::UnexpectedNull(
                 "UpdateMetadataRequest.live_brokers",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(UpdateMetadataBroker::decode(buf, version)?)
-            })?
+            let mut items: Vec<UpdateMetadataBroker> =
+                Vec::with_capacity(p::array_capacity::<UpdateMetadataBroker>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(UpdateMetadataBroker::decode(buf, version)?);
+            }
+            items
         };
         if version >= 6 {
-            let mut tags = p::TaggedFieldReader::new(buf)?;
-            while let Some((tag, mut value)) = tags.next(buf)? {
-                match tag {
-                    0 if version >= 8 => {
-                        let buf = &mut value;
-                        this.r#type = p::read_i8(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                let mut tags = p::TaggedFieldReader::new(buf, count)?;
+                while let Some((tag, mut value)) = tags.next(buf)? {
+                    match tag {
+                        0 if version >= 8 => {
+                            let buf = &mut value;
+                            this.r#type = p::read_i8(buf)?;
+                        }
+                        _ => tags.keep(),
                     }
-                    _ => tags.keep(),
                 }
+                this.unknown_tagged_fields = tags.finish();
             }
-            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -470,16 +492,26 @@ impl Decode for UpdateMetadataBroker {
                 .ok_or(DecodeError::UnexpectedNull(
                     "UpdateMetadataBroker.endpoints",
                 ))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(UpdateMetadataEndpoint::decode(buf, version)?)
-                })?
+                let mut items: Vec<UpdateMetadataEndpoint> =
+                    Vec::with_capacity(p::array_capacity::<UpdateMetadataEndpoint>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(UpdateMetadataEndpoint::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 2 {
             this.rack = p::read_nullable_string(buf, flexible, "UpdateMetadataBroker.rack")?;
         }
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -644,7 +676,11 @@ impl Decode for UpdateMetadataEndpoint {
             this.security_protocol = p::read_i16(buf)?;
         }
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -846,25 +882,51 @@ impl Decode for UpdateMetadataPartitionState {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "UpdateMetadataPartitionState.isr",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
         this.zk_version = p::read_i32(buf)?;
         this.replicas = {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "UpdateMetadataPartitionState.replicas",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
         if version >= 4 {
             this.offline_replicas = {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "UpdateMetadataPartitionState.offline_replicas",
                 ))?;
-                p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(p::read_i32(buf)?);
+                }
+                items
             };
         }
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1033,13 +1095,24 @@ impl Decode for UpdateMetadataTopicState {
                 .ok_or(DecodeError::UnexpectedNull(
                     "UpdateMetadataTopicState.partition_states",
                 ))?;
-                p::read_array(buf, n, |buf| {
-                    Ok(UpdateMetadataPartitionState::decode(buf, version)?)
-                })?
+                let mut items: Vec<UpdateMetadataPartitionState> = Vec::with_capacity(
+                    p::array_capacity::<UpdateMetadataPartitionState>(n, buf.len()),
+                );
+                for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
+                    items.push(UpdateMetadataPartitionState::decode(buf, version)?);
+                }
+                items
             };
         }
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -1142,7 +1215,11 @@ impl Decode for UpdateMetadataResponse {
         let mut this = Self::default();
         this.error_code = p::read_i16(buf)?;
         if version >= 6 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }

@@ -138,10 +138,21 @@ impl Decode for UpdateRaftVoterRequest {
             let n = p::read_array_len(buf, flexible, 5)?.ok_or(DecodeError::UnexpectedNull(
                 "UpdateRaftVoterRequest.listeners",
             ))?;
-            p::read_array(buf, n, |buf| Ok(Listener::decode(buf, version)?))?
+            let mut items: Vec<Listener> =
+                Vec::with_capacity(p::array_capacity::<Listener>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(Listener::decode(buf, version)?);
+            }
+            items
         };
         this.kraft_version_feature = KRaftVersionFeature::decode(buf, version)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -238,7 +249,10 @@ impl Decode for KRaftVersionFeature {
         let mut this = Self::default();
         this.min_supported_version = p::read_i16(buf)?;
         this.max_supported_version = p::read_i16(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -323,7 +337,10 @@ impl Decode for Listener {
         this.name = p::read_string(buf, flexible, "Listener.name")?;
         this.host = p::read_string(buf, flexible, "Listener.host")?;
         this.port = p::read_u16(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -429,17 +446,20 @@ impl Decode for UpdateRaftVoterResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
-        let mut tags = p::TaggedFieldReader::new(buf)?;
-        while let Some((tag, mut value)) = tags.next(buf)? {
-            match tag {
-                0 => {
-                    let buf = &mut value;
-                    this.current_leader = CurrentLeader::decode(buf, version)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            let mut tags = p::TaggedFieldReader::new(buf, count)?;
+            while let Some((tag, mut value)) = tags.next(buf)? {
+                match tag {
+                    0 => {
+                        let buf = &mut value;
+                        this.current_leader = CurrentLeader::decode(buf, version)?;
+                    }
+                    _ => tags.keep(),
                 }
-                _ => tags.keep(),
             }
+            this.unknown_tagged_fields = tags.finish();
         }
-        this.unknown_tagged_fields = tags.finish();
         Ok(this)
     }
 }
@@ -542,7 +562,10 @@ impl Decode for CurrentLeader {
         this.leader_epoch = p::read_i32(buf)?;
         this.host = p::read_string(buf, flexible, "CurrentLeader.host")?;
         this.port = p::read_i32(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

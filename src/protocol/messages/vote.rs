@@ -111,11 +111,20 @@ impl Decode for VoteRequest {
         this.topics = {
             let n = p::read_array_len(buf, flexible, 3)?
                 .ok_or(DecodeError::UnexpectedNull("VoteRequest.topics"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(VoteRequestTopicData::decode(buf, version)?)
-            })?
+            let mut items: Vec<VoteRequestTopicData> =
+                Vec::with_capacity(p::array_capacity::<VoteRequestTopicData>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(VoteRequestTopicData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -271,7 +280,10 @@ impl Decode for VoteRequestPartitionData {
         }
         this.last_offset_epoch = p::read_i32(buf)?;
         this.last_offset = p::read_i64(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -383,11 +395,20 @@ impl Decode for VoteRequestTopicData {
             .ok_or(DecodeError::UnexpectedNull(
                 "VoteRequestTopicData.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(VoteRequestPartitionData::decode(buf, version)?)
-            })?
+            let mut items: Vec<VoteRequestPartitionData> =
+                Vec::with_capacity(p::array_capacity::<VoteRequestPartitionData>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(VoteRequestPartitionData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -517,25 +538,43 @@ impl Decode for VoteResponse {
         this.topics = {
             let n = p::read_array_len(buf, flexible, 3)?
                 .ok_or(DecodeError::UnexpectedNull("VoteResponse.topics"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(VoteResponseTopicData::decode(buf, version)?)
-            })?
-        };
-        let mut tags = p::TaggedFieldReader::new(buf)?;
-        while let Some((tag, mut value)) = tags.next(buf)? {
-            match tag {
-                0 if version >= 1 => {
-                    let buf = &mut value;
-                    this.node_endpoints = {
-                        let n = p::read_array_len(buf, flexible, 8)?
-                            .ok_or(DecodeError::UnexpectedNull("VoteResponse.node_endpoints"))?;
-                        p::read_array(buf, n, |buf| Ok(NodeEndpoint::decode(buf, version)?))?
-                    };
+            let mut items: Vec<VoteResponseTopicData> =
+                Vec::with_capacity(p::array_capacity::<VoteResponseTopicData>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
                 }
-                _ => tags.keep(),
+                items.push(VoteResponseTopicData::decode(buf, version)?);
             }
+            items
+        };
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            let mut tags = p::TaggedFieldReader::new(buf, count)?;
+            while let Some((tag, mut value)) = tags.next(buf)? {
+                match tag {
+                    0 if version >= 1 => {
+                        let buf = &mut value;
+                        this.node_endpoints = {
+                            let n = p::read_array_len(buf, flexible, 8)?.ok_or(
+                                DecodeError::UnexpectedNull("VoteResponse.node_endpoints"),
+                            )?;
+                            let mut items: Vec<NodeEndpoint> =
+                                Vec::with_capacity(p::array_capacity::<NodeEndpoint>(n, buf.len()));
+                            for _ in 0..n {
+                                if items.len() == items.capacity() {
+                                    p::grow_array(&mut items, n);
+                                }
+                                items.push(NodeEndpoint::decode(buf, version)?);
+                            }
+                            items
+                        };
+                    }
+                    _ => tags.keep(),
+                }
+            }
+            this.unknown_tagged_fields = tags.finish();
         }
-        this.unknown_tagged_fields = tags.finish();
         Ok(this)
     }
 }
@@ -673,7 +712,10 @@ impl Decode for NodeEndpoint {
         if version >= 1 {
             this.port = p::read_u16(buf)?;
         }
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -791,7 +833,10 @@ impl Decode for VoteResponsePartitionData {
         this.leader_id = p::read_i32(buf)?;
         this.leader_epoch = p::read_i32(buf)?;
         this.vote_granted = p::read_bool(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -885,11 +930,20 @@ impl Decode for VoteResponseTopicData {
             let n = p::read_array_len(buf, flexible, 16)?.ok_or(DecodeError::UnexpectedNull(
                 "VoteResponseTopicData.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(VoteResponsePartitionData::decode(buf, version)?)
-            })?
+            let mut items: Vec<VoteResponsePartitionData> =
+                Vec::with_capacity(p::array_capacity::<VoteResponsePartitionData>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(VoteResponsePartitionData::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

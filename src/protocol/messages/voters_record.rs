@@ -90,9 +90,20 @@ impl Decode for VotersRecord {
         this.voters = {
             let n = p::read_array_len(buf, flexible, 27)?
                 .ok_or(DecodeError::UnexpectedNull("VotersRecord.voters"))?;
-            p::read_array(buf, n, |buf| Ok(Voter::decode(buf, version)?))?
+            let mut items: Vec<Voter> =
+                Vec::with_capacity(p::array_capacity::<Voter>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(Voter::decode(buf, version)?);
+            }
+            items
         };
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -191,7 +202,10 @@ impl Decode for Endpoint {
         this.name = p::read_string(buf, flexible, "Endpoint.name")?;
         this.host = p::read_string(buf, flexible, "Endpoint.host")?;
         this.port = p::read_u16(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -267,7 +281,10 @@ impl Decode for KRaftVersionFeature {
         let mut this = Self::default();
         this.min_supported_version = p::read_i16(buf)?;
         this.max_supported_version = p::read_i16(buf)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }
@@ -371,10 +388,21 @@ impl Decode for Voter {
         this.endpoints = {
             let n = p::read_array_len(buf, flexible, 5)?
                 .ok_or(DecodeError::UnexpectedNull("Voter.endpoints"))?;
-            p::read_array(buf, n, |buf| Ok(Endpoint::decode(buf, version)?))?
+            let mut items: Vec<Endpoint> =
+                Vec::with_capacity(p::array_capacity::<Endpoint>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(Endpoint::decode(buf, version)?);
+            }
+            items
         };
         this.kraft_version_feature = KRaftVersionFeature::decode(buf, version)?;
-        this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+        let count = p::read_uvarint(buf)?;
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+        }
         Ok(this)
     }
 }

@@ -91,10 +91,22 @@ impl Decode for WriteTxnMarkersRequest {
             .ok_or(DecodeError::UnexpectedNull(
                 "WriteTxnMarkersRequest.markers",
             ))?;
-            p::read_array(buf, n, |buf| Ok(WritableTxnMarker::decode(buf, version)?))?
+            let mut items: Vec<WritableTxnMarker> =
+                Vec::with_capacity(p::array_capacity::<WritableTxnMarker>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(WritableTxnMarker::decode(buf, version)?);
+            }
+            items
         };
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -231,13 +243,23 @@ impl Decode for WritableTxnMarker {
                 },
             )?
             .ok_or(DecodeError::UnexpectedNull("WritableTxnMarker.topics"))?;
-            p::read_array(buf, n, |buf| {
-                Ok(WritableTxnMarkerTopic::decode(buf, version)?)
-            })?
+            let mut items: Vec<WritableTxnMarkerTopic> =
+                Vec::with_capacity(p::array_capacity::<WritableTxnMarkerTopic>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(WritableTxnMarkerTopic::decode(buf, version)?);
+            }
+            items
         };
         this.coordinator_epoch = p::read_i32(buf)?;
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -336,10 +358,21 @@ impl Decode for WritableTxnMarkerTopic {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "WritableTxnMarkerTopic.partition_indexes",
             ))?;
-            p::read_array(buf, n, |buf| Ok(p::read_i32(buf)?))?
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(p::read_i32(buf)?);
+            }
+            items
         };
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -445,12 +478,22 @@ impl Decode for WriteTxnMarkersResponse {
             .ok_or(DecodeError::UnexpectedNull(
                 "WriteTxnMarkersResponse.markers",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(WritableTxnMarkerResult::decode(buf, version)?)
-            })?
+            let mut items: Vec<WritableTxnMarkerResult> =
+                Vec::with_capacity(p::array_capacity::<WritableTxnMarkerResult>(n, buf.len()));
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(WritableTxnMarkerResult::decode(buf, version)?);
+            }
+            items
         };
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -542,7 +585,11 @@ impl Decode for WritableTxnMarkerPartitionResult {
         this.partition_index = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -639,12 +686,23 @@ impl Decode for WritableTxnMarkerResult {
             .ok_or(DecodeError::UnexpectedNull(
                 "WritableTxnMarkerResult.topics",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(WritableTxnMarkerTopicResult::decode(buf, version)?)
-            })?
+            let mut items: Vec<WritableTxnMarkerTopicResult> = Vec::with_capacity(
+                p::array_capacity::<WritableTxnMarkerTopicResult>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(WritableTxnMarkerTopicResult::decode(buf, version)?);
+            }
+            items
         };
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
@@ -755,12 +813,23 @@ impl Decode for WritableTxnMarkerTopicResult {
             .ok_or(DecodeError::UnexpectedNull(
                 "WritableTxnMarkerTopicResult.partitions",
             ))?;
-            p::read_array(buf, n, |buf| {
-                Ok(WritableTxnMarkerPartitionResult::decode(buf, version)?)
-            })?
+            let mut items: Vec<WritableTxnMarkerPartitionResult> = Vec::with_capacity(
+                p::array_capacity::<WritableTxnMarkerPartitionResult>(n, buf.len()),
+            );
+            for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
+                items.push(WritableTxnMarkerPartitionResult::decode(buf, version)?);
+            }
+            items
         };
         if version >= 1 {
-            this.unknown_tagged_fields = p::read_unknown_tagged_fields(buf)?;
+            let count = p::read_uvarint(buf)?;
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
+            }
         }
         Ok(this)
     }
