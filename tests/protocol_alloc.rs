@@ -10,6 +10,11 @@
 //! than bytes" check, and with a long run of unknown tagged fields spliced in where an
 //! empty tagged-field section may be; plus plain garbage. What decodes is data; what a
 //! decoder reserves on the word of a length prefix must not exceed what the input holds.
+//!
+//! Decoded data itself is not bounded by 4x: an element in memory is often larger than
+//! its least wire size (a `String` is 24 bytes, an empty compact string 1), so a large
+//! valid message of minimal elements costs up to that ratio. The last test pins that
+//! such a message costs exactly its elements, with no room reserved beyond its count.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -17,7 +22,7 @@ use std::cell::Cell;
 use arbitrary::Unstructured;
 use bytes::{Bytes, BytesMut};
 use kring::protocol::messages::*;
-use kring::protocol::{ArbitraryVersion, Message, Request};
+use kring::protocol::{ArbitraryVersion, Decode, Encode, Message, Request};
 
 /// Peak heap per input byte a decode may hold.
 const RATIO: usize = 4;
@@ -366,4 +371,22 @@ every_message! {
     SnapshotHeaderRecord,
     VotersRecord,
     ]
+}
+
+#[test]
+fn a_dense_valid_array_holds_its_elements_and_no_more() {
+    let n = 100_000;
+    let request = DescribeGroupsRequest::default().with_groups(vec![String::new(); n]);
+    let mut enc = BytesMut::new();
+    request.encode(&mut enc, 5).unwrap();
+    let input = enc.freeze();
+    let peak = peak_while(|| DescribeGroupsRequest::decode(&mut input.clone(), 5).unwrap());
+    let elements = n * std::mem::size_of::<String>();
+    eprintln!(
+        "{n} empty strings: {} input bytes, {peak} bytes of heap at the peak ({:.1}x)",
+        input.len(),
+        peak as f64 / input.len() as f64
+    );
+    assert!(peak >= elements, "{peak} < {elements}");
+    assert!(peak <= elements + SLACK, "{peak} bytes for {elements} of elements");
 }
