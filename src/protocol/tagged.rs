@@ -5,10 +5,11 @@
 //! - tags are strictly ascending within a section (the order every writer, Java's
 //!   included, produces); a repeated or out-of-order tag is an error, never a value
 //!   silently replaced;
-//! - the fields a struct does not know are kept as their wire encoding in one [`Bytes`]:
-//!   a zero-copy slice of the input when they lie side by side there (the usual case),
-//!   else one copy of exactly their bytes. Keeping them never costs more memory than they
-//!   took on the wire, however many there are (a map entry per field cost 10–20× that).
+//! - the fields a struct does not know are kept as their encoding (tag, size, value)
+//!   in one boxed slice of exactly their bytes: keeping them never costs more memory
+//!   than they took on the wire, however many there are (a map entry per field cost
+//!   10–20× that). The box is 16 bytes in every flexible struct and empty (no
+//!   allocation, nothing to free) when there are none, as nearly always.
 
 use std::fmt;
 
@@ -22,16 +23,17 @@ use super::primitives::{
 /// Unknown tagged fields of a flexible-version struct, kept verbatim so that a
 /// decode/encode round trip loses nothing a newer peer sent. Tags are unique and kept in
 /// ascending order.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct TaggedFields {
-    /// The fields, each `tag`, `size`, `value` as on the wire, tags ascending.
-    raw: Bytes,
+    /// The fields, each `tag`, `size` (canonical unsigned varints), `value`, tags
+    /// ascending.
+    raw: Box<[u8]>,
 }
 
 impl TaggedFields {
     /// No fields.
-    pub const fn new() -> Self {
-        TaggedFields { raw: Bytes::new() }
+    pub fn new() -> Self {
+        TaggedFields::default()
     }
 
     /// How many fields there are (counted: linear in their number).
@@ -44,56 +46,56 @@ impl TaggedFields {
         self.raw.is_empty()
     }
 
-    /// The fields, in ascending tag order; values are zero-copy slices.
-    pub fn iter(&self) -> TaggedFieldsIter {
-        TaggedFieldsIter {
-            rest: self.raw.clone(),
-        }
+    /// The fields, in ascending tag order.
+    pub fn iter(&self) -> TaggedFieldsIter<'_> {
+        TaggedFieldsIter { rest: &self.raw }
     }
 
     /// The value of `tag`, if present.
-    pub fn get(&self, tag: u32) -> Option<Bytes> {
+    pub fn get(&self, tag: u32) -> Option<&[u8]> {
         self.iter().find(|(t, _)| *t == tag).map(|(_, v)| v)
     }
 
-    /// Sets the value of `tag`, returning the one it replaces. Rewrites the encoding
+    /// Sets the value of `tag`, returning whether it replaced one. Rewrites the encoding
     /// (linear in its size): meant for building values, not for decoding.
-    pub fn insert(&mut self, tag: u32, value: Bytes) -> Option<Bytes> {
-        let mut raw = BytesMut::with_capacity(self.raw.len() + 10 + value.len());
-        let mut old = None;
+    pub fn insert(&mut self, tag: u32, value: &[u8]) -> bool {
+        let mut raw = Vec::with_capacity(self.raw.len() + 10 + value.len());
+        let mut replaced = false;
         let mut pending = Some(value);
         for (t, v) in self.iter() {
             if t >= tag
                 && let Some(new) = pending.take()
             {
-                put_field(&mut raw, tag, &new);
+                put_field(&mut raw, tag, new);
             }
             if t == tag {
-                old = Some(v);
+                replaced = true;
             } else {
-                put_field(&mut raw, t, &v);
+                put_field(&mut raw, t, v);
             }
         }
         if let Some(new) = pending {
-            put_field(&mut raw, tag, &new);
+            put_field(&mut raw, tag, new);
         }
-        self.raw = raw.freeze();
-        old
+        self.raw = raw.into_boxed_slice();
+        replaced
     }
 }
 
-/// Writes one field: tag, size, value. Sizes beyond `u32` cannot come from decoding;
+/// Appends one field: tag, size, value. Sizes beyond `u32` cannot come from decoding;
 /// [`write_tagged_fields`] refuses them before writing.
-fn put_field(buf: &mut BytesMut, tag: u32, value: &[u8]) {
-    write_uvarint(buf, tag);
-    write_uvarint(buf, u32::try_from(value.len()).unwrap_or(u32::MAX));
+fn put_field(buf: &mut impl BufMut, tag: u32, value: &[u8]) {
+    put_uvarint(buf, u64::from(tag));
+    put_uvarint(buf, value.len() as u64);
     buf.put_slice(value);
 }
 
-impl PartialEq for TaggedFields {
-    fn eq(&self, other: &Self) -> bool {
-        self.iter().eq(other.iter())
+fn put_uvarint(buf: &mut impl BufMut, mut value: u64) {
+    while value >= 0x80 {
+        buf.put_u8((value as u8) | 0x80);
+        value >>= 7;
     }
+    buf.put_u8(value as u8);
 }
 
 impl fmt::Debug for TaggedFields {
@@ -103,45 +105,46 @@ impl fmt::Debug for TaggedFields {
 }
 
 impl<'a> IntoIterator for &'a TaggedFields {
-    type Item = (u32, Bytes);
-    type IntoIter = TaggedFieldsIter;
+    type Item = (u32, &'a [u8]);
+    type IntoIter = TaggedFieldsIter<'a>;
 
-    fn into_iter(self) -> TaggedFieldsIter {
+    fn into_iter(self) -> TaggedFieldsIter<'a> {
         self.iter()
     }
 }
 
 /// The fields of a [`TaggedFields`], in ascending tag order.
 #[derive(Debug, Clone)]
-pub struct TaggedFieldsIter {
-    rest: Bytes,
+pub struct TaggedFieldsIter<'a> {
+    rest: &'a [u8],
 }
 
-impl Iterator for TaggedFieldsIter {
-    type Item = (u32, Bytes);
+impl<'a> Iterator for TaggedFieldsIter<'a> {
+    type Item = (u32, &'a [u8]);
 
-    fn next(&mut self) -> Option<(u32, Bytes)> {
-        // The encoding was checked when it was read or written, so this cannot fail;
-        // if it did, the iteration would end rather than panic.
-        read_field(&mut self.rest).ok()
+    fn next(&mut self) -> Option<(u32, &'a [u8])> {
+        // The encoding was written here, so this cannot fail; if it did, the iteration
+        // would end rather than panic.
+        let tag = u32::try_from(self.uvarint()?).ok()?;
+        let size = usize::try_from(self.uvarint()?).ok()?;
+        let value = self.rest.get(..size)?;
+        self.rest = &self.rest[size..];
+        Some((tag, value))
     }
 }
 
-/// Reads one field's tag and value.
-fn read_field(buf: &mut Bytes) -> DecodeResult<(u32, Bytes)> {
-    let tag = read_uvarint(buf)?;
-    let size = read_uvarint(buf)? as usize;
-    Ok((tag, take(buf, size)?))
-}
-
-/// Where the unknown fields read so far are.
-enum Kept {
-    /// None yet.
-    Nothing,
-    /// Side by side in the section, at these offsets.
-    Run { start: usize, end: usize },
-    /// Copied, because a known field lay between two of them.
-    Copied(BytesMut),
+impl TaggedFieldsIter<'_> {
+    fn uvarint(&mut self) -> Option<u64> {
+        let mut value = 0u64;
+        for (i, &byte) in self.rest.iter().enumerate().take(10) {
+            value |= u64::from(byte & 0x7f) << (7 * i);
+            if byte & 0x80 == 0 {
+                self.rest = &self.rest[i + 1..];
+                return Some(value);
+            }
+        }
+        None
+    }
 }
 
 /// Reads the fields of one tagged-field section, after its count: the generated
@@ -151,11 +154,7 @@ enum Kept {
 pub struct TaggedFieldReader {
     left: u32,
     last_tag: Option<u32>,
-    /// The input from the section's first field on (a reference, not a copy).
-    section: Bytes,
-    /// Offsets in `section` of the field last read.
-    field: (usize, usize),
-    kept: Kept,
+    kept: Vec<u8>,
 }
 
 impl TaggedFieldReader {
@@ -171,28 +170,20 @@ impl TaggedFieldReader {
         Ok(TaggedFieldReader {
             left: count,
             last_tag: None,
-            section: buf.clone(),
-            field: (0, 0),
-            kept: Kept::Nothing,
+            kept: Vec::new(),
         })
     }
 
-    /// Reads the fields left, keeping them all (for a struct that knows no tags).
-    pub fn keep_all(mut self, buf: &mut Bytes) -> DecodeResult<TaggedFields> {
-        while self.next(buf)?.is_some() {
-            self.keep();
-        }
-        Ok(self.finish())
-    }
-
-    /// The next field's tag and value, or `None` after the last.
+    /// The next field's tag and value (a zero-copy slice of `buf`), or `None` after
+    /// the last.
     pub fn next(&mut self, buf: &mut Bytes) -> DecodeResult<Option<(u32, Bytes)>> {
         if self.left == 0 {
             return Ok(None);
         }
         self.left -= 1;
-        let start = self.section.len() - buf.len();
-        let (tag, value) = read_field(buf)?;
+        let tag = read_uvarint(buf)?;
+        let size = read_uvarint(buf)? as usize;
+        let value = take(buf, size)?;
         if self.last_tag.is_some_and(|last| tag <= last) {
             return Err(DecodeError::InvalidValue {
                 field: "tagged fields",
@@ -200,38 +191,28 @@ impl TaggedFieldReader {
             });
         }
         self.last_tag = Some(tag);
-        self.field = (start, self.section.len() - buf.len());
         Ok(Some((tag, value)))
     }
 
-    /// Keeps the field last read (one the struct does not know) for
-    /// [`TaggedFieldReader::finish`].
-    pub fn keep(&mut self) {
-        let (start, end) = self.field;
-        self.kept = match std::mem::replace(&mut self.kept, Kept::Nothing) {
-            Kept::Nothing => Kept::Run { start, end },
-            Kept::Run { start: s, end: e } if e == start => Kept::Run { start: s, end },
-            Kept::Run { start: s, end: e } => {
-                let mut copied = BytesMut::with_capacity(e - s + end - start);
-                copied.put_slice(&self.section[s..e]);
-                copied.put_slice(&self.section[start..end]);
-                Kept::Copied(copied)
-            }
-            Kept::Copied(mut copied) => {
-                copied.put_slice(&self.section[start..end]);
-                Kept::Copied(copied)
-            }
-        };
+    /// Keeps a field the struct does not know (one [`TaggedFieldReader::next`] read):
+    /// its bytes are copied once, as they were on the wire.
+    pub fn keep(&mut self, tag: u32, value: &[u8]) {
+        put_field(&mut self.kept, tag, value);
+    }
+
+    /// Reads the fields left, keeping them all (for a struct that knows no tags).
+    pub fn keep_all(mut self, buf: &mut Bytes) -> DecodeResult<TaggedFields> {
+        while let Some((tag, value)) = self.next(buf)? {
+            self.keep(tag, &value);
+        }
+        Ok(self.finish())
     }
 
     /// The fields kept.
     pub fn finish(self) -> TaggedFields {
-        let raw = match self.kept {
-            Kept::Nothing => Bytes::new(),
-            Kept::Run { start, end } => self.section.slice(start..end),
-            Kept::Copied(copied) => copied.freeze(),
-        };
-        TaggedFields { raw }
+        TaggedFields {
+            raw: self.kept.into_boxed_slice(),
+        }
     }
 }
 
@@ -277,7 +258,7 @@ pub fn write_tagged_fields(
         };
         let (tag, value) = if take_known {
             match known_iter.next() {
-                Some((t, v)) => (*t, v.clone()),
+                Some((t, v)) => (*t, &v[..]),
                 None => break,
             }
         } else {
@@ -293,7 +274,7 @@ pub fn write_tagged_fields(
             });
         }
         buf.reserve(uvarint_len(u64::from(tag)) + 5 + value.len());
-        put_field(buf, tag, &value);
+        put_field(buf, tag, value);
     }
     Ok(())
 }
@@ -307,7 +288,7 @@ pub fn arbitrary_unknown_tags(
     for _ in 0..u.int_in_range(0..=2usize)? {
         out.insert(
             u.int_in_range(1000..=1100u32)?,
-            super::primitives::arbitrary_bytes(u)?,
+            &super::primitives::arbitrary_bytes(u)?,
         );
     }
     Ok(out)
@@ -329,8 +310,8 @@ mod tests {
     #[test]
     fn tagged_fields_are_written_in_tag_order() {
         let mut unknown = TaggedFields::new();
-        unknown.insert(5, Bytes::from_static(b"u5"));
-        unknown.insert(1, Bytes::from_static(b"u1"));
+        unknown.insert(5, b"u5");
+        unknown.insert(1, b"u1");
         let mut known = vec![
             (3, Bytes::from_static(b"k3")),
             (0, Bytes::from_static(b"k0")),
@@ -350,7 +331,7 @@ mod tests {
     #[test]
     fn a_known_tag_wins_over_an_unknown_one() {
         let mut unknown = TaggedFields::new();
-        unknown.insert(3, Bytes::from_static(b"old"));
+        unknown.insert(3, b"old");
         let mut known = vec![(3, Bytes::from_static(b"new"))];
         let mut b = BytesMut::new();
         write_tagged_fields(&mut b, &mut known, &unknown).unwrap();
@@ -360,51 +341,46 @@ mod tests {
     #[test]
     fn insert_keeps_tags_sorted_and_replaces() {
         let mut t = TaggedFields::new();
-        assert_eq!(t.insert(7, Bytes::from_static(b"a")), None);
-        assert_eq!(t.insert(2, Bytes::from_static(b"b")), None);
-        assert_eq!(
-            t.insert(7, Bytes::from_static(b"c")),
-            Some(Bytes::from_static(b"a"))
-        );
+        assert!(!t.insert(7, b"a"));
+        assert!(!t.insert(2, b"b"));
+        assert!(t.insert(7, b"c"));
         assert_eq!(t.len(), 2);
         assert_eq!(
             t.iter().collect::<Vec<_>>(),
-            [
-                (2, Bytes::from_static(b"b")),
-                (7, Bytes::from_static(b"c"))
-            ]
+            [(2, &b"b"[..]), (7, &b"c"[..])]
         );
-        assert_eq!(t.get(7), Some(Bytes::from_static(b"c")));
+        assert_eq!(t.get(7), Some(&b"c"[..]));
         assert_eq!(t.get(3), None);
     }
 
     #[test]
-    fn side_by_side_unknown_fields_are_a_slice_of_the_input() {
-        let input = section(&[(10, b"xy"), (11, b""), (12, b"z")]);
+    fn unknown_fields_take_their_wire_size_and_no_more() {
+        let fields: Vec<(u32, &[u8])> = (0..1000).map(|i| (200 + i, &b"xy"[..])).collect();
+        let input = section(&fields);
         let mut buf = input.clone();
         let kept = read_unknown_tagged_fields(&mut buf).unwrap();
         assert!(buf.is_empty());
-        assert_eq!(kept.len(), 3);
-        // No copy: the kept bytes are the input's own.
-        assert_eq!(kept.raw.as_ptr(), input[1..].as_ptr());
-        assert_eq!(kept.get(10), Some(Bytes::from_static(b"xy")));
+        assert_eq!(kept.len(), 1000);
+        // Everything but the count, byte for byte.
+        assert_eq!(&kept.raw[..], &input[2..]);
+        assert_eq!(kept.get(700), Some(&b"xy"[..]));
     }
 
     #[test]
-    fn unknown_fields_around_a_known_one_are_copied_without_it() {
+    fn unknown_fields_around_a_known_one_are_kept_without_it() {
         let input = section(&[(1, b"a"), (2, b"known"), (3, b"c")]);
         let mut buf = input.slice(1..);
         let mut reader = TaggedFieldReader::new(&buf, 3).unwrap();
-        while let Some((tag, _)) = reader.next(&mut buf).unwrap() {
+        while let Some((tag, value)) = reader.next(&mut buf).unwrap() {
             if tag != 2 {
-                reader.keep();
+                reader.keep(tag, &value);
             }
         }
         let kept = reader.finish();
         assert_eq!(kept.raw.len(), 6);
         assert_eq!(
             kept.iter().collect::<Vec<_>>(),
-            [(1, Bytes::from_static(b"a")), (3, Bytes::from_static(b"c"))]
+            [(1, &b"a"[..]), (3, &b"c"[..])]
         );
     }
 

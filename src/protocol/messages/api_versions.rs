@@ -392,7 +392,7 @@ impl Decode for ApiVersionsResponse {
                             let buf = &mut value;
                             this.zk_migration_ready = p::read_bool(buf)?;
                         }
-                        _ => tags.keep(),
+                        _ => tags.keep(tag, &value),
                     }
                 }
                 this.unknown_tagged_fields = tags.finish();

@@ -762,7 +762,7 @@ impl Decode for BeginQuorumEpochResponse {
                                 items
                             };
                         }
-                        _ => tags.keep(),
+                        _ => tags.keep(tag, &value),
                     }
                 }
                 this.unknown_tagged_fields = tags.finish();

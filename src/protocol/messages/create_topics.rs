@@ -1094,7 +1094,7 @@ impl Decode for CreatableTopicResult {
                             let buf = &mut value;
                             this.topic_config_error_code = p::read_i16(buf)?;
                         }
-                        _ => tags.keep(),
+                        _ => tags.keep(tag, &value),
                     }
                 }
                 this.unknown_tagged_fields = tags.finish();

@@ -919,7 +919,7 @@ impl Decode for EndQuorumEpochResponse {
                                 items
                             };
                         }
-                        _ => tags.keep(),
+                        _ => tags.keep(tag, &value),
                     }
                 }
                 this.unknown_tagged_fields = tags.finish();

@@ -320,7 +320,7 @@ impl Decode for FetchRequest {
                             let buf = &mut value;
                             this.replica_state = ReplicaState::decode(buf, version)?;
                         }
-                        _ => tags.keep(),
+                        _ => tags.keep(tag, &value),
                     }
                 }
                 this.unknown_tagged_fields = tags.finish();
@@ -558,7 +558,7 @@ impl Decode for FetchPartition {
                             let buf = &mut value;
                             this.replica_directory_id = p::read_uuid(buf)?;
                         }
-                        _ => tags.keep(),
+                        _ => tags.keep(tag, &value),
                     }
                 }
                 this.unknown_tagged_fields = tags.finish();
@@ -1193,7 +1193,7 @@ impl Decode for FetchResponse {
                                 items
                             };
                         }
-                        _ => tags.keep(),
+                        _ => tags.keep(tag, &value),
                     }
                 }
                 this.unknown_tagged_fields = tags.finish();
@@ -2152,7 +2152,7 @@ impl Decode for PartitionData {
                             let buf = &mut value;
                             this.snapshot_id = SnapshotId::decode(buf, version)?;
                         }
-                        _ => tags.keep(),
+                        _ => tags.keep(tag, &value),
                     }
                 }
                 this.unknown_tagged_fields = tags.finish();

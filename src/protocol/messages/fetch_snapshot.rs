@@ -154,7 +154,7 @@ impl Decode for FetchSnapshotRequest {
                             "FetchSnapshotRequest.cluster_id",
                         )?;
                     }
-                    _ => tags.keep(),
+                    _ => tags.keep(tag, &value),
                 }
             }
             this.unknown_tagged_fields = tags.finish();
@@ -302,7 +302,7 @@ impl Decode for FetchSnapshotRequestPartitionSnapshot {
                         let buf = &mut value;
                         this.replica_directory_id = p::read_uuid(buf)?;
                     }
-                    _ => tags.keep(),
+                    _ => tags.keep(tag, &value),
                 }
             }
             this.unknown_tagged_fields = tags.finish();
@@ -671,7 +671,7 @@ impl Decode for FetchSnapshotResponse {
                             items
                         };
                     }
-                    _ => tags.keep(),
+                    _ => tags.keep(tag, &value),
                 }
             }
             this.unknown_tagged_fields = tags.finish();
@@ -1061,7 +1061,7 @@ impl Decode for FetchSnapshotResponsePartitionSnapshot {
                         let buf = &mut value;
                         this.current_leader = LeaderIdAndEpoch::decode(buf, version)?;
                     }
-                    _ => tags.keep(),
+                    _ => tags.keep(tag, &value),
                 }
             }
             this.unknown_tagged_fields = tags.finish();

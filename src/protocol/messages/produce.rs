@@ -564,7 +564,7 @@ impl Decode for ProduceResponse {
                                 items
                             };
                         }
-                        _ => tags.keep(),
+                        _ => tags.keep(tag, &value),
                     }
                 }
                 this.unknown_tagged_fields = tags.finish();
@@ -1216,7 +1216,7 @@ impl Decode for PartitionProduceResponse {
                             let buf = &mut value;
                             this.current_leader = LeaderIdAndEpoch::decode(buf, version)?;
                         }
-                        _ => tags.keep(),
+                        _ => tags.keep(tag, &value),
                     }
                 }
                 this.unknown_tagged_fields = tags.finish();

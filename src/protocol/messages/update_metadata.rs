@@ -285,7 +285,7 @@ impl Decode for UpdateMetadataRequest {
                             let buf = &mut value;
                             this.r#type = p::read_i8(buf)?;
                         }
-                        _ => tags.keep(),
+                        _ => tags.keep(tag, &value),
                     }
                 }
                 this.unknown_tagged_fields = tags.finish();

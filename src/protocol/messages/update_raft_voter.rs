@@ -455,7 +455,7 @@ impl Decode for UpdateRaftVoterResponse {
                         let buf = &mut value;
                         this.current_leader = CurrentLeader::decode(buf, version)?;
                     }
-                    _ => tags.keep(),
+                    _ => tags.keep(tag, &value),
                 }
             }
             this.unknown_tagged_fields = tags.finish();

@@ -570,7 +570,7 @@ impl Decode for VoteResponse {
                             items
                         };
                     }
-                    _ => tags.keep(),
+                    _ => tags.keep(tag, &value),
                 }
             }
             this.unknown_tagged_fields = tags.finish();
