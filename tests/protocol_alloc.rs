@@ -145,9 +145,15 @@ fn variants(enc: &[u8], tags: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
     for at in 0..enc.len() {
         let rest = enc.len() - at;
         // Classic int32 counts: huge, and exactly the bytes that remain after it.
-        out.push(("huge int32 count", splice(enc, at, 4, &0x7fff_ffffu32.to_be_bytes())));
+        out.push((
+            "huge int32 count",
+            splice(enc, at, 4, &0x7fff_ffffu32.to_be_bytes()),
+        ));
         let passing = u32::try_from(rest.saturating_sub(4)).unwrap_or(u32::MAX);
-        out.push(("passing int32 count", splice(enc, at, 4, &passing.to_be_bytes())));
+        out.push((
+            "passing int32 count",
+            splice(enc, at, 4, &passing.to_be_bytes()),
+        ));
         // Compact counts (N+1 as an unsigned varint): huge, and the bytes that remain.
         let mut huge = Vec::new();
         uvarint(0x8000_0000, &mut huge);
@@ -195,7 +201,10 @@ impl Tally {
         }
         let excess = |peak: usize, len: usize| peak as i64 - (RATIO * len) as i64;
         if excess(peak, len) > self.largest_excess.0 {
-            let what = format!("{} v{version} ({kind}, {what}): {peak} bytes for {len}", T::NAME);
+            let what = format!(
+                "{} v{version} ({kind}, {what}): {peak} bytes for {len}",
+                T::NAME
+            );
             self.largest_excess = (excess(peak, len), what);
         }
         if peak > RATIO * len + SLACK
@@ -218,8 +227,7 @@ fn check<T: Message + ArbitraryVersion>(tally: &mut Tally) {
             let garbage = noise(seed + 1000, 16 + seed as usize * 60);
             tally.check::<T>(garbage, version, "garbage", &format!("seed {seed}"));
             let data = noise(seed, 64 + (seed as usize % 4) * 192);
-            let Ok(value) = T::arbitrary_for_version(&mut Unstructured::new(&data), version)
-            else {
+            let Ok(value) = T::arbitrary_for_version(&mut Unstructured::new(&data), version) else {
                 continue;
             };
             let mut enc = BytesMut::new();
@@ -388,5 +396,8 @@ fn a_dense_valid_array_holds_its_elements_and_no_more() {
         peak as f64 / input.len() as f64
     );
     assert!(peak >= elements, "{peak} < {elements}");
-    assert!(peak <= elements + SLACK, "{peak} bytes for {elements} of elements");
+    assert!(
+        peak <= elements + SLACK,
+        "{peak} bytes for {elements} of elements"
+    );
 }

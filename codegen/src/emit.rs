@@ -757,7 +757,9 @@ impl MessageEmitter<'_> {
                 )
                 .unwrap();
             }
-            body.push_str(" _ => tags.keep(tag, &value), } } this.unknown_tagged_fields = tags.finish(); }");
+            body.push_str(
+                " _ => tags.keep(tag, &value), } } this.unknown_tagged_fields = tags.finish(); }",
+            );
             if tagged.is_empty() {
                 body = "let count = p::read_uvarint(buf)?; if count > 0 { this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?; }".into();
             }

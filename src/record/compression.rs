@@ -600,7 +600,10 @@ impl Decompressor {
                 return Err(CompressionError::OutputTooLarge { codec, cap });
             }
             if size > zstd_max_output(input.len()) {
-                return Err(corrupt(codec, "content size exceeds what the frame can hold"));
+                return Err(corrupt(
+                    codec,
+                    "content size exceeds what the frame can hold",
+                ));
             }
             ensure_len(out, size as usize);
         }
@@ -710,7 +713,10 @@ fn snappy_block(
         return Err(CompressionError::OutputTooLarge { codec, cap });
     }
     if len > snappy_max_output(block.len()) {
-        return Err(corrupt(codec, "stated length exceeds what the block can hold"));
+        return Err(corrupt(
+            codec,
+            "stated length exceeds what the block can hold",
+        ));
     }
     if block.is_empty() {
         // Even empty input compresses to one byte (its zero length).
