@@ -13,8 +13,10 @@
 //!
 //! Decoded data itself is not bounded by 4x: an element in memory is often larger than
 //! its least wire size (a `String` is 24 bytes, an empty compact string 1), so a large
-//! valid message of minimal elements costs up to that ratio. The last test pins that
-//! such a message costs exactly its elements, with no room reserved beyond its count.
+//! valid message of minimal elements costs up to that ratio. One test pins that such a
+//! message costs exactly its elements, with no room reserved beyond its count; another
+//! that claims at three levels of nesting at once (each level may reserve up to the
+//! bytes that remain; no schema nests arrays deeper than four) stay within the bound.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -399,5 +401,39 @@ fn a_dense_valid_array_holds_its_elements_and_no_more() {
     assert!(
         peak <= elements + SLACK,
         "{peak} bytes for {elements} of elements"
+    );
+}
+
+#[test]
+fn counts_claimed_at_every_level_of_nesting_stay_within_the_bound() {
+    // MetadataResponse v12 whose topics, the first topic's partitions and that
+    // partition's replicas each claim as many elements as the bytes that follow could
+    // hold, over 64 KiB of 0xff (read as replica ids of -1 until the input ends).
+    let junk = 64 << 10;
+    let mut input = Vec::new();
+    input.extend_from_slice(&0i32.to_be_bytes()); // throttle_time_ms
+    input.push(1); // brokers: empty
+    input.push(0); // cluster_id: null
+    input.extend_from_slice(&0i32.to_be_bytes()); // controller_id
+    uvarint((junk / 26 + 1) as u64, &mut input); // topics
+    input.extend_from_slice(&0i16.to_be_bytes()); // error_code
+    input.push(0); // name: null
+    input.extend_from_slice(&[0; 16]); // topic_id
+    input.push(0); // is_internal
+    uvarint((junk / 18 + 1) as u64, &mut input); // partitions
+    input.extend_from_slice(&[0; 14]); // error_code, partition_index, leader_id, leader_epoch
+    uvarint((junk / 4 + 1) as u64, &mut input); // replica_nodes
+    input.extend(std::iter::repeat_n(0xff, junk));
+    let len = input.len();
+    let input = Bytes::from(input);
+    let peak = peak_while(|| MetadataResponse::decode(&mut input.clone(), 12));
+    eprintln!("nested claims: {len} input bytes, {peak} bytes of heap at the peak");
+    assert!(
+        MetadataResponse::decode(&mut input.clone(), 12).is_err(),
+        "the claimed elements are not there"
+    );
+    assert!(
+        peak <= RATIO * len + SLACK,
+        "{len} input bytes held {peak} bytes of heap at the peak"
     );
 }
