@@ -239,21 +239,112 @@ impl MessageEmitter<'_> {
         format!("\"{owner}.{}\"", snake(&f.name))
     }
 
-    fn min_size(ty: &Type, compact: &str) -> String {
+    /// Whether field `f` uses the compact (flexible) encodings at version `v`.
+    fn compact_at(&self, f: &Field, v: i16) -> bool {
+        f.flexible_override.unwrap_or(self.msg.flexible).contains(v)
+    }
+
+    /// The least bytes a value of `ty` takes on the wire at version `v`: `compact` for
+    /// the flexible encodings, `nullable` where a null (a one-byte marker for structs)
+    /// may stand in for it. Strings, bytes and arrays count their length prefix only.
+    fn type_min_size(&self, ty: &Type, compact: bool, nullable: bool, v: i16) -> usize {
         match ty {
-            Type::Bool | Type::Int8 | Type::Struct(_) => "1".into(),
-            Type::Int16 | Type::Uint16 => "2".into(),
-            Type::Int32 | Type::Uint32 => "4".into(),
-            Type::Int64 | Type::Float64 => "8".into(),
-            Type::Uuid => "16".into(),
-            Type::String => format!("if {compact} {{ 1 }} else {{ 2 }}"),
-            Type::Bytes | Type::Records => format!("if {compact} {{ 1 }} else {{ 4 }}"),
-            Type::Array(_) => format!("if {compact} {{ 1 }} else {{ 4 }}"),
+            Type::Bool | Type::Int8 => 1,
+            Type::Int16 | Type::Uint16 => 2,
+            Type::Int32 | Type::Uint32 => 4,
+            Type::Int64 | Type::Float64 => 8,
+            Type::Uuid => 16,
+            Type::String if compact => 1,
+            Type::String => 2,
+            Type::Bytes | Type::Records | Type::Array(_) if compact => 1,
+            Type::Bytes | Type::Records | Type::Array(_) => 4,
+            Type::Struct(_) if nullable => 1,
+            Type::Struct(n) => self.struct_min_size(n, v),
         }
     }
 
+    /// The least bytes a struct with `fields` takes at version `v`: its regular fields
+    /// present at `v` (tagged ones take none) and, in flexible versions, one byte for
+    /// the empty tagged-field section.
+    pub fn fields_min_size(&self, fields: &[Field], v: i16) -> usize {
+        let regular: usize = fields
+            .iter()
+            .filter(|f| f.tag.is_none() && f.versions.contains(v))
+            .map(|f| self.type_min_size(&f.ty, self.compact_at(f, v), f.nullable.contains(v), v))
+            .sum();
+        regular + usize::from(self.msg.flexible.contains(v))
+    }
+
+    fn struct_min_size(&self, schema_name: &str, v: i16) -> usize {
+        let def = self
+            .msg
+            .structs
+            .get(schema_name)
+            .unwrap_or_else(|| panic!("unknown struct {schema_name} in {}", self.msg.name));
+        self.fields_min_size(&def.fields, v)
+    }
+
+    /// An expression over the local `version` giving `f(version)` for every valid
+    /// version in `present` (other versions take a neighbour's value, so that the
+    /// expression stays short): a literal when it is the same for all, else a `match`
+    /// over version ranges.
+    fn per_version(&self, present: Versions, f: impl Fn(i16) -> usize) -> String {
+        let valid = self.valid();
+        let max = valid.max.expect("closed validVersions");
+        let mut ranges: Vec<(i16, i16, usize)> = Vec::new();
+        for v in valid.min..=max {
+            if !present.contains(v) {
+                continue;
+            }
+            let value = f(v);
+            match ranges.last_mut() {
+                Some((_, hi, last)) if *last == value => *hi = v,
+                _ => ranges.push((v, v, value)),
+            }
+        }
+        match ranges.as_slice() {
+            [] => return "1".into(),
+            [(_, _, value)] => return value.to_string(),
+            _ => {}
+        }
+        let mut arms = String::new();
+        for (i, (_, hi, value)) in ranges.iter().enumerate() {
+            if i + 1 == ranges.len() {
+                write!(arms, "_ => {value}").unwrap();
+            } else {
+                // Versions before the next range's first belong to this one.
+                write!(arms, "..={hi} => {value}, ").unwrap();
+            }
+        }
+        format!("match version {{ {arms} }}")
+    }
+
+    /// The least bytes one element of an array of `inner` takes, as an expression (the
+    /// array decoder refuses a count the remaining input cannot hold at that size).
+    fn element_min_size(&self, inner: &Type, compact: &str, present: Versions) -> String {
+        match inner {
+            Type::Struct(n) => self.per_version(present, |v| self.struct_min_size(n, v)),
+            Type::String => format!("if {compact} {{ 1 }} else {{ 2 }}"),
+            Type::Bytes | Type::Records | Type::Array(_) => {
+                format!("if {compact} {{ 1 }} else {{ 4 }}")
+            }
+            fixed => self.type_min_size(fixed, false, false, 0).to_string(),
+        }
+    }
+
+    /// Statements reading the `n` elements of an array of `inner` into `items`: room
+    /// for no more than the remaining input would hold, grown as elements decode.
+    fn read_items(&self, inner: &Type, compact: &str, label: &str, present: Versions) -> String {
+        let ty = self.base_type(inner);
+        format!(
+            "let mut items: Vec<{ty}> = Vec::with_capacity(p::array_capacity::<{ty}>(n, buf.len())); \
+             for _ in 0..n {{ if items.len() == items.capacity() {{ p::grow_array(&mut items, n); }} items.push({elem}); }}",
+            elem = self.read_value(inner, compact, label, present)
+        )
+    }
+
     /// An expression reading a non-null value of `ty`.
-    fn read_value(&self, ty: &Type, compact: &str, label: &str) -> String {
+    fn read_value(&self, ty: &Type, compact: &str, label: &str, present: Versions) -> String {
         match ty {
             Type::Bool => "p::read_bool(buf)?".into(),
             Type::Int8 => "p::read_i8(buf)?".into(),
@@ -268,16 +359,15 @@ impl MessageEmitter<'_> {
             Type::Uuid => "p::read_uuid(buf)?".into(),
             Type::Struct(n) => format!("{}::decode(buf, version)?", self.struct_name(n)),
             Type::Array(inner) => format!(
-                "{{ let n = p::read_array_len(buf, {compact}, {min})?.ok_or(DecodeError::UnexpectedNull({label}))?; \
-                 let mut items = Vec::with_capacity(n); for _ in 0..n {{ items.push({elem}); }} items }}",
-                min = Self::min_size(inner, compact),
-                elem = self.read_value(inner, compact, label)
+                "{{ let n = p::read_array_len(buf, {compact}, {min})?.ok_or(DecodeError::UnexpectedNull({label}))?; {items} items }}",
+                items = self.read_items(inner, compact, label, present),
+                min = self.element_min_size(inner, compact, present),
             ),
         }
     }
 
     /// An expression reading a value of `ty` that may be null, giving an `Option`.
-    fn read_nullable(&self, ty: &Type, compact: &str, label: &str) -> String {
+    fn read_nullable(&self, ty: &Type, compact: &str, label: &str, present: Versions) -> String {
         match ty {
             Type::String => format!("p::read_nullable_string(buf, {compact}, {label})?"),
             Type::Bytes | Type::Records => format!("p::read_nullable_bytes(buf, {compact})?"),
@@ -286,10 +376,9 @@ impl MessageEmitter<'_> {
                 self.struct_name(n)
             ),
             Type::Array(inner) => format!(
-                "match p::read_array_len(buf, {compact}, {min})? {{ None => None, Some(n) => {{ \
-                 let mut items = Vec::with_capacity(n); for _ in 0..n {{ items.push({elem}); }} Some(items) }} }}",
-                min = Self::min_size(inner, compact),
-                elem = self.read_value(inner, compact, label)
+                "match p::read_array_len(buf, {compact}, {min})? {{ None => None, Some(n) => {{ {items} Some(items) }} }}",
+                items = self.read_items(inner, compact, label, present),
+                min = self.element_min_size(inner, compact, present),
             ),
             other => panic!("{other:?} cannot be nullable"),
         }
@@ -299,12 +388,12 @@ impl MessageEmitter<'_> {
         let compact = self.compact_expr(f);
         let label = self.field_label(owner, f);
         match self.nullability(f) {
-            Nullability::Never => self.read_value(&f.ty, &compact, &label),
-            Nullability::Always => self.read_nullable(&f.ty, &compact, &label),
+            Nullability::Never => self.read_value(&f.ty, &compact, &label, f.versions),
+            Nullability::Always => self.read_nullable(&f.ty, &compact, &label, f.versions),
             Nullability::When(c) => format!(
                 "if {c} {{ {} }} else {{ Some({}) }}",
-                self.read_nullable(&f.ty, &compact, &label),
-                self.read_value(&f.ty, &compact, &label)
+                self.read_nullable(&f.ty, &compact, &label, f.versions),
+                self.read_value(&f.ty, &compact, &label, f.versions)
             ),
         }
     }
@@ -653,7 +742,7 @@ impl MessageEmitter<'_> {
         }
         if has_flexible {
             let mut body = String::from(
-                "let count = p::read_uvarint(buf)?; for _ in 0..count { let (tag, mut value) = p::read_tagged_field(buf)?; match tag {",
+                "let count = p::read_uvarint(buf)?; if count > 0 { let mut tags = p::TaggedFieldReader::new(buf, count)?; while let Some((tag, mut value)) = tags.next(buf)? { match tag {",
             );
             for f in &tagged {
                 let guard = cond(&f.tagged_versions.intersect(&f.versions), &valid)
@@ -668,9 +757,11 @@ impl MessageEmitter<'_> {
                 )
                 .unwrap();
             }
-            body.push_str(" _ => { this.unknown_tagged_fields.insert(tag, value); } } }");
+            body.push_str(
+                " _ => tags.keep(tag, &value), } } this.unknown_tagged_fields = tags.finish(); }",
+            );
             if tagged.is_empty() {
-                body = body.replace("let (tag, mut value)", "let (tag, value)");
+                body = "let count = p::read_uvarint(buf)?; if count > 0 { this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?; }".into();
             }
             match &flexible_cond {
                 None => writeln!(out, "        {body}").unwrap(),

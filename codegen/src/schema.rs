@@ -51,6 +51,10 @@ impl Versions {
         matches!(self.max, Some(m) if m < self.min)
     }
 
+    pub fn contains(&self, v: i16) -> bool {
+        v >= self.min && self.max.is_none_or(|m| v <= m)
+    }
+
     pub fn intersect(&self, other: &Versions) -> Versions {
         let min = self.min.max(other.min);
         let max = match (self.max, other.max) {

@@ -12,6 +12,7 @@ pub mod frame;
 pub mod messages;
 pub mod negotiation;
 pub mod primitives;
+pub mod tagged;
 
 #[cfg(test)]
 pub(crate) mod testing;

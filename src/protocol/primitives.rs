@@ -7,19 +7,28 @@
 //! - no length read from the wire is trusted before it is checked against the bytes
 //!   that remain, so nothing allocates more than the input could hold;
 //! - negative lengths other than the null marker `-1` are rejected;
-//! - byte fields are zero-copy slices (`Bytes::split_to`) of the input buffer.
+//! - byte fields are zero-copy slices (`Bytes::split_to`) of the input buffer;
+//! - an array's length is refused when its elements, at their least wire size
+//!   (computed per version by the generator), could not fit in the input; its decoder
+//!   then reserves no more bytes of memory than remain ([`array_capacity`]) and grows
+//!   only as elements decode ([`grow_array`]), so memory follows decoded data, not a
+//!   claimed count.
+//!
+//! Tagged-field sections are in [`super::tagged`] (re-exported here for the generated
+//! code).
 //!
 //! The encoding rules are those of `shared/kafka-protocol/docs/protocol.html`
 //! ("Protocol Primitive Types").
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-/// Unknown tagged fields of a flexible-version struct, kept verbatim (tag → raw value)
-/// so that a decode/encode round trip loses nothing a newer peer sent.
-pub type TaggedFields = BTreeMap<u32, Bytes>;
+#[cfg(any(test, feature = "arbitrary"))]
+pub use super::tagged::arbitrary_unknown_tags;
+pub use super::tagged::{
+    TaggedFieldReader, TaggedFields, read_unknown_tagged_fields, write_tagged_fields,
+};
 
 /// Errors from decoding wire data. Decoding never panics; every malformed input ends here.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -313,11 +322,13 @@ pub fn read_nullable_string(
     match read_length(buf, compact, true, 1)? {
         None => Ok(None),
         Some(len) => {
-            let raw = buf.split_to(len);
-            match std::str::from_utf8(&raw) {
-                Ok(s) => Ok(Some(s.to_owned())),
-                Err(_) => Err(DecodeError::InvalidUtf8(field)),
-            }
+            // `len` is checked against the input: the copy is at most what remains.
+            let s = match std::str::from_utf8(&buf[..len]) {
+                Ok(s) => s.to_owned(),
+                Err(_) => return Err(DecodeError::InvalidUtf8(field)),
+            };
+            buf.advance(len);
+            Ok(Some(s))
         }
     }
 }
@@ -337,6 +348,26 @@ pub fn read_bytes(buf: &mut Bytes, compact: bool, field: &'static str) -> Decode
     read_nullable_bytes(buf, compact)?.ok_or(DecodeError::UnexpectedNull(field))
 }
 
+/// The elements of `T` to reserve for an array whose length [`read_array_len`] read as
+/// `n` (so at most one per least element size of the input), with `remaining` bytes
+/// left: no more than the bytes that remain would hold in memory. An element in memory
+/// is often much larger than its least wire size (a 250-byte struct for 37 bytes), so
+/// the count alone could reserve many times the input; with this bound, what a claimed
+/// count reserves beyond decoded data is at most the input's own size. The generated
+/// decoders grow the vector with [`grow_array`] as elements decode.
+#[inline]
+pub fn array_capacity<T>(n: usize, remaining: usize) -> usize {
+    n.min(remaining / std::mem::size_of::<T>().max(1))
+}
+
+/// Doubles a full vector's room (at least 4 elements) as an array's elements decode,
+/// never past `n`, its length.
+#[cold]
+pub fn grow_array<T>(items: &mut Vec<T>, n: usize) {
+    let len = items.len();
+    items.reserve_exact(len.max(4).min(n.saturating_sub(len)).max(1));
+}
+
 /// Reads an array length (classic `int32` or compact); `None` is a null array.
 /// `min_elem_size` is the least number of bytes one element occupies on the wire, so
 /// a hostile length is rejected before anything is allocated for it.
@@ -346,24 +377,6 @@ pub fn read_array_len(
     min_elem_size: usize,
 ) -> DecodeResult<Option<usize>> {
     read_length(buf, compact, false, min_elem_size)
-}
-
-/// Reads the header of one tagged field: its tag and its raw value.
-pub fn read_tagged_field(buf: &mut Bytes) -> DecodeResult<(u32, Bytes)> {
-    let tag = read_uvarint(buf)?;
-    let size = read_uvarint(buf)? as usize;
-    Ok((tag, take(buf, size)?))
-}
-
-/// Reads a tagged-field section where the struct knows no tags (all are kept verbatim).
-pub fn read_unknown_tagged_fields(buf: &mut Bytes) -> DecodeResult<TaggedFields> {
-    let count = read_uvarint(buf)?;
-    let mut out = TaggedFields::new();
-    for _ in 0..count {
-        let (tag, value) = read_tagged_field(buf)?;
-        out.insert(tag, value);
-    }
-    Ok(out)
 }
 
 /// Writes an unsigned varint.
@@ -507,57 +520,6 @@ pub fn write_array_len(
     write_length(buf, len, compact, false, what)
 }
 
-/// Writes a tagged-field section: the known fields (already encoded, in any order) merged
-/// with the unknown ones kept from decoding, in ascending tag order as the protocol
-/// requires. A known tag wins over an unknown one with the same number.
-pub fn write_tagged_fields(
-    buf: &mut BytesMut,
-    known: &mut [(u32, Bytes)],
-    unknown: &TaggedFields,
-) -> EncodeResult<()> {
-    known.sort_unstable_by_key(|(tag, _)| *tag);
-    let unknown_count = unknown
-        .keys()
-        .filter(|&&t| known.binary_search_by_key(&t, |(k, _)| *k).is_err())
-        .count();
-    let total = known.len() + unknown_count;
-    write_uvarint(
-        buf,
-        u32::try_from(total).map_err(|_| EncodeError::TooLong {
-            what: "tagged fields",
-            len: total,
-        })?,
-    );
-    let mut known_iter = known.iter().peekable();
-    let mut unknown_iter = unknown
-        .iter()
-        .filter(|(t, _)| known.binary_search_by_key(*t, |(k, _)| *k).is_err())
-        .peekable();
-    loop {
-        let take_known = match (known_iter.peek(), unknown_iter.peek()) {
-            (None, None) => break,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (Some((k, _)), Some((u, _))) => k < *u,
-        };
-        let (tag, value) = if take_known {
-            let (t, v) = known_iter.next().expect("peeked");
-            (*t, v)
-        } else {
-            let (t, v) = unknown_iter.next().expect("peeked");
-            (*t, v)
-        };
-        write_uvarint(buf, tag);
-        let len = u32::try_from(value.len()).map_err(|_| EncodeError::TooLong {
-            what: "tagged field",
-            len: value.len(),
-        })?;
-        write_uvarint(buf, len);
-        buf.put_slice(value);
-    }
-    Ok(())
-}
-
 /// Encode into a fresh buffer: used for tagged field values, whose size prefix comes first.
 pub fn encode_to_bytes(f: impl FnOnce(&mut BytesMut) -> EncodeResult<()>) -> EncodeResult<Bytes> {
     let mut tmp = BytesMut::new();
@@ -581,18 +543,6 @@ pub fn arbitrary_string(u: &mut arbitrary::Unstructured<'_>) -> arbitrary::Resul
 pub fn arbitrary_bytes(u: &mut arbitrary::Unstructured<'_>) -> arbitrary::Result<Bytes> {
     let len = u.int_in_range(0..=24usize)?;
     Ok(Bytes::copy_from_slice(u.bytes(len.min(u.len()))?))
-}
-
-/// A few arbitrary unknown tagged fields, with tags far above any the schemas use.
-#[cfg(any(test, feature = "arbitrary"))]
-pub fn arbitrary_unknown_tags(
-    u: &mut arbitrary::Unstructured<'_>,
-) -> arbitrary::Result<TaggedFields> {
-    let mut out = TaggedFields::new();
-    for _ in 0..u.int_in_range(0..=2usize)? {
-        out.insert(u.int_in_range(1000..=1100u32)?, arbitrary_bytes(u)?);
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -671,31 +621,25 @@ mod tests {
     }
 
     #[test]
+    fn arrays_reserve_by_the_input_not_by_the_claimed_count() {
+        // 1,000 claimed 24-byte elements over 100 bytes: room for 4.
+        assert_eq!(array_capacity::<String>(1000, 100), 4);
+        assert_eq!(array_capacity::<u32>(10, 1 << 20), 10);
+        assert_eq!(array_capacity::<()>(7, 0), 0);
+        // Growth doubles, but never past the array's length.
+        let mut items: Vec<u64> = Vec::with_capacity(3);
+        items.extend([1, 2, 3]);
+        grow_array(&mut items, 5);
+        assert_eq!(items.capacity(), 5);
+        items.extend([4, 5]);
+        assert_eq!(items.capacity(), 5);
+    }
+
+    #[test]
     fn uvarint_len_matches_encoding() {
         for v in [0u64, 1, 127, 128, 16383, 16384, u32::MAX as u64, u64::MAX] {
             assert_eq!(uvarint_len(v), enc(|b| write_uvarlong(b, v)).len(), "{v}");
         }
-    }
-
-    #[test]
-    fn tagged_fields_are_written_in_tag_order() {
-        let mut unknown = TaggedFields::new();
-        unknown.insert(5, Bytes::from_static(b"u5"));
-        unknown.insert(1, Bytes::from_static(b"u1"));
-        let mut known = vec![
-            (3, Bytes::from_static(b"k3")),
-            (0, Bytes::from_static(b"k0")),
-        ];
-        let b = enc(|b| write_tagged_fields(b, &mut known, &unknown).unwrap());
-        assert_eq!(
-            &b[..],
-            &[
-                4, 0, 2, b'k', b'0', 1, 2, b'u', b'1', 3, 2, b'k', b'3', 5, 2, b'u', b'5'
-            ]
-        );
-        let mut r = b.clone();
-        let all = read_unknown_tagged_fields(&mut r).unwrap();
-        assert_eq!(all.keys().copied().collect::<Vec<_>>(), vec![0, 1, 3, 5]);
     }
 
     proptest! {

@@ -22,7 +22,10 @@
 //! as `Ok(None)` rather than growing anything; decompression never produces more
 //! than the [`Decompressor`]'s cap (a decompression bomb is
 //! [`CompressionError::OutputTooLarge`]), grows its output only as real output
-//! arrives, and never panics on any input.
+//! arrives, and never panics on any input. A size the input states (snappy's length,
+//! zstd's content size, an LZ4 block's room) is believed only up to what the format can
+//! expand the input to (snappy 64/3×, LZ4 255×, zstd 128 KiB per 4-byte block) before
+//! room is made for it: a few bytes claiming megabytes are corrupt, not a reservation.
 
 use std::hash::Hasher as _;
 
@@ -618,6 +621,12 @@ impl Decompressor {
             if size > cap as u64 {
                 return Err(CompressionError::OutputTooLarge { codec, cap });
             }
+            if size > zstd_max_output(input.len()) {
+                return Err(corrupt(
+                    codec,
+                    "content size exceeds what the frame can hold",
+                ));
+            }
             ensure_len(out, size as usize);
         }
         if input.is_empty() {
@@ -725,6 +734,12 @@ fn snappy_block(
     if len > cap.saturating_sub(at) {
         return Err(CompressionError::OutputTooLarge { codec, cap });
     }
+    if len > snappy_max_output(block.len()) {
+        return Err(corrupt(
+            codec,
+            "stated length exceeds what the block can hold",
+        ));
+    }
     if block.is_empty() {
         // Even empty input compresses to one byte (its zero length).
         return Err(CompressionError::Truncated { codec });
@@ -733,6 +748,24 @@ fn snappy_block(
     decoder
         .decompress(block, &mut out[at..at + len])
         .map_err(|e| corrupt(codec, e.to_string()))
+}
+
+/// The most a raw snappy block of `len` bytes can decompress to: no element yields more
+/// than a 3-byte copy's 64 bytes.
+fn snappy_max_output(len: usize) -> usize {
+    len.saturating_mul(22)
+}
+
+/// The most an LZ4 block of `len` bytes can decompress to: a sequence's match grows by
+/// at most 255 bytes per byte of length, and literals are copied one for one.
+fn lz4_max_output(len: usize) -> usize {
+    len.saturating_mul(255).saturating_add(64)
+}
+
+/// The most a zstd frame of `len` bytes can decompress to: every block takes at least
+/// 4 bytes (a 3-byte header and one byte of content) and yields at most 128 KiB.
+fn zstd_max_output(len: usize) -> u64 {
+    (len as u64 / 4 + 1).saturating_mul(128 << 10)
 }
 
 /// Decompresses one LZ4 frame into `out`, returning the decompressed length.
@@ -822,7 +855,9 @@ fn unlz4(
             written += size;
             continue;
         }
-        let limit = cap.min(written + block_max);
+        // Room for what this block can hold, not for the frame's largest block.
+        let room = block_max.min(lz4_max_output(size));
+        let limit = cap.min(written + room);
         ensure_len(out, limit);
         let result = if independent {
             lz4_flex::block::decompress_into(block, &mut out[written..limit])
@@ -1112,6 +1147,53 @@ mod tests {
             .decompress(Compression::Snappy, &framed, &mut out)
             .unwrap();
         assert_eq!(&out[..m], &input[..]);
+    }
+
+    #[test]
+    fn stated_sizes_beyond_what_the_input_can_hold_reserve_nothing() {
+        let cap = 8 << 20;
+        // Snappy: a raw block stating 1 MiB, then a one-byte literal.
+        let mut snappy = Vec::new();
+        let mut len = 1u32 << 20;
+        while len >= 0x80 {
+            snappy.push(len as u8 | 0x80);
+            len >>= 7;
+        }
+        snappy.extend_from_slice(&[len as u8, 0x00, b'a']);
+        // LZ4: a frame of 4 MiB blocks whose one block is three bytes (a match before
+        // any output).
+        let (flg, bd) = (0x60, 0x70);
+        let mut lz4 = LZ4_MAGIC.to_vec();
+        lz4.extend_from_slice(&[flg, bd, lz4_header_checksum(&[flg, bd])]);
+        lz4.extend_from_slice(&3u32.to_le_bytes());
+        lz4.extend_from_slice(&[0x0f, 0x05, 0x00, 0, 0, 0, 0]);
+        // zstd: the header of a frame of 2 MiB, without its blocks.
+        let zeros = vec![0u8; 2 << 20];
+        let mut frame = vec![0u8; Compressor::max_compressed_len(Compression::Zstd, zeros.len())];
+        let n = Compressor::new()
+            .compress(Compression::Zstd, &zeros, &mut frame)
+            .unwrap()
+            .unwrap();
+        assert!(n > 18);
+        let zstd = frame[..18].to_vec();
+        for (codec, input) in [
+            (Compression::Snappy, snappy),
+            (Compression::Lz4, lz4),
+            (Compression::Zstd, zstd),
+        ] {
+            let mut out = Vec::new();
+            let result = Decompressor::new(cap).decompress(codec, &input, &mut out);
+            assert!(
+                out.len() <= 255 * input.len() + 64,
+                "{codec:?}: {} bytes of input made room for {}",
+                input.len(),
+                out.len()
+            );
+            assert!(
+                matches!(result, Err(CompressionError::Corrupt { .. })),
+                "{codec:?}: {result:?}"
+            );
+        }
     }
 
     #[test]

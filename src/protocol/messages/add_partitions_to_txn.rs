@@ -165,11 +165,16 @@ impl Decode for AddPartitionsToTxnRequest {
         let mut this = Self::default();
         if version >= 4 {
             this.transactions = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
-                    "AddPartitionsToTxnRequest.transactions",
-                ))?;
-                let mut items = Vec::with_capacity(n);
+                let n = p::read_array_len(buf, flexible, 14)?.ok_or(
+                    DecodeError::UnexpectedNull("AddPartitionsToTxnRequest.transactions"),
+                )?;
+                let mut items: Vec<AddPartitionsToTxnTransaction> = Vec::with_capacity(
+                    p::array_capacity::<AddPartitionsToTxnTransaction>(n, buf.len()),
+                );
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(AddPartitionsToTxnTransaction::decode(buf, version)?);
                 }
                 items
@@ -190,11 +195,23 @@ impl Decode for AddPartitionsToTxnRequest {
         }
         if version <= 3 {
             this.v3_and_below_topics = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=2 => 6,
+                        _ => 3,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "AddPartitionsToTxnRequest.v3_and_below_topics",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<AddPartitionsToTxnTopic> =
+                    Vec::with_capacity(p::array_capacity::<AddPartitionsToTxnTopic>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(AddPartitionsToTxnTopic::decode(buf, version)?);
                 }
                 items
@@ -202,13 +219,9 @@ impl Decode for AddPartitionsToTxnRequest {
         }
         if version >= 3 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -344,21 +357,20 @@ impl Decode for AddPartitionsToTxnTopic {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "AddPartitionsToTxnTopic.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_i32(buf)?);
             }
             items
         };
         if version >= 3 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -535,11 +547,15 @@ impl Decode for AddPartitionsToTxnTransaction {
         }
         if version >= 4 {
             this.topics = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                     "AddPartitionsToTxnTransaction.topics",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<AddPartitionsToTxnTopic> =
+                    Vec::with_capacity(p::array_capacity::<AddPartitionsToTxnTopic>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(AddPartitionsToTxnTopic::decode(buf, version)?);
                 }
                 items
@@ -547,13 +563,9 @@ impl Decode for AddPartitionsToTxnTransaction {
         }
         if version >= 3 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -732,11 +744,15 @@ impl Decode for AddPartitionsToTxnResponse {
         }
         if version >= 4 {
             this.results_by_transaction = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                     "AddPartitionsToTxnResponse.results_by_transaction",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<AddPartitionsToTxnResult> =
+                    Vec::with_capacity(p::array_capacity::<AddPartitionsToTxnResult>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(AddPartitionsToTxnResult::decode(buf, version)?);
                 }
                 items
@@ -744,11 +760,24 @@ impl Decode for AddPartitionsToTxnResponse {
         }
         if version <= 3 {
             this.results_by_topic_v3_and_below = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=2 => 6,
+                        _ => 3,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "AddPartitionsToTxnResponse.results_by_topic_v3_and_below",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<AddPartitionsToTxnTopicResult> = Vec::with_capacity(
+                    p::array_capacity::<AddPartitionsToTxnTopicResult>(n, buf.len()),
+                );
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(AddPartitionsToTxnTopicResult::decode(buf, version)?);
                 }
                 items
@@ -756,13 +785,9 @@ impl Decode for AddPartitionsToTxnResponse {
         }
         if version >= 3 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -880,13 +905,9 @@ impl Decode for AddPartitionsToTxnPartitionResult {
         this.partition_error_code = p::read_i16(buf)?;
         if version >= 3 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -996,11 +1017,16 @@ impl Decode for AddPartitionsToTxnResult {
         }
         if version >= 4 {
             this.topic_results = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                     "AddPartitionsToTxnResult.topic_results",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<AddPartitionsToTxnTopicResult> = Vec::with_capacity(
+                    p::array_capacity::<AddPartitionsToTxnTopicResult>(n, buf.len()),
+                );
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(AddPartitionsToTxnTopicResult::decode(buf, version)?);
                 }
                 items
@@ -1008,13 +1034,9 @@ impl Decode for AddPartitionsToTxnResult {
         }
         if version >= 3 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1126,24 +1148,33 @@ impl Decode for AddPartitionsToTxnTopicResult {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "AddPartitionsToTxnTopicResult.name")?;
         this.results_by_partition = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=2 => 6,
+                    _ => 7,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "AddPartitionsToTxnTopicResult.results_by_partition",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<AddPartitionsToTxnPartitionResult> = Vec::with_capacity(
+                p::array_capacity::<AddPartitionsToTxnPartitionResult>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(AddPartitionsToTxnPartitionResult::decode(buf, version)?);
             }
             items
         };
         if version >= 3 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

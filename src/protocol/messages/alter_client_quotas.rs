@@ -89,11 +89,24 @@ impl Decode for AlterClientQuotasRequest {
         let flexible = version >= 1;
         let mut this = Self::default();
         this.entries = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 8,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "AlterClientQuotasRequest.entries",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<AlterClientQuotasRequestEntryData> = Vec::with_capacity(
+                p::array_capacity::<AlterClientQuotasRequestEntryData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(AlterClientQuotasRequestEntryData::decode(buf, version)?);
             }
             items
@@ -101,13 +114,9 @@ impl Decode for AlterClientQuotasRequest {
         this.validate_only = p::read_bool(buf)?;
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -234,13 +243,9 @@ impl Decode for AlterClientQuotasRequestEntityData {
         )?;
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -338,34 +343,47 @@ impl Decode for AlterClientQuotasRequestEntryData {
         let flexible = version >= 1;
         let mut this = Self::default();
         this.entity = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 4,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "AlterClientQuotasRequestEntryData.entity",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<AlterClientQuotasRequestEntityData> = Vec::with_capacity(
+                p::array_capacity::<AlterClientQuotasRequestEntityData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(AlterClientQuotasRequestEntityData::decode(buf, version)?);
             }
             items
         };
         this.ops = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 11)?.ok_or(DecodeError::UnexpectedNull(
                 "AlterClientQuotasRequestEntryData.ops",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<OpData> =
+                Vec::with_capacity(p::array_capacity::<OpData>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(OpData::decode(buf, version)?);
             }
             items
         };
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -472,13 +490,9 @@ impl Decode for OpData {
         this.remove = p::read_bool(buf)?;
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -578,24 +592,33 @@ impl Decode for AlterClientQuotasResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.entries = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 8,
+                    _ => 5,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "AlterClientQuotasResponse.entries",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<AlterClientQuotasResponseEntryData> = Vec::with_capacity(
+                p::array_capacity::<AlterClientQuotasResponseEntryData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(AlterClientQuotasResponseEntryData::decode(buf, version)?);
             }
             items
         };
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -722,13 +745,9 @@ impl Decode for AlterClientQuotasResponseEntityData {
         )?;
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -850,24 +869,33 @@ impl Decode for AlterClientQuotasResponseEntryData {
             "AlterClientQuotasResponseEntryData.error_message",
         )?;
         this.entity = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 4,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "AlterClientQuotasResponseEntryData.entity",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<AlterClientQuotasResponseEntityData> = Vec::with_capacity(
+                p::array_capacity::<AlterClientQuotasResponseEntityData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(AlterClientQuotasResponseEntityData::decode(buf, version)?);
             }
             items
         };
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

@@ -89,10 +89,21 @@ impl Decode for AlterConfigsRequest {
         let flexible = version >= 2;
         let mut this = Self::default();
         this.resources = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("AlterConfigsRequest.resources"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 7,
+                    _ => 4,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("AlterConfigsRequest.resources"))?;
+            let mut items: Vec<AlterConfigsResource> =
+                Vec::with_capacity(p::array_capacity::<AlterConfigsResource>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(AlterConfigsResource::decode(buf, version)?);
             }
             items
@@ -100,13 +111,9 @@ impl Decode for AlterConfigsRequest {
         this.validate_only = p::read_bool(buf)?;
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -222,23 +229,30 @@ impl Decode for AlterConfigsResource {
         this.resource_type = p::read_i8(buf)?;
         this.resource_name = p::read_string(buf, flexible, "AlterConfigsResource.resource_name")?;
         this.configs = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("AlterConfigsResource.configs"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 4,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("AlterConfigsResource.configs"))?;
+            let mut items: Vec<AlterableConfig> =
+                Vec::with_capacity(p::array_capacity::<AlterableConfig>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(AlterableConfig::decode(buf, version)?);
             }
             items
         };
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -334,13 +348,9 @@ impl Decode for AlterableConfig {
         this.value = p::read_nullable_string(buf, flexible, "AlterableConfig.value")?;
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -443,24 +453,33 @@ impl Decode for AlterConfigsResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.responses = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 7,
+                    _ => 6,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "AlterConfigsResponse.responses",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<AlterConfigsResourceResponse> = Vec::with_capacity(
+                p::array_capacity::<AlterConfigsResourceResponse>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(AlterConfigsResourceResponse::decode(buf, version)?);
             }
             items
         };
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -601,13 +620,9 @@ impl Decode for AlterConfigsResourceResponse {
             p::read_string(buf, flexible, "AlterConfigsResourceResponse.resource_name")?;
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

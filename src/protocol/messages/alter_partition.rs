@@ -98,22 +98,29 @@ impl Decode for AlterPartitionRequest {
         this.broker_id = p::read_i32(buf)?;
         this.broker_epoch = p::read_i64(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("AlterPartitionRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 3,
+                    _ => 18,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("AlterPartitionRequest.topics"))?;
+            let mut items: Vec<AlterPartitionRequestTopicData> = Vec::with_capacity(
+                p::array_capacity::<AlterPartitionRequestTopicData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(AlterPartitionRequestTopicData::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -225,13 +232,8 @@ impl Decode for BrokerState {
             this.broker_epoch = p::read_i64(buf)?;
         }
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -393,8 +395,12 @@ impl Decode for AlterPartitionRequestPartitionData {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "AlterPartitionRequestPartitionData.new_isr",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(p::read_i32(buf)?);
                 }
                 items
@@ -402,11 +408,16 @@ impl Decode for AlterPartitionRequestPartitionData {
         }
         if version >= 3 {
             this.new_isr_with_epochs = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
-                    "AlterPartitionRequestPartitionData.new_isr_with_epochs",
-                ))?;
-                let mut items = Vec::with_capacity(n);
+                let n =
+                    p::read_array_len(buf, flexible, 13)?.ok_or(DecodeError::UnexpectedNull(
+                        "AlterPartitionRequestPartitionData.new_isr_with_epochs",
+                    ))?;
+                let mut items: Vec<BrokerState> =
+                    Vec::with_capacity(p::array_capacity::<BrokerState>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(BrokerState::decode(buf, version)?);
                 }
                 items
@@ -417,13 +428,8 @@ impl Decode for AlterPartitionRequestPartitionData {
         }
         this.partition_epoch = p::read_i32(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -561,23 +567,31 @@ impl Decode for AlterPartitionRequestTopicData {
             this.topic_id = p::read_uuid(buf)?;
         }
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 14,
+                    _ => 15,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "AlterPartitionRequestTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<AlterPartitionRequestPartitionData> = Vec::with_capacity(
+                p::array_capacity::<AlterPartitionRequestPartitionData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(AlterPartitionRequestPartitionData::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -701,22 +715,29 @@ impl Decode for AlterPartitionResponse {
         this.throttle_time_ms = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("AlterPartitionResponse.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 3,
+                    _ => 18,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("AlterPartitionResponse.topics"))?;
+            let mut items: Vec<AlterPartitionResponseTopicData> = Vec::with_capacity(
+                p::array_capacity::<AlterPartitionResponseTopicData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(AlterPartitionResponseTopicData::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -870,8 +891,11 @@ impl Decode for AlterPartitionResponsePartitionData {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "AlterPartitionResponsePartitionData.isr",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_i32(buf)?);
             }
             items
@@ -881,13 +905,8 @@ impl Decode for AlterPartitionResponsePartitionData {
         }
         this.partition_epoch = p::read_i32(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -1011,23 +1030,31 @@ impl Decode for AlterPartitionResponseTopicData {
             this.topic_id = p::read_uuid(buf)?;
         }
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 20,
+                    _ => 21,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "AlterPartitionResponseTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<AlterPartitionResponsePartitionData> = Vec::with_capacity(
+                p::array_capacity::<AlterPartitionResponsePartitionData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(AlterPartitionResponsePartitionData::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }

@@ -104,13 +104,9 @@ impl Decode for ApiVersionsRequest {
         }
         if version >= 3 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -320,10 +316,21 @@ impl Decode for ApiVersionsResponse {
         let mut this = Self::default();
         this.error_code = p::read_i16(buf)?;
         this.api_keys = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("ApiVersionsResponse.api_keys"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=2 => 6,
+                    _ => 7,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("ApiVersionsResponse.api_keys"))?;
+            let mut items: Vec<ApiVersion> =
+                Vec::with_capacity(p::array_capacity::<ApiVersion>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(ApiVersion::decode(buf, version)?);
             }
             items
@@ -333,51 +340,62 @@ impl Decode for ApiVersionsResponse {
         }
         if version >= 3 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, mut value) = p::read_tagged_field(buf)?;
-                match tag {
-                    0 if version >= 3 => {
-                        let buf = &mut value;
-                        this.supported_features = {
-                            let n = p::read_array_len(buf, flexible, 1)?.ok_or(
-                                DecodeError::UnexpectedNull(
-                                    "ApiVersionsResponse.supported_features",
-                                ),
-                            )?;
-                            let mut items = Vec::with_capacity(n);
-                            for _ in 0..n {
-                                items.push(SupportedFeatureKey::decode(buf, version)?);
-                            }
-                            items
-                        };
-                    }
-                    1 if version >= 3 => {
-                        let buf = &mut value;
-                        this.finalized_features_epoch = p::read_i64(buf)?;
-                    }
-                    2 if version >= 3 => {
-                        let buf = &mut value;
-                        this.finalized_features = {
-                            let n = p::read_array_len(buf, flexible, 1)?.ok_or(
-                                DecodeError::UnexpectedNull(
-                                    "ApiVersionsResponse.finalized_features",
-                                ),
-                            )?;
-                            let mut items = Vec::with_capacity(n);
-                            for _ in 0..n {
-                                items.push(FinalizedFeatureKey::decode(buf, version)?);
-                            }
-                            items
-                        };
-                    }
-                    3 if version >= 3 => {
-                        let buf = &mut value;
-                        this.zk_migration_ready = p::read_bool(buf)?;
-                    }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
+            if count > 0 {
+                let mut tags = p::TaggedFieldReader::new(buf, count)?;
+                while let Some((tag, mut value)) = tags.next(buf)? {
+                    match tag {
+                        0 if version >= 3 => {
+                            let buf = &mut value;
+                            this.supported_features = {
+                                let n = p::read_array_len(buf, flexible, 6)?.ok_or(
+                                    DecodeError::UnexpectedNull(
+                                        "ApiVersionsResponse.supported_features",
+                                    ),
+                                )?;
+                                let mut items: Vec<SupportedFeatureKey> = Vec::with_capacity(
+                                    p::array_capacity::<SupportedFeatureKey>(n, buf.len()),
+                                );
+                                for _ in 0..n {
+                                    if items.len() == items.capacity() {
+                                        p::grow_array(&mut items, n);
+                                    }
+                                    items.push(SupportedFeatureKey::decode(buf, version)?);
+                                }
+                                items
+                            };
+                        }
+                        1 if version >= 3 => {
+                            let buf = &mut value;
+                            this.finalized_features_epoch = p::read_i64(buf)?;
+                        }
+                        2 if version >= 3 => {
+                            let buf = &mut value;
+                            this.finalized_features = {
+                                let n = p::read_array_len(buf, flexible, 6)?.ok_or(
+                                    DecodeError::UnexpectedNull(
+                                        "ApiVersionsResponse.finalized_features",
+                                    ),
+                                )?;
+                                let mut items: Vec<FinalizedFeatureKey> = Vec::with_capacity(
+                                    p::array_capacity::<FinalizedFeatureKey>(n, buf.len()),
+                                );
+                                for _ in 0..n {
+                                    if items.len() == items.capacity() {
+                                        p::grow_array(&mut items, n);
+                                    }
+                                    items.push(FinalizedFeatureKey::decode(buf, version)?);
+                                }
+                                items
+                            };
+                        }
+                        3 if version >= 3 => {
+                            let buf = &mut value;
+                            this.zk_migration_ready = p::read_bool(buf)?;
+                        }
+                        _ => tags.keep(tag, &value),
                     }
                 }
+                this.unknown_tagged_fields = tags.finish();
             }
         }
         Ok(this)
@@ -521,13 +539,9 @@ impl Decode for ApiVersion {
         this.max_version = p::read_i16(buf)?;
         if version >= 3 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -646,13 +660,9 @@ impl Decode for FinalizedFeatureKey {
         }
         if version >= 3 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -783,13 +793,9 @@ impl Decode for SupportedFeatureKey {
         }
         if version >= 3 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

@@ -101,11 +101,16 @@ impl Decode for AssignReplicasToDirsRequest {
         this.broker_id = p::read_i32(buf)?;
         this.broker_epoch = p::read_i64(buf)?;
         this.directories = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "AssignReplicasToDirsRequest.directories",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<AssignReplicasToDirsRequestDirectoryData> = Vec::with_capacity(
+                p::array_capacity::<AssignReplicasToDirsRequestDirectoryData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(AssignReplicasToDirsRequestDirectoryData::decode(
                     buf, version,
                 )?);
@@ -113,13 +118,8 @@ impl Decode for AssignReplicasToDirsRequest {
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -222,23 +222,23 @@ impl Decode for AssignReplicasToDirsRequestDirectoryData {
         let mut this = Self::default();
         this.id = p::read_uuid(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "AssignReplicasToDirsRequestDirectoryData.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<AssignReplicasToDirsRequestTopicData> = Vec::with_capacity(
+                p::array_capacity::<AssignReplicasToDirsRequestTopicData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(AssignReplicasToDirsRequestTopicData::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -314,13 +314,8 @@ impl Decode for AssignReplicasToDirsRequestPartitionData {
         let mut this = Self::default();
         this.partition_index = p::read_i32(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -403,11 +398,16 @@ impl Decode for AssignReplicasToDirsRequestTopicData {
         let mut this = Self::default();
         this.topic_id = p::read_uuid(buf)?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 5)?.ok_or(DecodeError::UnexpectedNull(
                 "AssignReplicasToDirsRequestTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<AssignReplicasToDirsRequestPartitionData> = Vec::with_capacity(
+                p::array_capacity::<AssignReplicasToDirsRequestPartitionData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(AssignReplicasToDirsRequestPartitionData::decode(
                     buf, version,
                 )?);
@@ -415,13 +415,8 @@ impl Decode for AssignReplicasToDirsRequestTopicData {
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -541,11 +536,16 @@ impl Decode for AssignReplicasToDirsResponse {
         this.throttle_time_ms = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         this.directories = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "AssignReplicasToDirsResponse.directories",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<AssignReplicasToDirsResponseDirectoryData> = Vec::with_capacity(
+                p::array_capacity::<AssignReplicasToDirsResponseDirectoryData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(AssignReplicasToDirsResponseDirectoryData::decode(
                     buf, version,
                 )?);
@@ -553,13 +553,8 @@ impl Decode for AssignReplicasToDirsResponse {
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -662,23 +657,23 @@ impl Decode for AssignReplicasToDirsResponseDirectoryData {
         let mut this = Self::default();
         this.id = p::read_uuid(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "AssignReplicasToDirsResponseDirectoryData.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<AssignReplicasToDirsResponseTopicData> = Vec::with_capacity(
+                p::array_capacity::<AssignReplicasToDirsResponseTopicData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(AssignReplicasToDirsResponseTopicData::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -764,13 +759,8 @@ impl Decode for AssignReplicasToDirsResponsePartitionData {
         this.partition_index = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -857,11 +847,16 @@ impl Decode for AssignReplicasToDirsResponseTopicData {
         let mut this = Self::default();
         this.topic_id = p::read_uuid(buf)?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 7)?.ok_or(DecodeError::UnexpectedNull(
                 "AssignReplicasToDirsResponseTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<AssignReplicasToDirsResponsePartitionData> = Vec::with_capacity(
+                p::array_capacity::<AssignReplicasToDirsResponsePartitionData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(AssignReplicasToDirsResponsePartitionData::decode(
                     buf, version,
                 )?);
@@ -869,13 +864,8 @@ impl Decode for AssignReplicasToDirsResponseTopicData {
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }

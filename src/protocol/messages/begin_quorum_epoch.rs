@@ -136,22 +136,39 @@ impl Decode for BeginQuorumEpochRequest {
             this.voter_id = p::read_i32(buf)?;
         }
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "BeginQuorumEpochRequest.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<BeginQuorumEpochRequestTopicData> = Vec::with_capacity(
+                p::array_capacity::<BeginQuorumEpochRequestTopicData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(BeginQuorumEpochRequestTopicData::decode(buf, version)?);
             }
             items
         };
         if version >= 1 {
             this.leader_endpoints = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 5)?.ok_or(DecodeError::UnexpectedNull(
                     "BeginQuorumEpochRequest.leader_endpoints",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<LeaderEndpoint> =
+                    Vec::with_capacity(p::array_capacity::<LeaderEndpoint>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(LeaderEndpoint::decode(buf, version)?);
                 }
                 items
@@ -159,13 +176,9 @@ impl Decode for BeginQuorumEpochRequest {
         }
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -320,13 +333,9 @@ impl Decode for LeaderEndpoint {
         }
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -444,13 +453,9 @@ impl Decode for BeginQuorumEpochRequestPartitionData {
         this.leader_epoch = p::read_i32(buf)?;
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -549,24 +554,33 @@ impl Decode for BeginQuorumEpochRequestTopicData {
         this.topic_name =
             p::read_string(buf, flexible, "BeginQuorumEpochRequestTopicData.topic_name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 12,
+                    _ => 29,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "BeginQuorumEpochRequestTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<BeginQuorumEpochRequestPartitionData> = Vec::with_capacity(
+                p::array_capacity::<BeginQuorumEpochRequestPartitionData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(BeginQuorumEpochRequestPartitionData::decode(buf, version)?);
             }
             items
         };
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -700,39 +714,58 @@ impl Decode for BeginQuorumEpochResponse {
         let mut this = Self::default();
         this.error_code = p::read_i16(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "BeginQuorumEpochResponse.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<BeginQuorumEpochResponseTopicData> = Vec::with_capacity(
+                p::array_capacity::<BeginQuorumEpochResponseTopicData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(BeginQuorumEpochResponseTopicData::decode(buf, version)?);
             }
             items
         };
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, mut value) = p::read_tagged_field(buf)?;
-                match tag {
-                    0 if version >= 1 => {
-                        let buf = &mut value;
-                        this.node_endpoints = {
-                            let n = p::read_array_len(buf, flexible, 1)?.ok_or(
-                                DecodeError::UnexpectedNull(
-                                    "BeginQuorumEpochResponse.node_endpoints",
-                                ),
-                            )?;
-                            let mut items = Vec::with_capacity(n);
-                            for _ in 0..n {
-                                items.push(NodeEndpoint::decode(buf, version)?);
-                            }
-                            items
-                        };
-                    }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
+            if count > 0 {
+                let mut tags = p::TaggedFieldReader::new(buf, count)?;
+                while let Some((tag, mut value)) = tags.next(buf)? {
+                    match tag {
+                        0 if version >= 1 => {
+                            let buf = &mut value;
+                            this.node_endpoints = {
+                                let n = p::read_array_len(buf, flexible, 8)?.ok_or(
+                                    DecodeError::UnexpectedNull(
+                                        "BeginQuorumEpochResponse.node_endpoints",
+                                    ),
+                                )?;
+                                let mut items: Vec<NodeEndpoint> = Vec::with_capacity(
+                                    p::array_capacity::<NodeEndpoint>(n, buf.len()),
+                                );
+                                for _ in 0..n {
+                                    if items.len() == items.capacity() {
+                                        p::grow_array(&mut items, n);
+                                    }
+                                    items.push(NodeEndpoint::decode(buf, version)?);
+                                }
+                                items
+                            };
+                        }
+                        _ => tags.keep(tag, &value),
                     }
                 }
+                this.unknown_tagged_fields = tags.finish();
             }
         }
         Ok(this)
@@ -878,13 +911,9 @@ impl Decode for NodeEndpoint {
         }
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -998,13 +1027,9 @@ impl Decode for BeginQuorumEpochResponsePartitionData {
         this.leader_epoch = p::read_i32(buf)?;
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1102,24 +1127,33 @@ impl Decode for BeginQuorumEpochResponseTopicData {
             "BeginQuorumEpochResponseTopicData.topic_name",
         )?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 14,
+                    _ => 15,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "BeginQuorumEpochResponseTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<BeginQuorumEpochResponsePartitionData> = Vec::with_capacity(
+                p::array_capacity::<BeginQuorumEpochResponsePartitionData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(BeginQuorumEpochResponsePartitionData::decode(buf, version)?);
             }
             items
         };
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

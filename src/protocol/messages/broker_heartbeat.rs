@@ -139,21 +139,20 @@ impl Decode for BrokerHeartbeatRequest {
                 let n = p::read_array_len(buf, flexible, 16)?.ok_or(
                     DecodeError::UnexpectedNull("BrokerHeartbeatRequest.offline_log_dirs"),
                 )?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<p::Uuid> =
+                    Vec::with_capacity(p::array_capacity::<p::Uuid>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(p::read_uuid(buf)?);
                 }
                 items
             };
         }
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -294,13 +293,8 @@ impl Decode for BrokerHeartbeatResponse {
         this.is_fenced = p::read_bool(buf)?;
         this.should_shut_down = p::read_bool(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }

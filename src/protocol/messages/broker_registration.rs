@@ -192,21 +192,29 @@ impl Decode for BrokerRegistrationRequest {
         this.cluster_id = p::read_string(buf, flexible, "BrokerRegistrationRequest.cluster_id")?;
         this.incarnation_id = p::read_uuid(buf)?;
         this.listeners = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 7)?.ok_or(DecodeError::UnexpectedNull(
                 "BrokerRegistrationRequest.listeners",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<Listener> =
+                Vec::with_capacity(p::array_capacity::<Listener>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(Listener::decode(buf, version)?);
             }
             items
         };
         this.features = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                 "BrokerRegistrationRequest.features",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<Feature> =
+                Vec::with_capacity(p::array_capacity::<Feature>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(Feature::decode(buf, version)?);
             }
             items
@@ -220,8 +228,12 @@ impl Decode for BrokerRegistrationRequest {
                 let n = p::read_array_len(buf, flexible, 16)?.ok_or(
                     DecodeError::UnexpectedNull("BrokerRegistrationRequest.log_dirs"),
                 )?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<p::Uuid> =
+                    Vec::with_capacity(p::array_capacity::<p::Uuid>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(p::read_uuid(buf)?);
                 }
                 items
@@ -231,13 +243,8 @@ impl Decode for BrokerRegistrationRequest {
             this.previous_broker_epoch = p::read_i64(buf)?;
         }
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -375,13 +382,8 @@ impl Decode for Feature {
         this.min_supported_version = p::read_i16(buf)?;
         this.max_supported_version = p::read_i16(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -479,13 +481,8 @@ impl Decode for Listener {
         this.port = p::read_u16(buf)?;
         this.security_protocol = p::read_i16(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -586,13 +583,8 @@ impl Decode for BrokerRegistrationResponse {
         this.error_code = p::read_i16(buf)?;
         this.broker_epoch = p::read_i64(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }

@@ -97,11 +97,15 @@ impl Decode for ConsumerProtocolAssignment {
         let _ = flexible;
         let mut this = Self::default();
         this.assigned_partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                 "ConsumerProtocolAssignment.assigned_partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<TopicPartition> =
+                Vec::with_capacity(p::array_capacity::<TopicPartition>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(TopicPartition::decode(buf, version)?);
             }
             items
@@ -202,8 +206,11 @@ impl Decode for TopicPartition {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 4)?
                 .ok_or(DecodeError::UnexpectedNull("TopicPartition.partitions"))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_i32(buf)?);
             }
             items

@@ -153,8 +153,12 @@ impl Decode for ConsumerProtocolSubscription {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                 DecodeError::UnexpectedNull("ConsumerProtocolSubscription.topics"),
             )?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<String> =
+                Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_string(
                     buf,
                     flexible,
@@ -166,11 +170,15 @@ impl Decode for ConsumerProtocolSubscription {
         this.user_data = p::read_nullable_bytes(buf, flexible)?;
         if version >= 1 {
             this.owned_partitions = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                     "ConsumerProtocolSubscription.owned_partitions",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<TopicPartition> =
+                    Vec::with_capacity(p::array_capacity::<TopicPartition>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(TopicPartition::decode(buf, version)?);
                 }
                 items
@@ -321,8 +329,12 @@ impl Decode for TopicPartition {
             this.partitions = {
                 let n = p::read_array_len(buf, flexible, 4)?
                     .ok_or(DecodeError::UnexpectedNull("TopicPartition.partitions"))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(p::read_i32(buf)?);
                 }
                 items

@@ -98,11 +98,23 @@ impl Decode for CreatePartitionsRequest {
         let flexible = version >= 2;
         let mut this = Self::default();
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 10,
+                    _ => 7,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "CreatePartitionsRequest.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<CreatePartitionsTopic> =
+                Vec::with_capacity(p::array_capacity::<CreatePartitionsTopic>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(CreatePartitionsTopic::decode(buf, version)?);
             }
             items
@@ -111,13 +123,9 @@ impl Decode for CreatePartitionsRequest {
         this.validate_only = p::read_bool(buf)?;
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -212,21 +220,20 @@ impl Decode for CreatePartitionsAssignment {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "CreatePartitionsAssignment.broker_ids",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_i32(buf)?);
             }
             items
         };
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -335,11 +342,23 @@ impl Decode for CreatePartitionsTopic {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "CreatePartitionsTopic.name")?;
         this.count = p::read_i32(buf)?;
-        this.assignments = match p::read_array_len(buf, flexible, 1)? {
+        this.assignments = match p::read_array_len(
+            buf,
+            flexible,
+            match version {
+                ..=1 => 4,
+                _ => 2,
+            },
+        )? {
             None => None,
             Some(n) => {
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<CreatePartitionsAssignment> = Vec::with_capacity(
+                    p::array_capacity::<CreatePartitionsAssignment>(n, buf.len()),
+                );
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(CreatePartitionsAssignment::decode(buf, version)?);
                 }
                 Some(items)
@@ -347,13 +366,9 @@ impl Decode for CreatePartitionsTopic {
         };
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -466,24 +481,33 @@ impl Decode for CreatePartitionsResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.results = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 6,
+                    _ => 5,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "CreatePartitionsResponse.results",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<CreatePartitionsTopicResult> = Vec::with_capacity(
+                p::array_capacity::<CreatePartitionsTopicResult>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(CreatePartitionsTopicResult::decode(buf, version)?);
             }
             items
         };
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -613,13 +637,9 @@ impl Decode for CreatePartitionsTopicResult {
             p::read_nullable_string(buf, flexible, "CreatePartitionsTopicResult.error_message")?;
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

@@ -105,10 +105,21 @@ impl Decode for CreateTopicsRequest {
         let flexible = version >= 5;
         let mut this = Self::default();
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("CreateTopicsRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=4 => 16,
+                    _ => 10,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("CreateTopicsRequest.topics"))?;
+            let mut items: Vec<CreatableTopic> =
+                Vec::with_capacity(p::array_capacity::<CreatableTopic>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(CreatableTopic::decode(buf, version)?);
             }
             items
@@ -119,13 +130,9 @@ impl Decode for CreateTopicsRequest {
         }
         if version >= 5 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -234,21 +241,20 @@ impl Decode for CreatableReplicaAssignment {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "CreatableReplicaAssignment.broker_ids",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_i32(buf)?);
             }
             items
         };
         if version >= 5 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -379,32 +385,51 @@ impl Decode for CreatableTopic {
         this.num_partitions = p::read_i32(buf)?;
         this.replication_factor = p::read_i16(buf)?;
         this.assignments = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("CreatableTopic.assignments"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=4 => 8,
+                    _ => 6,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("CreatableTopic.assignments"))?;
+            let mut items: Vec<CreatableReplicaAssignment> = Vec::with_capacity(
+                p::array_capacity::<CreatableReplicaAssignment>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(CreatableReplicaAssignment::decode(buf, version)?);
             }
             items
         };
         this.configs = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("CreatableTopic.configs"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=4 => 4,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("CreatableTopic.configs"))?;
+            let mut items: Vec<CreatableTopicConfig> =
+                Vec::with_capacity(p::array_capacity::<CreatableTopicConfig>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(CreatableTopicConfig::decode(buf, version)?);
             }
             items
         };
         if version >= 5 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -511,13 +536,9 @@ impl Decode for CreatableTopicConfig {
         this.value = p::read_nullable_string(buf, flexible, "CreatableTopicConfig.value")?;
         if version >= 5 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -624,23 +645,32 @@ impl Decode for CreateTopicsResponse {
             this.throttle_time_ms = p::read_i32(buf)?;
         }
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("CreateTopicsResponse.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 4,
+                    ..=4 => 6,
+                    ..=6 => 12,
+                    _ => 28,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("CreateTopicsResponse.topics"))?;
+            let mut items: Vec<CreatableTopicResult> =
+                Vec::with_capacity(p::array_capacity::<CreatableTopicResult>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(CreatableTopicResult::decode(buf, version)?);
             }
             items
         };
         if version >= 5 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -816,13 +846,9 @@ impl Decode for CreatableTopicConfigs {
         }
         if version >= 5 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1042,11 +1068,16 @@ impl Decode for CreatableTopicResult {
             this.replication_factor = p::read_i16(buf)?;
         }
         if version >= 5 {
-            this.configs = match p::read_array_len(buf, flexible, 1)? {
+            this.configs = match p::read_array_len(buf, flexible, 6)? {
                 None => None,
                 Some(n) => {
-                    let mut items = Vec::with_capacity(n);
+                    let mut items: Vec<CreatableTopicConfigs> = Vec::with_capacity(
+                        p::array_capacity::<CreatableTopicConfigs>(n, buf.len()),
+                    );
                     for _ in 0..n {
+                        if items.len() == items.capacity() {
+                            p::grow_array(&mut items, n);
+                        }
                         items.push(CreatableTopicConfigs::decode(buf, version)?);
                     }
                     Some(items)
@@ -1055,17 +1086,18 @@ impl Decode for CreatableTopicResult {
         }
         if version >= 5 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, mut value) = p::read_tagged_field(buf)?;
-                match tag {
-                    0 if version >= 5 => {
-                        let buf = &mut value;
-                        this.topic_config_error_code = p::read_i16(buf)?;
-                    }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
+            if count > 0 {
+                let mut tags = p::TaggedFieldReader::new(buf, count)?;
+                while let Some((tag, mut value)) = tags.next(buf)? {
+                    match tag {
+                        0 if version >= 5 => {
+                            let buf = &mut value;
+                            this.topic_config_error_code = p::read_i16(buf)?;
+                        }
+                        _ => tags.keep(tag, &value),
                     }
                 }
+                this.unknown_tagged_fields = tags.finish();
             }
         }
         Ok(this)

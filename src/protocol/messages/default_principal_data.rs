@@ -91,13 +91,8 @@ impl Decode for DefaultPrincipalData {
         this.name = p::read_string(buf, flexible, "DefaultPrincipalData.name")?;
         this.token_authenticated = p::read_bool(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }

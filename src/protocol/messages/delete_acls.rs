@@ -80,23 +80,31 @@ impl Decode for DeleteAclsRequest {
         let flexible = version >= 2;
         let mut this = Self::default();
         this.filters = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("DeleteAclsRequest.filters"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 9,
+                    ..=1 => 10,
+                    _ => 8,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("DeleteAclsRequest.filters"))?;
+            let mut items: Vec<DeleteAclsFilter> =
+                Vec::with_capacity(p::array_capacity::<DeleteAclsFilter>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(DeleteAclsFilter::decode(buf, version)?);
             }
             items
         };
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -277,13 +285,9 @@ impl Decode for DeleteAclsFilter {
         this.permission_type = p::read_i8(buf)?;
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -403,24 +407,32 @@ impl Decode for DeleteAclsResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.filter_results = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 8,
+                    _ => 5,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DeleteAclsResponse.filter_results",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<DeleteAclsFilterResult> =
+                Vec::with_capacity(p::array_capacity::<DeleteAclsFilterResult>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(DeleteAclsFilterResult::decode(buf, version)?);
             }
             items
         };
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -544,24 +556,33 @@ impl Decode for DeleteAclsFilterResult {
         this.error_message =
             p::read_nullable_string(buf, flexible, "DeleteAclsFilterResult.error_message")?;
         this.matching_acls = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 13,
+                    ..=1 => 14,
+                    _ => 11,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DeleteAclsFilterResult.matching_acls",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<DeleteAclsMatchingAcl> =
+                Vec::with_capacity(p::array_capacity::<DeleteAclsMatchingAcl>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(DeleteAclsMatchingAcl::decode(buf, version)?);
             }
             items
         };
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -756,13 +777,9 @@ impl Decode for DeleteAclsMatchingAcl {
         this.permission_type = p::read_i8(buf)?;
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

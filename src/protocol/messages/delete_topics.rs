@@ -116,10 +116,14 @@ impl Decode for DeleteTopicsRequest {
         let mut this = Self::default();
         if version >= 6 {
             this.topics = {
-                let n = p::read_array_len(buf, flexible, 1)?
+                let n = p::read_array_len(buf, flexible, 18)?
                     .ok_or(DecodeError::UnexpectedNull("DeleteTopicsRequest.topics"))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<DeleteTopicState> =
+                    Vec::with_capacity(p::array_capacity::<DeleteTopicState>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(DeleteTopicState::decode(buf, version)?);
                 }
                 items
@@ -130,8 +134,12 @@ impl Decode for DeleteTopicsRequest {
                 let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                     DecodeError::UnexpectedNull("DeleteTopicsRequest.topic_names"),
                 )?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<String> =
+                    Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(p::read_string(
                         buf,
                         flexible,
@@ -144,13 +152,9 @@ impl Decode for DeleteTopicsRequest {
         this.timeout_ms = p::read_i32(buf)?;
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -286,13 +290,9 @@ impl Decode for DeleteTopicState {
         }
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -407,24 +407,33 @@ impl Decode for DeleteTopicsResponse {
             this.throttle_time_ms = p::read_i32(buf)?;
         }
         this.responses = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=4 => 4,
+                    ..=5 => 5,
+                    _ => 21,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DeleteTopicsResponse.responses",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<DeletableTopicResult> =
+                Vec::with_capacity(p::array_capacity::<DeletableTopicResult>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(DeletableTopicResult::decode(buf, version)?);
             }
             items
         };
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -582,13 +591,9 @@ impl Decode for DeletableTopicResult {
         }
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

@@ -177,13 +177,9 @@ impl Decode for DescribeAclsRequest {
         this.permission_type = p::read_i8(buf)?;
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -343,24 +339,33 @@ impl Decode for DescribeAclsResponse {
         this.error_message =
             p::read_nullable_string(buf, flexible, "DescribeAclsResponse.error_message")?;
         this.resources = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 7,
+                    ..=1 => 8,
+                    _ => 5,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DescribeAclsResponse.resources",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<DescribeAclsResource> =
+                Vec::with_capacity(p::array_capacity::<DescribeAclsResource>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(DescribeAclsResource::decode(buf, version)?);
             }
             items
         };
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -481,13 +486,9 @@ impl Decode for AclDescription {
         this.permission_type = p::read_i8(buf)?;
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -610,23 +611,30 @@ impl Decode for DescribeAclsResource {
             this.pattern_type = p::read_i8(buf)?;
         }
         this.acls = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("DescribeAclsResource.acls"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 6,
+                    _ => 5,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("DescribeAclsResource.acls"))?;
+            let mut items: Vec<AclDescription> =
+                Vec::with_capacity(p::array_capacity::<AclDescription>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(AclDescription::decode(buf, version)?);
             }
             items
         };
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

@@ -89,11 +89,23 @@ impl Decode for DescribeClientQuotasRequest {
         let flexible = version >= 1;
         let mut this = Self::default();
         this.components = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 5,
+                    _ => 4,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DescribeClientQuotasRequest.components",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<ComponentData> =
+                Vec::with_capacity(p::array_capacity::<ComponentData>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(ComponentData::decode(buf, version)?);
             }
             items
@@ -101,13 +113,9 @@ impl Decode for DescribeClientQuotasRequest {
         this.strict = p::read_bool(buf)?;
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -224,13 +232,9 @@ impl Decode for ComponentData {
         this.r#match = p::read_nullable_string(buf, flexible, "ComponentData.match")?;
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -378,11 +382,22 @@ impl Decode for DescribeClientQuotasResponse {
         this.error_code = p::read_i16(buf)?;
         this.error_message =
             p::read_nullable_string(buf, flexible, "DescribeClientQuotasResponse.error_message")?;
-        this.entries = match p::read_array_len(buf, flexible, 1)? {
+        this.entries = match p::read_array_len(
+            buf,
+            flexible,
+            match version {
+                ..=0 => 8,
+                _ => 3,
+            },
+        )? {
             None => None,
             Some(n) => {
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<EntryData> =
+                    Vec::with_capacity(p::array_capacity::<EntryData>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(EntryData::decode(buf, version)?);
                 }
                 Some(items)
@@ -390,13 +405,9 @@ impl Decode for DescribeClientQuotasResponse {
         };
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -508,13 +519,9 @@ impl Decode for EntityData {
         this.entity_name = p::read_nullable_string(buf, flexible, "EntityData.entity_name")?;
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -612,32 +619,43 @@ impl Decode for EntryData {
         let flexible = version >= 1;
         let mut this = Self::default();
         this.entity = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("EntryData.entity"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 4,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("EntryData.entity"))?;
+            let mut items: Vec<EntityData> =
+                Vec::with_capacity(p::array_capacity::<EntityData>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(EntityData::decode(buf, version)?);
             }
             items
         };
         this.values = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 10)?
                 .ok_or(DecodeError::UnexpectedNull("EntryData.values"))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<ValueData> =
+                Vec::with_capacity(p::array_capacity::<ValueData>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(ValueData::decode(buf, version)?);
             }
             items
         };
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -732,13 +750,9 @@ impl Decode for ValueData {
         this.value = p::read_f64(buf)?;
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

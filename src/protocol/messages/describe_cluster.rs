@@ -90,13 +90,8 @@ impl Decode for DescribeClusterRequest {
             this.endpoint_type = p::read_i8(buf)?;
         }
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -289,24 +284,23 @@ impl Decode for DescribeClusterResponse {
         this.cluster_id = p::read_string(buf, flexible, "DescribeClusterResponse.cluster_id")?;
         this.controller_id = p::read_i32(buf)?;
         this.brokers = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 11)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeClusterResponse.brokers",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<DescribeClusterBroker> =
+                Vec::with_capacity(p::array_capacity::<DescribeClusterBroker>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(DescribeClusterBroker::decode(buf, version)?);
             }
             items
         };
         this.cluster_authorized_operations = p::read_i32(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -438,13 +432,8 @@ impl Decode for DescribeClusterBroker {
         this.port = p::read_i32(buf)?;
         this.rack = p::read_nullable_string(buf, flexible, "DescribeClusterBroker.rack")?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }

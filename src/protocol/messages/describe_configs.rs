@@ -112,11 +112,23 @@ impl Decode for DescribeConfigsRequest {
         let flexible = version >= 4;
         let mut this = Self::default();
         this.resources = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=3 => 7,
+                    _ => 4,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DescribeConfigsRequest.resources",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<DescribeConfigsResource> =
+                Vec::with_capacity(p::array_capacity::<DescribeConfigsResource>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(DescribeConfigsResource::decode(buf, version)?);
             }
             items
@@ -129,13 +141,9 @@ impl Decode for DescribeConfigsRequest {
         }
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -281,8 +289,12 @@ impl Decode for DescribeConfigsResource {
             match p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })? {
                 None => None,
                 Some(n) => {
-                    let mut items = Vec::with_capacity(n);
+                    let mut items: Vec<String> =
+                        Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
                     for _ in 0..n {
+                        if items.len() == items.capacity() {
+                            p::grow_array(&mut items, n);
+                        }
                         items.push(p::read_string(
                             buf,
                             flexible,
@@ -294,13 +306,9 @@ impl Decode for DescribeConfigsResource {
             };
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -411,24 +419,32 @@ impl Decode for DescribeConfigsResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.results = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=3 => 11,
+                    _ => 7,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DescribeConfigsResponse.results",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<DescribeConfigsResult> =
+                Vec::with_capacity(p::array_capacity::<DescribeConfigsResult>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(DescribeConfigsResult::decode(buf, version)?);
             }
             items
         };
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -651,11 +667,23 @@ impl Decode for DescribeConfigsResourceResult {
         this.is_sensitive = p::read_bool(buf)?;
         if version >= 1 {
             this.synonyms = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=3 => 5,
+                        _ => 4,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "DescribeConfigsResourceResult.synonyms",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<DescribeConfigsSynonym> =
+                    Vec::with_capacity(p::array_capacity::<DescribeConfigsSynonym>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(DescribeConfigsSynonym::decode(buf, version)?);
                 }
                 items
@@ -673,13 +701,9 @@ impl Decode for DescribeConfigsResourceResult {
         }
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -856,23 +880,33 @@ impl Decode for DescribeConfigsResult {
         this.resource_type = p::read_i8(buf)?;
         this.resource_name = p::read_string(buf, flexible, "DescribeConfigsResult.resource_name")?;
         this.configs = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("DescribeConfigsResult.configs"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 7,
+                    ..=2 => 11,
+                    ..=3 => 14,
+                    _ => 9,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("DescribeConfigsResult.configs"))?;
+            let mut items: Vec<DescribeConfigsResourceResult> = Vec::with_capacity(
+                p::array_capacity::<DescribeConfigsResourceResult>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(DescribeConfigsResourceResult::decode(buf, version)?);
             }
             items
         };
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1013,13 +1047,9 @@ impl Decode for DescribeConfigsSynonym {
         }
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

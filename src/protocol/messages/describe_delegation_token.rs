@@ -86,11 +86,23 @@ impl Decode for DescribeDelegationTokenRequest {
         }
         let flexible = version >= 2;
         let mut this = Self::default();
-        this.owners = match p::read_array_len(buf, flexible, 1)? {
+        this.owners = match p::read_array_len(
+            buf,
+            flexible,
+            match version {
+                ..=1 => 4,
+                _ => 3,
+            },
+        )? {
             None => None,
             Some(n) => {
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<DescribeDelegationTokenOwner> = Vec::with_capacity(
+                    p::array_capacity::<DescribeDelegationTokenOwner>(n, buf.len()),
+                );
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(DescribeDelegationTokenOwner::decode(buf, version)?);
                 }
                 Some(items)
@@ -98,13 +110,9 @@ impl Decode for DescribeDelegationTokenRequest {
         };
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -216,13 +224,9 @@ impl Decode for DescribeDelegationTokenOwner {
             p::read_string(buf, flexible, "DescribeDelegationTokenOwner.principal_name")?;
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -330,11 +334,24 @@ impl Decode for DescribeDelegationTokenResponse {
         let mut this = Self::default();
         this.error_code = p::read_i16(buf)?;
         this.tokens = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 38,
+                    ..=2 => 30,
+                    _ => 32,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DescribeDelegationTokenResponse.tokens",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<DescribedDelegationToken> =
+                Vec::with_capacity(p::array_capacity::<DescribedDelegationToken>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(DescribedDelegationToken::decode(buf, version)?);
             }
             items
@@ -342,13 +359,9 @@ impl Decode for DescribeDelegationTokenResponse {
         this.throttle_time_ms = p::read_i32(buf)?;
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -583,24 +596,33 @@ impl Decode for DescribedDelegationToken {
         this.token_id = p::read_string(buf, flexible, "DescribedDelegationToken.token_id")?;
         this.hmac = p::read_bytes(buf, flexible, "DescribedDelegationToken.hmac")?;
         this.renewers = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 4,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DescribedDelegationToken.renewers",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<DescribedDelegationTokenRenewer> = Vec::with_capacity(
+                p::array_capacity::<DescribedDelegationTokenRenewer>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(DescribedDelegationTokenRenewer::decode(buf, version)?);
             }
             items
         };
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -724,13 +746,9 @@ impl Decode for DescribedDelegationTokenRenewer {
         )?;
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

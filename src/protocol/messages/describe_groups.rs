@@ -98,8 +98,12 @@ impl Decode for DescribeGroupsRequest {
         this.groups = {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?
                 .ok_or(DecodeError::UnexpectedNull("DescribeGroupsRequest.groups"))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<String> =
+                Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_string(
                     buf,
                     flexible,
@@ -113,13 +117,9 @@ impl Decode for DescribeGroupsRequest {
         }
         if version >= 5 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -240,23 +240,31 @@ impl Decode for DescribeGroupsResponse {
             this.throttle_time_ms = p::read_i32(buf)?;
         }
         this.groups = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("DescribeGroupsResponse.groups"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=2 => 14,
+                    ..=4 => 18,
+                    _ => 12,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("DescribeGroupsResponse.groups"))?;
+            let mut items: Vec<DescribedGroup> =
+                Vec::with_capacity(p::array_capacity::<DescribedGroup>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(DescribedGroup::decode(buf, version)?);
             }
             items
         };
         if version >= 5 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -432,10 +440,22 @@ impl Decode for DescribedGroup {
         this.protocol_type = p::read_string(buf, flexible, "DescribedGroup.protocol_type")?;
         this.protocol_data = p::read_string(buf, flexible, "DescribedGroup.protocol_data")?;
         this.members = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("DescribedGroup.members"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=3 => 14,
+                    ..=4 => 16,
+                    _ => 7,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("DescribedGroup.members"))?;
+            let mut items: Vec<DescribedGroupMember> =
+                Vec::with_capacity(p::array_capacity::<DescribedGroupMember>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(DescribedGroupMember::decode(buf, version)?);
             }
             items
@@ -445,13 +465,9 @@ impl Decode for DescribedGroup {
         }
         if version >= 5 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -632,13 +648,9 @@ impl Decode for DescribedGroupMember {
             p::read_bytes(buf, flexible, "DescribedGroupMember.member_assignment")?;
         if version >= 5 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

@@ -78,23 +78,22 @@ impl Decode for DescribeProducersRequest {
         let flexible = true;
         let mut this = Self::default();
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeProducersRequest.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<TopicRequest> =
+                Vec::with_capacity(p::array_capacity::<TopicRequest>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(TopicRequest::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -194,20 +193,18 @@ impl Decode for TopicRequest {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "TopicRequest.partition_indexes",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_i32(buf)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -310,23 +307,22 @@ impl Decode for DescribeProducersResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeProducersResponse.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<TopicResponse> =
+                Vec::with_capacity(p::array_capacity::<TopicResponse>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(TopicResponse::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -452,23 +448,22 @@ impl Decode for PartitionResponse {
         this.error_message =
             p::read_nullable_string(buf, flexible, "PartitionResponse.error_message")?;
         this.active_producers = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 37)?.ok_or(DecodeError::UnexpectedNull(
                 "PartitionResponse.active_producers",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<ProducerState> =
+                Vec::with_capacity(p::array_capacity::<ProducerState>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(ProducerState::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -598,13 +593,8 @@ impl Decode for ProducerState {
         this.coordinator_epoch = p::read_i32(buf)?;
         this.current_txn_start_offset = p::read_i64(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -692,22 +682,21 @@ impl Decode for TopicResponse {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "TopicResponse.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 9)?
                 .ok_or(DecodeError::UnexpectedNull("TopicResponse.partitions"))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<PartitionResponse> =
+                Vec::with_capacity(p::array_capacity::<PartitionResponse>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(PartitionResponse::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }

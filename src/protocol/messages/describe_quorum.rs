@@ -78,22 +78,22 @@ impl Decode for DescribeQuorumRequest {
         let flexible = true;
         let mut this = Self::default();
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 3)?
                 .ok_or(DecodeError::UnexpectedNull("DescribeQuorumRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<DescribeQuorumRequestTopicData> = Vec::with_capacity(
+                p::array_capacity::<DescribeQuorumRequestTopicData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(DescribeQuorumRequestTopicData::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -175,13 +175,8 @@ impl Decode for DescribeQuorumRequestPartitionData {
         let mut this = Self::default();
         this.partition_index = p::read_i32(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -270,23 +265,23 @@ impl Decode for DescribeQuorumRequestTopicData {
         this.topic_name =
             p::read_string(buf, flexible, "DescribeQuorumRequestTopicData.topic_name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 5)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeQuorumRequestTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<DescribeQuorumRequestPartitionData> = Vec::with_capacity(
+                p::array_capacity::<DescribeQuorumRequestPartitionData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(DescribeQuorumRequestPartitionData::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -442,33 +437,37 @@ impl Decode for DescribeQuorumResponse {
                 p::read_nullable_string(buf, flexible, "DescribeQuorumResponse.error_message")?;
         }
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 3)?
                 .ok_or(DecodeError::UnexpectedNull("DescribeQuorumResponse.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<DescribeQuorumResponseTopicData> = Vec::with_capacity(
+                p::array_capacity::<DescribeQuorumResponseTopicData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(DescribeQuorumResponseTopicData::decode(buf, version)?);
             }
             items
         };
         if version >= 2 {
             this.nodes = {
-                let n = p::read_array_len(buf, flexible, 1)?
+                let n = p::read_array_len(buf, flexible, 6)?
                     .ok_or(DecodeError::UnexpectedNull("DescribeQuorumResponse.nodes"))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<Node> =
+                    Vec::with_capacity(p::array_capacity::<Node>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(Node::decode(buf, version)?);
                 }
                 items
             };
         }
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -619,13 +618,8 @@ impl Decode for Listener {
             this.port = p::read_u16(buf)?;
         }
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -739,23 +733,22 @@ impl Decode for Node {
         }
         if version >= 2 {
             this.listeners = {
-                let n = p::read_array_len(buf, flexible, 1)?
+                let n = p::read_array_len(buf, flexible, 5)?
                     .ok_or(DecodeError::UnexpectedNull("Node.listeners"))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<Listener> =
+                    Vec::with_capacity(p::array_capacity::<Listener>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(Listener::decode(buf, version)?);
                 }
                 items
             };
         }
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -946,33 +939,54 @@ impl Decode for DescribeQuorumResponsePartitionData {
         this.leader_epoch = p::read_i32(buf)?;
         this.high_watermark = p::read_i64(buf)?;
         this.current_voters = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 13,
+                    ..=1 => 29,
+                    _ => 45,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DescribeQuorumResponsePartitionData.current_voters",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<ReplicaState> =
+                Vec::with_capacity(p::array_capacity::<ReplicaState>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(ReplicaState::decode(buf, version)?);
             }
             items
         };
         this.observers = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 13,
+                    ..=1 => 29,
+                    _ => 45,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DescribeQuorumResponsePartitionData.observers",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<ReplicaState> =
+                Vec::with_capacity(p::array_capacity::<ReplicaState>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(ReplicaState::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -1124,13 +1138,8 @@ impl Decode for ReplicaState {
             this.last_caught_up_timestamp = p::read_i64(buf)?;
         }
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -1235,23 +1244,31 @@ impl Decode for DescribeQuorumResponseTopicData {
         this.topic_name =
             p::read_string(buf, flexible, "DescribeQuorumResponseTopicData.topic_name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 25,
+                    _ => 26,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "DescribeQuorumResponseTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<DescribeQuorumResponsePartitionData> = Vec::with_capacity(
+                p::array_capacity::<DescribeQuorumResponsePartitionData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(DescribeQuorumResponsePartitionData::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }

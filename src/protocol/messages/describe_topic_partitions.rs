@@ -104,11 +104,15 @@ impl Decode for DescribeTopicPartitionsRequest {
         let flexible = true;
         let mut this = Self::default();
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 2)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeTopicPartitionsRequest.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<TopicRequest> =
+                Vec::with_capacity(p::array_capacity::<TopicRequest>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(TopicRequest::decode(buf, version)?);
             }
             items
@@ -120,13 +124,8 @@ impl Decode for DescribeTopicPartitionsRequest {
             Some(DescribeTopicPartitionsRequestCursor::decode(buf, version)?)
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -233,13 +232,8 @@ impl Decode for DescribeTopicPartitionsRequestCursor {
         )?;
         this.partition_index = p::read_i32(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -306,13 +300,8 @@ impl Decode for TopicRequest {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "TopicRequest.name")?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -427,11 +416,16 @@ impl Decode for DescribeTopicPartitionsResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 26)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeTopicPartitionsResponse.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<DescribeTopicPartitionsResponseTopic> = Vec::with_capacity(
+                p::array_capacity::<DescribeTopicPartitionsResponseTopic>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(DescribeTopicPartitionsResponseTopic::decode(buf, version)?);
             }
             items
@@ -442,13 +436,8 @@ impl Decode for DescribeTopicPartitionsResponse {
             Some(DescribeTopicPartitionsResponseCursor::decode(buf, version)?)
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -555,13 +544,8 @@ impl Decode for DescribeTopicPartitionsResponseCursor {
         )?;
         this.partition_index = p::read_i32(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -770,8 +754,11 @@ impl Decode for DescribeTopicPartitionsResponsePartition {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeTopicPartitionsResponsePartition.replica_nodes",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_i32(buf)?);
             }
             items
@@ -780,8 +767,11 @@ impl Decode for DescribeTopicPartitionsResponsePartition {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeTopicPartitionsResponsePartition.isr_nodes",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_i32(buf)?);
             }
             items
@@ -789,8 +779,12 @@ impl Decode for DescribeTopicPartitionsResponsePartition {
         this.eligible_leader_replicas = match p::read_array_len(buf, flexible, 4)? {
             None => None,
             Some(n) => {
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(p::read_i32(buf)?);
                 }
                 Some(items)
@@ -799,8 +793,12 @@ impl Decode for DescribeTopicPartitionsResponsePartition {
         this.last_known_elr = match p::read_array_len(buf, flexible, 4)? {
             None => None,
             Some(n) => {
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(p::read_i32(buf)?);
                 }
                 Some(items)
@@ -810,20 +808,18 @@ impl Decode for DescribeTopicPartitionsResponsePartition {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeTopicPartitionsResponsePartition.offline_replicas",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_i32(buf)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -1014,11 +1010,16 @@ impl Decode for DescribeTopicPartitionsResponseTopic {
         this.topic_id = p::read_uuid(buf)?;
         this.is_internal = p::read_bool(buf)?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 20)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeTopicPartitionsResponseTopic.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<DescribeTopicPartitionsResponsePartition> = Vec::with_capacity(
+                p::array_capacity::<DescribeTopicPartitionsResponsePartition>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(DescribeTopicPartitionsResponsePartition::decode(
                     buf, version,
                 )?);
@@ -1027,13 +1028,8 @@ impl Decode for DescribeTopicPartitionsResponseTopic {
         };
         this.topic_authorized_operations = p::read_i32(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }

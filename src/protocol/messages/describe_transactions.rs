@@ -86,8 +86,12 @@ impl Decode for DescribeTransactionsRequest {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                 DecodeError::UnexpectedNull("DescribeTransactionsRequest.transactional_ids"),
             )?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<String> =
+                Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_string(
                     buf,
                     flexible,
@@ -97,13 +101,8 @@ impl Decode for DescribeTransactionsRequest {
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -212,23 +211,22 @@ impl Decode for DescribeTransactionsResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.transaction_states = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 28)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeTransactionsResponse.transaction_states",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<TransactionState> =
+                Vec::with_capacity(p::array_capacity::<TransactionState>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(TransactionState::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -328,20 +326,18 @@ impl Decode for TopicData {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 4)?
                 .ok_or(DecodeError::UnexpectedNull("TopicData.partitions"))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_i32(buf)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -503,22 +499,21 @@ impl Decode for TransactionState {
         this.producer_id = p::read_i64(buf)?;
         this.producer_epoch = p::read_i16(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 3)?
                 .ok_or(DecodeError::UnexpectedNull("TransactionState.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<TopicData> =
+                Vec::with_capacity(p::array_capacity::<TopicData>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(TopicData::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }

@@ -89,24 +89,23 @@ impl Decode for DescribeUserScramCredentialsRequest {
         }
         let flexible = true;
         let mut this = Self::default();
-        this.users = match p::read_array_len(buf, flexible, 1)? {
+        this.users = match p::read_array_len(buf, flexible, 2)? {
             None => None,
             Some(n) => {
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<UserName> =
+                    Vec::with_capacity(p::array_capacity::<UserName>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(UserName::decode(buf, version)?);
                 }
                 Some(items)
             }
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -190,13 +189,8 @@ impl Decode for UserName {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "UserName.name")?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -332,23 +326,23 @@ impl Decode for DescribeUserScramCredentialsResponse {
             "DescribeUserScramCredentialsResponse.error_message",
         )?;
         this.results = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeUserScramCredentialsResponse.results",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<DescribeUserScramCredentialsResult> = Vec::with_capacity(
+                p::array_capacity::<DescribeUserScramCredentialsResult>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(DescribeUserScramCredentialsResult::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -447,13 +441,8 @@ impl Decode for CredentialInfo {
         this.mechanism = p::read_i8(buf)?;
         this.iterations = p::read_i32(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -583,23 +572,22 @@ impl Decode for DescribeUserScramCredentialsResult {
             "DescribeUserScramCredentialsResult.error_message",
         )?;
         this.credential_infos = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                 "DescribeUserScramCredentialsResult.credential_infos",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<CredentialInfo> =
+                Vec::with_capacity(p::array_capacity::<CredentialInfo>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(CredentialInfo::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }

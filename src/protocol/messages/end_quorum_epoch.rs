@@ -117,21 +117,37 @@ impl Decode for EndQuorumEpochRequest {
         this.cluster_id =
             p::read_nullable_string(buf, flexible, "EndQuorumEpochRequest.cluster_id")?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("EndQuorumEpochRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("EndQuorumEpochRequest.topics"))?;
+            let mut items: Vec<EndQuorumEpochRequestTopicData> = Vec::with_capacity(
+                p::array_capacity::<EndQuorumEpochRequestTopicData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(EndQuorumEpochRequestTopicData::decode(buf, version)?);
             }
             items
         };
         if version >= 1 {
             this.leader_endpoints = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 5)?.ok_or(DecodeError::UnexpectedNull(
                     "EndQuorumEpochRequest.leader_endpoints",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<LeaderEndpoint> =
+                    Vec::with_capacity(p::array_capacity::<LeaderEndpoint>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(LeaderEndpoint::decode(buf, version)?);
                 }
                 items
@@ -139,13 +155,9 @@ impl Decode for EndQuorumEpochRequest {
         }
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -295,13 +307,9 @@ impl Decode for LeaderEndpoint {
         }
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -446,8 +454,12 @@ impl Decode for EndQuorumEpochRequestPartitionData {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "EndQuorumEpochRequestPartitionData.preferred_successors",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(p::read_i32(buf)?);
                 }
                 items
@@ -455,11 +467,16 @@ impl Decode for EndQuorumEpochRequestPartitionData {
         }
         if version >= 1 {
             this.preferred_candidates = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
-                    "EndQuorumEpochRequestPartitionData.preferred_candidates",
-                ))?;
-                let mut items = Vec::with_capacity(n);
+                let n =
+                    p::read_array_len(buf, flexible, 21)?.ok_or(DecodeError::UnexpectedNull(
+                        "EndQuorumEpochRequestPartitionData.preferred_candidates",
+                    ))?;
+                let mut items: Vec<ReplicaInfo> =
+                    Vec::with_capacity(p::array_capacity::<ReplicaInfo>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(ReplicaInfo::decode(buf, version)?);
                 }
                 items
@@ -467,13 +484,9 @@ impl Decode for EndQuorumEpochRequestPartitionData {
         }
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -597,13 +610,9 @@ impl Decode for ReplicaInfo {
         }
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -704,24 +713,33 @@ impl Decode for EndQuorumEpochRequestTopicData {
         this.topic_name =
             p::read_string(buf, flexible, "EndQuorumEpochRequestTopicData.topic_name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 16,
+                    _ => 14,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "EndQuorumEpochRequestTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<EndQuorumEpochRequestPartitionData> = Vec::with_capacity(
+                p::array_capacity::<EndQuorumEpochRequestPartitionData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(EndQuorumEpochRequestPartitionData::decode(buf, version)?);
             }
             items
         };
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -855,38 +873,56 @@ impl Decode for EndQuorumEpochResponse {
         let mut this = Self::default();
         this.error_code = p::read_i16(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("EndQuorumEpochResponse.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("EndQuorumEpochResponse.topics"))?;
+            let mut items: Vec<EndQuorumEpochResponseTopicData> = Vec::with_capacity(
+                p::array_capacity::<EndQuorumEpochResponseTopicData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(EndQuorumEpochResponseTopicData::decode(buf, version)?);
             }
             items
         };
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, mut value) = p::read_tagged_field(buf)?;
-                match tag {
-                    0 if version >= 1 => {
-                        let buf = &mut value;
-                        this.node_endpoints = {
-                            let n = p::read_array_len(buf, flexible, 1)?.ok_or(
-                                DecodeError::UnexpectedNull(
-                                    "EndQuorumEpochResponse.node_endpoints",
-                                ),
-                            )?;
-                            let mut items = Vec::with_capacity(n);
-                            for _ in 0..n {
-                                items.push(NodeEndpoint::decode(buf, version)?);
-                            }
-                            items
-                        };
-                    }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
+            if count > 0 {
+                let mut tags = p::TaggedFieldReader::new(buf, count)?;
+                while let Some((tag, mut value)) = tags.next(buf)? {
+                    match tag {
+                        0 if version >= 1 => {
+                            let buf = &mut value;
+                            this.node_endpoints = {
+                                let n = p::read_array_len(buf, flexible, 8)?.ok_or(
+                                    DecodeError::UnexpectedNull(
+                                        "EndQuorumEpochResponse.node_endpoints",
+                                    ),
+                                )?;
+                                let mut items: Vec<NodeEndpoint> = Vec::with_capacity(
+                                    p::array_capacity::<NodeEndpoint>(n, buf.len()),
+                                );
+                                for _ in 0..n {
+                                    if items.len() == items.capacity() {
+                                        p::grow_array(&mut items, n);
+                                    }
+                                    items.push(NodeEndpoint::decode(buf, version)?);
+                                }
+                                items
+                            };
+                        }
+                        _ => tags.keep(tag, &value),
                     }
                 }
+                this.unknown_tagged_fields = tags.finish();
             }
         }
         Ok(this)
@@ -1032,13 +1068,9 @@ impl Decode for NodeEndpoint {
         }
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1152,13 +1184,9 @@ impl Decode for EndQuorumEpochResponsePartitionData {
         this.leader_epoch = p::read_i32(buf)?;
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1253,24 +1281,33 @@ impl Decode for EndQuorumEpochResponseTopicData {
         this.topic_name =
             p::read_string(buf, flexible, "EndQuorumEpochResponseTopicData.topic_name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 14,
+                    _ => 15,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "EndQuorumEpochResponseTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<EndQuorumEpochResponsePartitionData> = Vec::with_capacity(
+                p::array_capacity::<EndQuorumEpochResponsePartitionData>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(EndQuorumEpochResponsePartitionData::decode(buf, version)?);
             }
             items
         };
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

@@ -257,21 +257,46 @@ impl Decode for FetchRequest {
             this.session_epoch = p::read_i32(buf)?;
         }
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("FetchRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=11 => 6,
+                    ..=12 => 3,
+                    _ => 18,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("FetchRequest.topics"))?;
+            let mut items: Vec<FetchTopic> =
+                Vec::with_capacity(p::array_capacity::<FetchTopic>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(FetchTopic::decode(buf, version)?);
             }
             items
         };
         if version >= 7 {
             this.forgotten_topics_data = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=11 => 6,
+                        ..=12 => 3,
+                        _ => 18,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "FetchRequest.forgotten_topics_data",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<ForgottenTopic> =
+                    Vec::with_capacity(p::array_capacity::<ForgottenTopic>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(ForgottenTopic::decode(buf, version)?);
                 }
                 items
@@ -282,22 +307,23 @@ impl Decode for FetchRequest {
         }
         if version >= 12 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, mut value) = p::read_tagged_field(buf)?;
-                match tag {
-                    0 if version >= 12 => {
-                        let buf = &mut value;
-                        this.cluster_id =
-                            p::read_nullable_string(buf, flexible, "FetchRequest.cluster_id")?;
-                    }
-                    1 if version >= 15 => {
-                        let buf = &mut value;
-                        this.replica_state = ReplicaState::decode(buf, version)?;
-                    }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
+            if count > 0 {
+                let mut tags = p::TaggedFieldReader::new(buf, count)?;
+                while let Some((tag, mut value)) = tags.next(buf)? {
+                    match tag {
+                        0 if version >= 12 => {
+                            let buf = &mut value;
+                            this.cluster_id =
+                                p::read_nullable_string(buf, flexible, "FetchRequest.cluster_id")?;
+                        }
+                        1 if version >= 15 => {
+                            let buf = &mut value;
+                            this.replica_state = ReplicaState::decode(buf, version)?;
+                        }
+                        _ => tags.keep(tag, &value),
                     }
                 }
+                this.unknown_tagged_fields = tags.finish();
             }
         }
         Ok(this)
@@ -524,17 +550,18 @@ impl Decode for FetchPartition {
         this.partition_max_bytes = p::read_i32(buf)?;
         if version >= 12 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, mut value) = p::read_tagged_field(buf)?;
-                match tag {
-                    0 if version >= 17 => {
-                        let buf = &mut value;
-                        this.replica_directory_id = p::read_uuid(buf)?;
-                    }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
+            if count > 0 {
+                let mut tags = p::TaggedFieldReader::new(buf, count)?;
+                while let Some((tag, mut value)) = tags.next(buf)? {
+                    match tag {
+                        0 if version >= 17 => {
+                            let buf = &mut value;
+                            this.replica_directory_id = p::read_uuid(buf)?;
+                        }
+                        _ => tags.keep(tag, &value),
                     }
                 }
+                this.unknown_tagged_fields = tags.finish();
             }
         }
         Ok(this)
@@ -660,23 +687,32 @@ impl Decode for FetchTopic {
             this.topic_id = p::read_uuid(buf)?;
         }
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("FetchTopic.partitions"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=4 => 16,
+                    ..=8 => 24,
+                    ..=11 => 28,
+                    _ => 33,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("FetchTopic.partitions"))?;
+            let mut items: Vec<FetchPartition> =
+                Vec::with_capacity(p::array_capacity::<FetchPartition>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(FetchPartition::decode(buf, version)?);
             }
             items
         };
         if version >= 12 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -807,8 +843,12 @@ impl Decode for ForgottenTopic {
             this.partitions = {
                 let n = p::read_array_len(buf, flexible, 4)?
                     .ok_or(DecodeError::UnexpectedNull("ForgottenTopic.partitions"))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(p::read_i32(buf)?);
                 }
                 items
@@ -816,13 +856,9 @@ impl Decode for ForgottenTopic {
         }
         if version >= 12 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -941,13 +977,9 @@ impl Decode for ReplicaState {
         }
         if version >= 12 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1117,36 +1149,54 @@ impl Decode for FetchResponse {
             this.session_id = p::read_i32(buf)?;
         }
         this.responses = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("FetchResponse.responses"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=11 => 6,
+                    ..=12 => 3,
+                    _ => 18,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("FetchResponse.responses"))?;
+            let mut items: Vec<FetchableTopicResponse> =
+                Vec::with_capacity(p::array_capacity::<FetchableTopicResponse>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(FetchableTopicResponse::decode(buf, version)?);
             }
             items
         };
         if version >= 12 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, mut value) = p::read_tagged_field(buf)?;
-                match tag {
-                    0 if version >= 16 => {
-                        let buf = &mut value;
-                        this.node_endpoints = {
-                            let n = p::read_array_len(buf, flexible, 1)?.ok_or(
-                                DecodeError::UnexpectedNull("FetchResponse.node_endpoints"),
-                            )?;
-                            let mut items = Vec::with_capacity(n);
-                            for _ in 0..n {
-                                items.push(NodeEndpoint::decode(buf, version)?);
-                            }
-                            items
-                        };
-                    }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
+            if count > 0 {
+                let mut tags = p::TaggedFieldReader::new(buf, count)?;
+                while let Some((tag, mut value)) = tags.next(buf)? {
+                    match tag {
+                        0 if version >= 16 => {
+                            let buf = &mut value;
+                            this.node_endpoints = {
+                                let n = p::read_array_len(buf, flexible, 11)?.ok_or(
+                                    DecodeError::UnexpectedNull("FetchResponse.node_endpoints"),
+                                )?;
+                                let mut items: Vec<NodeEndpoint> = Vec::with_capacity(
+                                    p::array_capacity::<NodeEndpoint>(n, buf.len()),
+                                );
+                                for _ in 0..n {
+                                    if items.len() == items.capacity() {
+                                        p::grow_array(&mut items, n);
+                                    }
+                                    items.push(NodeEndpoint::decode(buf, version)?);
+                                }
+                                items
+                            };
+                        }
+                        _ => tags.keep(tag, &value),
                     }
                 }
+                this.unknown_tagged_fields = tags.finish();
             }
         }
         Ok(this)
@@ -1285,13 +1335,9 @@ impl Decode for AbortedTransaction {
         }
         if version >= 12 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1398,13 +1444,9 @@ impl Decode for EpochEndOffset {
         }
         if version >= 12 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1517,24 +1559,35 @@ impl Decode for FetchableTopicResponse {
             this.topic_id = p::read_uuid(buf)?;
         }
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=3 => 18,
+                    ..=4 => 30,
+                    ..=10 => 38,
+                    ..=11 => 42,
+                    _ => 37,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "FetchableTopicResponse.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<PartitionData> =
+                Vec::with_capacity(p::array_capacity::<PartitionData>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(PartitionData::decode(buf, version)?);
             }
             items
         };
         if version >= 12 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1649,13 +1702,9 @@ impl Decode for LeaderIdAndEpoch {
         }
         if version >= 12 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1807,13 +1856,9 @@ impl Decode for NodeEndpoint {
         }
         if version >= 12 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -2063,11 +2108,22 @@ impl Decode for PartitionData {
             this.log_start_offset = p::read_i64(buf)?;
         }
         if version >= 4 {
-            this.aborted_transactions = match p::read_array_len(buf, flexible, 1)? {
+            this.aborted_transactions = match p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=11 => 16,
+                    _ => 17,
+                },
+            )? {
                 None => None,
                 Some(n) => {
-                    let mut items = Vec::with_capacity(n);
+                    let mut items: Vec<AbortedTransaction> =
+                        Vec::with_capacity(p::array_capacity::<AbortedTransaction>(n, buf.len()));
                     for _ in 0..n {
+                        if items.len() == items.capacity() {
+                            p::grow_array(&mut items, n);
+                        }
                         items.push(AbortedTransaction::decode(buf, version)?);
                     }
                     Some(items)
@@ -2080,25 +2136,26 @@ impl Decode for PartitionData {
         this.records = p::read_nullable_bytes(buf, flexible)?;
         if version >= 12 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, mut value) = p::read_tagged_field(buf)?;
-                match tag {
-                    0 if version >= 12 => {
-                        let buf = &mut value;
-                        this.diverging_epoch = EpochEndOffset::decode(buf, version)?;
-                    }
-                    1 if version >= 12 => {
-                        let buf = &mut value;
-                        this.current_leader = LeaderIdAndEpoch::decode(buf, version)?;
-                    }
-                    2 if version >= 12 => {
-                        let buf = &mut value;
-                        this.snapshot_id = SnapshotId::decode(buf, version)?;
-                    }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
+            if count > 0 {
+                let mut tags = p::TaggedFieldReader::new(buf, count)?;
+                while let Some((tag, mut value)) = tags.next(buf)? {
+                    match tag {
+                        0 if version >= 12 => {
+                            let buf = &mut value;
+                            this.diverging_epoch = EpochEndOffset::decode(buf, version)?;
+                        }
+                        1 if version >= 12 => {
+                            let buf = &mut value;
+                            this.current_leader = LeaderIdAndEpoch::decode(buf, version)?;
+                        }
+                        2 if version >= 12 => {
+                            let buf = &mut value;
+                            this.snapshot_id = SnapshotId::decode(buf, version)?;
+                        }
+                        _ => tags.keep(tag, &value),
                     }
                 }
+                this.unknown_tagged_fields = tags.finish();
             }
         }
         Ok(this)
@@ -2231,13 +2288,9 @@ impl Decode for SnapshotId {
         this.epoch = p::read_i32(buf)?;
         if version >= 12 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

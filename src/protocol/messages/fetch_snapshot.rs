@@ -128,27 +128,36 @@ impl Decode for FetchSnapshotRequest {
         this.replica_id = p::read_i32(buf)?;
         this.max_bytes = p::read_i32(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 3)?
                 .ok_or(DecodeError::UnexpectedNull("FetchSnapshotRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<FetchSnapshotRequestTopicSnapshot> = Vec::with_capacity(
+                p::array_capacity::<FetchSnapshotRequestTopicSnapshot>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(FetchSnapshotRequestTopicSnapshot::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, mut value) = p::read_tagged_field(buf)?;
-            match tag {
-                0 => {
-                    let buf = &mut value;
-                    this.cluster_id =
-                        p::read_nullable_string(buf, flexible, "FetchSnapshotRequest.cluster_id")?;
-                }
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
+        if count > 0 {
+            let mut tags = p::TaggedFieldReader::new(buf, count)?;
+            while let Some((tag, mut value)) = tags.next(buf)? {
+                match tag {
+                    0 => {
+                        let buf = &mut value;
+                        this.cluster_id = p::read_nullable_string(
+                            buf,
+                            flexible,
+                            "FetchSnapshotRequest.cluster_id",
+                        )?;
+                    }
+                    _ => tags.keep(tag, &value),
                 }
             }
+            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -285,17 +294,18 @@ impl Decode for FetchSnapshotRequestPartitionSnapshot {
         this.snapshot_id = FetchSnapshotRequestSnapshotId::decode(buf, version)?;
         this.position = p::read_i64(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, mut value) = p::read_tagged_field(buf)?;
-            match tag {
-                0 if version >= 1 => {
-                    let buf = &mut value;
-                    this.replica_directory_id = p::read_uuid(buf)?;
-                }
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
+        if count > 0 {
+            let mut tags = p::TaggedFieldReader::new(buf, count)?;
+            while let Some((tag, mut value)) = tags.next(buf)? {
+                match tag {
+                    0 if version >= 1 => {
+                        let buf = &mut value;
+                        this.replica_directory_id = p::read_uuid(buf)?;
+                    }
+                    _ => tags.keep(tag, &value),
                 }
             }
+            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -379,13 +389,8 @@ impl Decode for FetchSnapshotRequestSnapshotId {
         this.end_offset = p::read_i64(buf)?;
         this.epoch = p::read_i32(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -474,23 +479,23 @@ impl Decode for FetchSnapshotRequestTopicSnapshot {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "FetchSnapshotRequestTopicSnapshot.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 30)?.ok_or(DecodeError::UnexpectedNull(
                 "FetchSnapshotRequestTopicSnapshot.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<FetchSnapshotRequestPartitionSnapshot> = Vec::with_capacity(
+                p::array_capacity::<FetchSnapshotRequestPartitionSnapshot>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(FetchSnapshotRequestPartitionSnapshot::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -631,35 +636,45 @@ impl Decode for FetchSnapshotResponse {
         this.throttle_time_ms = p::read_i32(buf)?;
         this.error_code = p::read_i16(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 3)?
                 .ok_or(DecodeError::UnexpectedNull("FetchSnapshotResponse.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<FetchSnapshotResponseTopicSnapshot> = Vec::with_capacity(
+                p::array_capacity::<FetchSnapshotResponseTopicSnapshot>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(FetchSnapshotResponseTopicSnapshot::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, mut value) = p::read_tagged_field(buf)?;
-            match tag {
-                0 if version >= 1 => {
-                    let buf = &mut value;
-                    this.node_endpoints = {
-                        let n = p::read_array_len(buf, flexible, 1)?.ok_or(
-                            DecodeError::UnexpectedNull("FetchSnapshotResponse.node_endpoints"),
-                        )?;
-                        let mut items = Vec::with_capacity(n);
-                        for _ in 0..n {
-                            items.push(NodeEndpoint::decode(buf, version)?);
-                        }
-                        items
-                    };
-                }
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
+        if count > 0 {
+            let mut tags = p::TaggedFieldReader::new(buf, count)?;
+            while let Some((tag, mut value)) = tags.next(buf)? {
+                match tag {
+                    0 if version >= 1 => {
+                        let buf = &mut value;
+                        this.node_endpoints = {
+                            let n = p::read_array_len(buf, flexible, 8)?.ok_or(
+                                DecodeError::UnexpectedNull("FetchSnapshotResponse.node_endpoints"),
+                            )?;
+                            let mut items: Vec<NodeEndpoint> =
+                                Vec::with_capacity(p::array_capacity::<NodeEndpoint>(n, buf.len()));
+                            for _ in 0..n {
+                                if items.len() == items.capacity() {
+                                    p::grow_array(&mut items, n);
+                                }
+                                items.push(NodeEndpoint::decode(buf, version)?);
+                            }
+                            items
+                        };
+                    }
+                    _ => tags.keep(tag, &value),
                 }
             }
+            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -765,13 +780,8 @@ impl Decode for LeaderIdAndEpoch {
         this.leader_id = p::read_i32(buf)?;
         this.leader_epoch = p::read_i32(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -885,13 +895,8 @@ impl Decode for NodeEndpoint {
             this.port = p::read_u16(buf)?;
         }
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -1048,17 +1053,18 @@ impl Decode for FetchSnapshotResponsePartitionSnapshot {
             "FetchSnapshotResponsePartitionSnapshot.unaligned_records",
         )?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, mut value) = p::read_tagged_field(buf)?;
-            match tag {
-                0 => {
-                    let buf = &mut value;
-                    this.current_leader = LeaderIdAndEpoch::decode(buf, version)?;
-                }
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
+        if count > 0 {
+            let mut tags = p::TaggedFieldReader::new(buf, count)?;
+            while let Some((tag, mut value)) = tags.next(buf)? {
+                match tag {
+                    0 => {
+                        let buf = &mut value;
+                        this.current_leader = LeaderIdAndEpoch::decode(buf, version)?;
+                    }
+                    _ => tags.keep(tag, &value),
                 }
             }
+            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -1140,13 +1146,8 @@ impl Decode for FetchSnapshotResponseSnapshotId {
         this.end_offset = p::read_i64(buf)?;
         this.epoch = p::read_i32(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -1235,11 +1236,16 @@ impl Decode for FetchSnapshotResponseTopicSnapshot {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "FetchSnapshotResponseTopicSnapshot.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 37)?.ok_or(DecodeError::UnexpectedNull(
                 "FetchSnapshotResponseTopicSnapshot.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<FetchSnapshotResponsePartitionSnapshot> = Vec::with_capacity(
+                p::array_capacity::<FetchSnapshotResponsePartitionSnapshot>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(FetchSnapshotResponsePartitionSnapshot::decode(
                     buf, version,
                 )?);
@@ -1247,13 +1253,8 @@ impl Decode for FetchSnapshotResponseTopicSnapshot {
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }

@@ -134,8 +134,12 @@ impl Decode for FindCoordinatorRequest {
                 let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                     DecodeError::UnexpectedNull("FindCoordinatorRequest.coordinator_keys"),
                 )?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<String> =
+                    Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(p::read_string(
                         buf,
                         flexible,
@@ -147,13 +151,9 @@ impl Decode for FindCoordinatorRequest {
         }
         if version >= 3 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -394,11 +394,15 @@ impl Decode for FindCoordinatorResponse {
         }
         if version >= 4 {
             this.coordinators = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
-                    "FindCoordinatorResponse.coordinators",
-                ))?;
-                let mut items = Vec::with_capacity(n);
+                let n = p::read_array_len(buf, flexible, 14)?.ok_or(
+                    DecodeError::UnexpectedNull("FindCoordinatorResponse.coordinators"),
+                )?;
+                let mut items: Vec<Coordinator> =
+                    Vec::with_capacity(p::array_capacity::<Coordinator>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(Coordinator::decode(buf, version)?);
                 }
                 items
@@ -406,13 +410,9 @@ impl Decode for FindCoordinatorResponse {
         }
         if version >= 3 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -641,13 +641,9 @@ impl Decode for Coordinator {
         }
         if version >= 3 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

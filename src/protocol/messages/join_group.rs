@@ -189,10 +189,21 @@ impl Decode for JoinGroupRequest {
         }
         this.protocol_type = p::read_string(buf, flexible, "JoinGroupRequest.protocol_type")?;
         this.protocols = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("JoinGroupRequest.protocols"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=5 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("JoinGroupRequest.protocols"))?;
+            let mut items: Vec<JoinGroupRequestProtocol> =
+                Vec::with_capacity(p::array_capacity::<JoinGroupRequestProtocol>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(JoinGroupRequestProtocol::decode(buf, version)?);
             }
             items
@@ -202,13 +213,9 @@ impl Decode for JoinGroupRequest {
         }
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -334,13 +341,9 @@ impl Decode for JoinGroupRequestProtocol {
         this.metadata = p::read_bytes(buf, flexible, "JoinGroupRequestProtocol.metadata")?;
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -571,23 +574,31 @@ impl Decode for JoinGroupResponse {
         }
         this.member_id = p::read_string(buf, flexible, "JoinGroupResponse.member_id")?;
         this.members = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("JoinGroupResponse.members"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=4 => 6,
+                    ..=5 => 8,
+                    _ => 4,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("JoinGroupResponse.members"))?;
+            let mut items: Vec<JoinGroupResponseMember> =
+                Vec::with_capacity(p::array_capacity::<JoinGroupResponseMember>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(JoinGroupResponseMember::decode(buf, version)?);
             }
             items
         };
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -754,13 +765,9 @@ impl Decode for JoinGroupResponseMember {
         this.metadata = p::read_bytes(buf, flexible, "JoinGroupResponseMember.metadata")?;
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

@@ -204,11 +204,24 @@ impl Decode for LeaderAndIsrRequest {
         }
         if version <= 1 {
             this.ungrouped_partition_states = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=0 => 30,
+                        _ => 31,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "LeaderAndIsrRequest.ungrouped_partition_states",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<LeaderAndIsrPartitionState> = Vec::with_capacity(
+                    p::array_capacity::<LeaderAndIsrPartitionState>(n, buf.len()),
+                );
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(LeaderAndIsrPartitionState::decode(buf, version)?);
                 }
                 items
@@ -216,35 +229,48 @@ impl Decode for LeaderAndIsrRequest {
         }
         if version >= 2 {
             this.topic_states = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=3 => 6,
+                        ..=4 => 3,
+                        _ => 19,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "LeaderAndIsrRequest.topic_states",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<LeaderAndIsrTopicState> =
+                    Vec::with_capacity(p::array_capacity::<LeaderAndIsrTopicState>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(LeaderAndIsrTopicState::decode(buf, version)?);
                 }
                 items
             };
         }
         this.live_leaders = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 10)?.ok_or(DecodeError::UnexpectedNull(
                 "LeaderAndIsrRequest.live_leaders",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<LeaderAndIsrLiveLeader> =
+                Vec::with_capacity(p::array_capacity::<LeaderAndIsrLiveLeader>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(LeaderAndIsrLiveLeader::decode(buf, version)?);
             }
             items
         };
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -396,13 +422,9 @@ impl Decode for LeaderAndIsrLiveLeader {
         this.port = p::read_i32(buf)?;
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -634,8 +656,11 @@ impl Decode for LeaderAndIsrPartitionState {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "LeaderAndIsrPartitionState.isr",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_i32(buf)?);
             }
             items
@@ -645,8 +670,11 @@ impl Decode for LeaderAndIsrPartitionState {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "LeaderAndIsrPartitionState.replicas",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_i32(buf)?);
             }
             items
@@ -656,8 +684,12 @@ impl Decode for LeaderAndIsrPartitionState {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "LeaderAndIsrPartitionState.adding_replicas",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(p::read_i32(buf)?);
                 }
                 items
@@ -668,8 +700,12 @@ impl Decode for LeaderAndIsrPartitionState {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "LeaderAndIsrPartitionState.removing_replicas",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(p::read_i32(buf)?);
                 }
                 items
@@ -683,13 +719,9 @@ impl Decode for LeaderAndIsrPartitionState {
         }
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -870,11 +902,26 @@ impl Decode for LeaderAndIsrTopicState {
         }
         if version >= 2 {
             this.partition_states = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=2 => 29,
+                        ..=3 => 37,
+                        ..=5 => 26,
+                        _ => 27,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "LeaderAndIsrTopicState.partition_states",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<LeaderAndIsrPartitionState> = Vec::with_capacity(
+                    p::array_capacity::<LeaderAndIsrPartitionState>(n, buf.len()),
+                );
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(LeaderAndIsrPartitionState::decode(buf, version)?);
                 }
                 items
@@ -882,13 +929,9 @@ impl Decode for LeaderAndIsrTopicState {
         }
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1041,11 +1084,16 @@ impl Decode for LeaderAndIsrResponse {
         this.error_code = p::read_i16(buf)?;
         if version <= 4 {
             this.partition_errors = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 8)?.ok_or(DecodeError::UnexpectedNull(
                     "LeaderAndIsrResponse.partition_errors",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<LeaderAndIsrPartitionError> = Vec::with_capacity(
+                    p::array_capacity::<LeaderAndIsrPartitionError>(n, buf.len()),
+                );
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(LeaderAndIsrPartitionError::decode(buf, version)?);
                 }
                 items
@@ -1053,10 +1101,14 @@ impl Decode for LeaderAndIsrResponse {
         }
         if version >= 5 {
             this.topics = {
-                let n = p::read_array_len(buf, flexible, 1)?
+                let n = p::read_array_len(buf, flexible, 18)?
                     .ok_or(DecodeError::UnexpectedNull("LeaderAndIsrResponse.topics"))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<LeaderAndIsrTopicError> =
+                    Vec::with_capacity(p::array_capacity::<LeaderAndIsrTopicError>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(LeaderAndIsrTopicError::decode(buf, version)?);
                 }
                 items
@@ -1064,13 +1116,9 @@ impl Decode for LeaderAndIsrResponse {
         }
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1203,13 +1251,9 @@ impl Decode for LeaderAndIsrPartitionError {
         this.error_code = p::read_i16(buf)?;
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1318,11 +1362,16 @@ impl Decode for LeaderAndIsrTopicError {
         }
         if version >= 5 {
             this.partition_errors = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 7)?.ok_or(DecodeError::UnexpectedNull(
                     "LeaderAndIsrTopicError.partition_errors",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<LeaderAndIsrPartitionError> = Vec::with_capacity(
+                    p::array_capacity::<LeaderAndIsrPartitionError>(n, buf.len()),
+                );
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(LeaderAndIsrPartitionError::decode(buf, version)?);
                 }
                 items
@@ -1330,13 +1379,9 @@ impl Decode for LeaderAndIsrTopicError {
         }
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

@@ -115,32 +115,50 @@ impl Decode for LeaderChangeMessage {
         this.version = p::read_i16(buf)?;
         this.leader_id = p::read_i32(buf)?;
         this.voters = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("LeaderChangeMessage.voters"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 5,
+                    _ => 21,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("LeaderChangeMessage.voters"))?;
+            let mut items: Vec<Voter> =
+                Vec::with_capacity(p::array_capacity::<Voter>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(Voter::decode(buf, version)?);
             }
             items
         };
         this.granting_voters = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 5,
+                    _ => 21,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "LeaderChangeMessage.granting_voters",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<Voter> =
+                Vec::with_capacity(p::array_capacity::<Voter>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(Voter::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -249,13 +267,8 @@ impl Decode for Voter {
             this.voter_directory_id = p::read_uuid(buf)?;
         }
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }

@@ -122,10 +122,22 @@ impl Decode for LeaveGroupRequest {
         }
         if version >= 3 {
             this.members = {
-                let n = p::read_array_len(buf, flexible, 1)?
-                    .ok_or(DecodeError::UnexpectedNull("LeaveGroupRequest.members"))?;
-                let mut items = Vec::with_capacity(n);
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=3 => 4,
+                        ..=4 => 3,
+                        _ => 4,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull("LeaveGroupRequest.members"))?;
+                let mut items: Vec<MemberIdentity> =
+                    Vec::with_capacity(p::array_capacity::<MemberIdentity>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(MemberIdentity::decode(buf, version)?);
                 }
                 items
@@ -133,13 +145,9 @@ impl Decode for LeaveGroupRequest {
         }
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -295,13 +303,9 @@ impl Decode for MemberIdentity {
         }
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -443,10 +447,21 @@ impl Decode for LeaveGroupResponse {
         this.error_code = p::read_i16(buf)?;
         if version >= 3 {
             this.members = {
-                let n = p::read_array_len(buf, flexible, 1)?
-                    .ok_or(DecodeError::UnexpectedNull("LeaveGroupResponse.members"))?;
-                let mut items = Vec::with_capacity(n);
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=3 => 6,
+                        _ => 5,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull("LeaveGroupResponse.members"))?;
+                let mut items: Vec<MemberResponse> =
+                    Vec::with_capacity(p::array_capacity::<MemberResponse>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(MemberResponse::decode(buf, version)?);
                 }
                 items
@@ -454,13 +469,9 @@ impl Decode for LeaveGroupResponse {
         }
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -614,13 +625,9 @@ impl Decode for MemberResponse {
         }
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

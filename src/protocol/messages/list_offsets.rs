@@ -120,10 +120,21 @@ impl Decode for ListOffsetsRequest {
             this.isolation_level = p::read_i8(buf)?;
         }
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("ListOffsetsRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=5 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("ListOffsetsRequest.topics"))?;
+            let mut items: Vec<ListOffsetsTopic> =
+                Vec::with_capacity(p::array_capacity::<ListOffsetsTopic>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(ListOffsetsTopic::decode(buf, version)?);
             }
             items
@@ -133,13 +144,9 @@ impl Decode for ListOffsetsRequest {
         }
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -277,13 +284,9 @@ impl Decode for ListOffsetsPartition {
         }
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -380,23 +383,32 @@ impl Decode for ListOffsetsTopic {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "ListOffsetsTopic.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("ListOffsetsTopic.partitions"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 16,
+                    ..=3 => 12,
+                    ..=5 => 16,
+                    _ => 17,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("ListOffsetsTopic.partitions"))?;
+            let mut items: Vec<ListOffsetsPartition> =
+                Vec::with_capacity(p::array_capacity::<ListOffsetsPartition>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(ListOffsetsPartition::decode(buf, version)?);
             }
             items
         };
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -506,23 +518,30 @@ impl Decode for ListOffsetsResponse {
             this.throttle_time_ms = p::read_i32(buf)?;
         }
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("ListOffsetsResponse.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=5 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("ListOffsetsResponse.topics"))?;
+            let mut items: Vec<ListOffsetsTopicResponse> =
+                Vec::with_capacity(p::array_capacity::<ListOffsetsTopicResponse>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(ListOffsetsTopicResponse::decode(buf, version)?);
             }
             items
         };
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -696,8 +715,12 @@ impl Decode for ListOffsetsPartitionResponse {
                 let n = p::read_array_len(buf, flexible, 8)?.ok_or(DecodeError::UnexpectedNull(
                     "ListOffsetsPartitionResponse.old_style_offsets",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<i64> =
+                    Vec::with_capacity(p::array_capacity::<i64>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(p::read_i64(buf)?);
                 }
                 items
@@ -714,13 +737,9 @@ impl Decode for ListOffsetsPartitionResponse {
         }
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -834,24 +853,35 @@ impl Decode for ListOffsetsTopicResponse {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "ListOffsetsTopicResponse.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 10,
+                    ..=3 => 22,
+                    ..=5 => 26,
+                    _ => 27,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "ListOffsetsTopicResponse.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<ListOffsetsPartitionResponse> = Vec::with_capacity(
+                p::array_capacity::<ListOffsetsPartitionResponse>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(ListOffsetsPartitionResponse::decode(buf, version)?);
             }
             items
         };
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

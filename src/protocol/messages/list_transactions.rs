@@ -114,8 +114,12 @@ impl Decode for ListTransactionsRequest {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                 DecodeError::UnexpectedNull("ListTransactionsRequest.state_filters"),
             )?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<String> =
+                Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_string(
                     buf,
                     flexible,
@@ -128,8 +132,11 @@ impl Decode for ListTransactionsRequest {
             let n = p::read_array_len(buf, flexible, 8)?.ok_or(DecodeError::UnexpectedNull(
                 "ListTransactionsRequest.producer_id_filters",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<i64> = Vec::with_capacity(p::array_capacity::<i64>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_i64(buf)?);
             }
             items
@@ -138,13 +145,8 @@ impl Decode for ListTransactionsRequest {
             this.duration_filter = p::read_i64(buf)?;
         }
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -301,8 +303,12 @@ impl Decode for ListTransactionsResponse {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                 DecodeError::UnexpectedNull("ListTransactionsResponse.unknown_state_filters"),
             )?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<String> =
+                Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_string(
                     buf,
                     flexible,
@@ -312,23 +318,22 @@ impl Decode for ListTransactionsResponse {
             items
         };
         this.transaction_states = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 11)?.ok_or(DecodeError::UnexpectedNull(
                 "ListTransactionsResponse.transaction_states",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<TransactionState> =
+                Vec::with_capacity(p::array_capacity::<TransactionState>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(TransactionState::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -449,13 +454,8 @@ impl Decode for TransactionState {
         this.transaction_state =
             p::read_string(buf, flexible, "TransactionState.transaction_state")?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }

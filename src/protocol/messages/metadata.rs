@@ -137,11 +137,22 @@ impl Decode for MetadataRequest {
         let flexible = version >= 9;
         let mut this = Self::default();
         this.topics = if version >= 1 {
-            match p::read_array_len(buf, flexible, 1)? {
+            match p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=9 => 2,
+                    _ => 18,
+                },
+            )? {
                 None => None,
                 Some(n) => {
-                    let mut items = Vec::with_capacity(n);
+                    let mut items: Vec<MetadataRequestTopic> =
+                        Vec::with_capacity(p::array_capacity::<MetadataRequestTopic>(n, buf.len()));
                     for _ in 0..n {
+                        if items.len() == items.capacity() {
+                            p::grow_array(&mut items, n);
+                        }
                         items.push(MetadataRequestTopic::decode(buf, version)?);
                     }
                     Some(items)
@@ -149,10 +160,21 @@ impl Decode for MetadataRequest {
             }
         } else {
             Some({
-                let n = p::read_array_len(buf, flexible, 1)?
-                    .ok_or(DecodeError::UnexpectedNull("MetadataRequest.topics"))?;
-                let mut items = Vec::with_capacity(n);
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=9 => 2,
+                        _ => 18,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull("MetadataRequest.topics"))?;
+                let mut items: Vec<MetadataRequestTopic> =
+                    Vec::with_capacity(p::array_capacity::<MetadataRequestTopic>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(MetadataRequestTopic::decode(buf, version)?);
                 }
                 items
@@ -169,13 +191,9 @@ impl Decode for MetadataRequest {
         }
         if version >= 9 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -310,13 +328,9 @@ impl Decode for MetadataRequestTopic {
         };
         if version >= 9 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -489,10 +503,22 @@ impl Decode for MetadataResponse {
             this.throttle_time_ms = p::read_i32(buf)?;
         }
         this.brokers = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("MetadataResponse.brokers"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 10,
+                    ..=8 => 12,
+                    _ => 11,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("MetadataResponse.brokers"))?;
+            let mut items: Vec<MetadataResponseBroker> =
+                Vec::with_capacity(p::array_capacity::<MetadataResponseBroker>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(MetadataResponseBroker::decode(buf, version)?);
             }
             items
@@ -505,10 +531,24 @@ impl Decode for MetadataResponse {
             this.controller_id = p::read_i32(buf)?;
         }
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("MetadataResponse.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 8,
+                    ..=7 => 9,
+                    ..=8 => 13,
+                    ..=9 => 10,
+                    _ => 26,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("MetadataResponse.topics"))?;
+            let mut items: Vec<MetadataResponseTopic> =
+                Vec::with_capacity(p::array_capacity::<MetadataResponseTopic>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(MetadataResponseTopic::decode(buf, version)?);
             }
             items
@@ -518,13 +558,9 @@ impl Decode for MetadataResponse {
         }
         if version >= 9 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -681,13 +717,9 @@ impl Decode for MetadataResponseBroker {
         }
         if version >= 9 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -857,8 +889,11 @@ impl Decode for MetadataResponsePartition {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "MetadataResponsePartition.replica_nodes",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_i32(buf)?);
             }
             items
@@ -867,8 +902,11 @@ impl Decode for MetadataResponsePartition {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "MetadataResponsePartition.isr_nodes",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_i32(buf)?);
             }
             items
@@ -878,8 +916,12 @@ impl Decode for MetadataResponsePartition {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "MetadataResponsePartition.offline_replicas",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(p::read_i32(buf)?);
                 }
                 items
@@ -887,13 +929,9 @@ impl Decode for MetadataResponsePartition {
         }
         if version >= 9 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1086,11 +1124,25 @@ impl Decode for MetadataResponseTopic {
             this.is_internal = p::read_bool(buf)?;
         }
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=4 => 18,
+                    ..=6 => 22,
+                    ..=8 => 26,
+                    _ => 18,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "MetadataResponseTopic.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<MetadataResponsePartition> =
+                Vec::with_capacity(p::array_capacity::<MetadataResponsePartition>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(MetadataResponsePartition::decode(buf, version)?);
             }
             items
@@ -1100,13 +1152,9 @@ impl Decode for MetadataResponseTopic {
         }
         if version >= 9 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

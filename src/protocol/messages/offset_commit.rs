@@ -174,23 +174,30 @@ impl Decode for OffsetCommitRequest {
             this.retention_time_ms = p::read_i64(buf)?;
         }
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("OffsetCommitRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=7 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("OffsetCommitRequest.topics"))?;
+            let mut items: Vec<OffsetCommitRequestTopic> =
+                Vec::with_capacity(p::array_capacity::<OffsetCommitRequestTopic>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(OffsetCommitRequestTopic::decode(buf, version)?);
             }
             items
         };
         if version >= 8 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -373,13 +380,9 @@ impl Decode for OffsetCommitRequestPartition {
         )?;
         if version >= 8 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -481,24 +484,35 @@ impl Decode for OffsetCommitRequestTopic {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "OffsetCommitRequestTopic.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 14,
+                    ..=1 => 22,
+                    ..=5 => 14,
+                    _ => 18,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "OffsetCommitRequestTopic.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<OffsetCommitRequestPartition> = Vec::with_capacity(
+                p::array_capacity::<OffsetCommitRequestPartition>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(OffsetCommitRequestPartition::decode(buf, version)?);
             }
             items
         };
         if version >= 8 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -610,23 +624,30 @@ impl Decode for OffsetCommitResponse {
             this.throttle_time_ms = p::read_i32(buf)?;
         }
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("OffsetCommitResponse.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=7 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("OffsetCommitResponse.topics"))?;
+            let mut items: Vec<OffsetCommitResponseTopic> =
+                Vec::with_capacity(p::array_capacity::<OffsetCommitResponseTopic>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(OffsetCommitResponseTopic::decode(buf, version)?);
             }
             items
         };
         if version >= 8 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -727,13 +748,9 @@ impl Decode for OffsetCommitResponsePartition {
         this.error_code = p::read_i16(buf)?;
         if version >= 8 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -820,24 +837,33 @@ impl Decode for OffsetCommitResponseTopic {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "OffsetCommitResponseTopic.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=7 => 6,
+                    _ => 7,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "OffsetCommitResponseTopic.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<OffsetCommitResponsePartition> = Vec::with_capacity(
+                p::array_capacity::<OffsetCommitResponsePartition>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(OffsetCommitResponsePartition::decode(buf, version)?);
             }
             items
         };
         if version >= 8 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

@@ -91,10 +91,14 @@ impl Decode for OffsetDeleteRequest {
         let mut this = Self::default();
         this.group_id = p::read_string(buf, flexible, "OffsetDeleteRequest.group_id")?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 6)?
                 .ok_or(DecodeError::UnexpectedNull("OffsetDeleteRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<OffsetDeleteRequestTopic> =
+                Vec::with_capacity(p::array_capacity::<OffsetDeleteRequestTopic>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(OffsetDeleteRequestTopic::decode(buf, version)?);
             }
             items
@@ -242,11 +246,16 @@ impl Decode for OffsetDeleteRequestTopic {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "OffsetDeleteRequestTopic.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "OffsetDeleteRequestTopic.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<OffsetDeleteRequestPartition> = Vec::with_capacity(
+                p::array_capacity::<OffsetDeleteRequestPartition>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(OffsetDeleteRequestPartition::decode(buf, version)?);
             }
             items
@@ -357,10 +366,14 @@ impl Decode for OffsetDeleteResponse {
         this.error_code = p::read_i16(buf)?;
         this.throttle_time_ms = p::read_i32(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 6)?
                 .ok_or(DecodeError::UnexpectedNull("OffsetDeleteResponse.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<OffsetDeleteResponseTopic> =
+                Vec::with_capacity(p::array_capacity::<OffsetDeleteResponseTopic>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(OffsetDeleteResponseTopic::decode(buf, version)?);
             }
             items
@@ -524,11 +537,16 @@ impl Decode for OffsetDeleteResponseTopic {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "OffsetDeleteResponseTopic.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                 "OffsetDeleteResponseTopic.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<OffsetDeleteResponsePartition> = Vec::with_capacity(
+                p::array_capacity::<OffsetDeleteResponsePartition>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(OffsetDeleteResponsePartition::decode(buf, version)?);
             }
             items

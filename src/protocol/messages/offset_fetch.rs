@@ -161,11 +161,23 @@ impl Decode for OffsetFetchRequest {
         }
         if version <= 7 {
             this.topics = if version >= 2 {
-                match p::read_array_len(buf, flexible, 1)? {
+                match p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=5 => 6,
+                        _ => 3,
+                    },
+                )? {
                     None => None,
                     Some(n) => {
-                        let mut items = Vec::with_capacity(n);
+                        let mut items: Vec<OffsetFetchRequestTopic> = Vec::with_capacity(
+                            p::array_capacity::<OffsetFetchRequestTopic>(n, buf.len()),
+                        );
                         for _ in 0..n {
+                            if items.len() == items.capacity() {
+                                p::grow_array(&mut items, n);
+                            }
                             items.push(OffsetFetchRequestTopic::decode(buf, version)?);
                         }
                         Some(items)
@@ -173,10 +185,22 @@ impl Decode for OffsetFetchRequest {
                 }
             } else {
                 Some({
-                    let n = p::read_array_len(buf, flexible, 1)?
-                        .ok_or(DecodeError::UnexpectedNull("OffsetFetchRequest.topics"))?;
-                    let mut items = Vec::with_capacity(n);
+                    let n = p::read_array_len(
+                        buf,
+                        flexible,
+                        match version {
+                            ..=5 => 6,
+                            _ => 3,
+                        },
+                    )?
+                    .ok_or(DecodeError::UnexpectedNull("OffsetFetchRequest.topics"))?;
+                    let mut items: Vec<OffsetFetchRequestTopic> = Vec::with_capacity(
+                        p::array_capacity::<OffsetFetchRequestTopic>(n, buf.len()),
+                    );
                     for _ in 0..n {
+                        if items.len() == items.capacity() {
+                            p::grow_array(&mut items, n);
+                        }
                         items.push(OffsetFetchRequestTopic::decode(buf, version)?);
                     }
                     items
@@ -185,10 +209,21 @@ impl Decode for OffsetFetchRequest {
         }
         if version >= 8 {
             this.groups = {
-                let n = p::read_array_len(buf, flexible, 1)?
-                    .ok_or(DecodeError::UnexpectedNull("OffsetFetchRequest.groups"))?;
-                let mut items = Vec::with_capacity(n);
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=8 => 3,
+                        _ => 8,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull("OffsetFetchRequest.groups"))?;
+                let mut items: Vec<OffsetFetchRequestGroup> =
+                    Vec::with_capacity(p::array_capacity::<OffsetFetchRequestGroup>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(OffsetFetchRequestGroup::decode(buf, version)?);
                 }
                 items
@@ -199,13 +234,9 @@ impl Decode for OffsetFetchRequest {
         }
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -404,11 +435,16 @@ impl Decode for OffsetFetchRequestGroup {
             this.member_epoch = p::read_i32(buf)?;
         }
         if version >= 8 {
-            this.topics = match p::read_array_len(buf, flexible, 1)? {
+            this.topics = match p::read_array_len(buf, flexible, 3)? {
                 None => None,
                 Some(n) => {
-                    let mut items = Vec::with_capacity(n);
+                    let mut items: Vec<OffsetFetchRequestTopics> = Vec::with_capacity(
+                        p::array_capacity::<OffsetFetchRequestTopics>(n, buf.len()),
+                    );
                     for _ in 0..n {
+                        if items.len() == items.capacity() {
+                            p::grow_array(&mut items, n);
+                        }
                         items.push(OffsetFetchRequestTopics::decode(buf, version)?);
                     }
                     Some(items)
@@ -417,13 +453,9 @@ impl Decode for OffsetFetchRequestGroup {
         }
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -564,8 +596,12 @@ impl Decode for OffsetFetchRequestTopic {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "OffsetFetchRequestTopic.partition_indexes",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(p::read_i32(buf)?);
                 }
                 items
@@ -573,13 +609,9 @@ impl Decode for OffsetFetchRequestTopic {
         }
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -701,8 +733,12 @@ impl Decode for OffsetFetchRequestTopics {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "OffsetFetchRequestTopics.partition_indexes",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(p::read_i32(buf)?);
                 }
                 items
@@ -710,13 +746,9 @@ impl Decode for OffsetFetchRequestTopics {
         }
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -877,10 +909,21 @@ impl Decode for OffsetFetchResponse {
         }
         if version <= 7 {
             this.topics = {
-                let n = p::read_array_len(buf, flexible, 1)?
-                    .ok_or(DecodeError::UnexpectedNull("OffsetFetchResponse.topics"))?;
-                let mut items = Vec::with_capacity(n);
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=5 => 6,
+                        _ => 3,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull("OffsetFetchResponse.topics"))?;
+                let mut items: Vec<OffsetFetchResponseTopic> =
+                    Vec::with_capacity(p::array_capacity::<OffsetFetchResponseTopic>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(OffsetFetchResponseTopic::decode(buf, version)?);
                 }
                 items
@@ -891,10 +934,14 @@ impl Decode for OffsetFetchResponse {
         }
         if version >= 8 {
             this.groups = {
-                let n = p::read_array_len(buf, flexible, 1)?
+                let n = p::read_array_len(buf, flexible, 5)?
                     .ok_or(DecodeError::UnexpectedNull("OffsetFetchResponse.groups"))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<OffsetFetchResponseGroup> =
+                    Vec::with_capacity(p::array_capacity::<OffsetFetchResponseGroup>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(OffsetFetchResponseGroup::decode(buf, version)?);
                 }
                 items
@@ -902,13 +949,9 @@ impl Decode for OffsetFetchResponse {
         }
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1072,11 +1115,16 @@ impl Decode for OffsetFetchResponseGroup {
         }
         if version >= 8 {
             this.topics = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                     "OffsetFetchResponseGroup.topics",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<OffsetFetchResponseTopics> = Vec::with_capacity(
+                    p::array_capacity::<OffsetFetchResponseTopics>(n, buf.len()),
+                );
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(OffsetFetchResponseTopics::decode(buf, version)?);
                 }
                 items
@@ -1087,13 +1135,9 @@ impl Decode for OffsetFetchResponseGroup {
         }
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1279,13 +1323,9 @@ impl Decode for OffsetFetchResponsePartition {
         }
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1476,13 +1516,9 @@ impl Decode for OffsetFetchResponsePartitions {
         }
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1613,11 +1649,24 @@ impl Decode for OffsetFetchResponseTopic {
         }
         if version <= 7 {
             this.partitions = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=4 => 16,
+                        _ => 20,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "OffsetFetchResponseTopic.partitions",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<OffsetFetchResponsePartition> = Vec::with_capacity(
+                    p::array_capacity::<OffsetFetchResponsePartition>(n, buf.len()),
+                );
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(OffsetFetchResponsePartition::decode(buf, version)?);
                 }
                 items
@@ -1625,13 +1674,9 @@ impl Decode for OffsetFetchResponseTopic {
         }
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1752,11 +1797,16 @@ impl Decode for OffsetFetchResponseTopics {
         }
         if version >= 8 {
             this.partitions = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
-                    "OffsetFetchResponseTopics.partitions",
-                ))?;
-                let mut items = Vec::with_capacity(n);
+                let n = p::read_array_len(buf, flexible, 20)?.ok_or(
+                    DecodeError::UnexpectedNull("OffsetFetchResponseTopics.partitions"),
+                )?;
+                let mut items: Vec<OffsetFetchResponsePartitions> = Vec::with_capacity(
+                    p::array_capacity::<OffsetFetchResponsePartitions>(n, buf.len()),
+                );
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(OffsetFetchResponsePartitions::decode(buf, version)?);
                 }
                 items
@@ -1764,13 +1814,9 @@ impl Decode for OffsetFetchResponseTopics {
         }
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

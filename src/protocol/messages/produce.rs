@@ -132,23 +132,30 @@ impl Decode for ProduceRequest {
         this.acks = p::read_i16(buf)?;
         this.timeout_ms = p::read_i32(buf)?;
         this.topic_data = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("ProduceRequest.topic_data"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=8 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("ProduceRequest.topic_data"))?;
+            let mut items: Vec<TopicProduceData> =
+                Vec::with_capacity(p::array_capacity::<TopicProduceData>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(TopicProduceData::decode(buf, version)?);
             }
             items
         };
         if version >= 9 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -260,13 +267,9 @@ impl Decode for PartitionProduceData {
         this.records = p::read_nullable_bytes(buf, flexible)?;
         if version >= 9 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -357,24 +360,32 @@ impl Decode for TopicProduceData {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "TopicProduceData.name")?;
         this.partition_data = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=8 => 8,
+                    _ => 6,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "TopicProduceData.partition_data",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<PartitionProduceData> =
+                Vec::with_capacity(p::array_capacity::<PartitionProduceData>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(PartitionProduceData::decode(buf, version)?);
             }
             items
         };
         if version >= 9 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -507,10 +518,21 @@ impl Decode for ProduceResponse {
         let flexible = version >= 9;
         let mut this = Self::default();
         this.responses = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("ProduceResponse.responses"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=8 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("ProduceResponse.responses"))?;
+            let mut items: Vec<TopicProduceResponse> =
+                Vec::with_capacity(p::array_capacity::<TopicProduceResponse>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(TopicProduceResponse::decode(buf, version)?);
             }
             items
@@ -520,26 +542,32 @@ impl Decode for ProduceResponse {
         }
         if version >= 9 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, mut value) = p::read_tagged_field(buf)?;
-                match tag {
-                    0 if version >= 10 => {
-                        let buf = &mut value;
-                        this.node_endpoints = {
-                            let n = p::read_array_len(buf, flexible, 1)?.ok_or(
-                                DecodeError::UnexpectedNull("ProduceResponse.node_endpoints"),
-                            )?;
-                            let mut items = Vec::with_capacity(n);
-                            for _ in 0..n {
-                                items.push(NodeEndpoint::decode(buf, version)?);
-                            }
-                            items
-                        };
-                    }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
+            if count > 0 {
+                let mut tags = p::TaggedFieldReader::new(buf, count)?;
+                while let Some((tag, mut value)) = tags.next(buf)? {
+                    match tag {
+                        0 if version >= 10 => {
+                            let buf = &mut value;
+                            this.node_endpoints = {
+                                let n = p::read_array_len(buf, flexible, 11)?.ok_or(
+                                    DecodeError::UnexpectedNull("ProduceResponse.node_endpoints"),
+                                )?;
+                                let mut items: Vec<NodeEndpoint> = Vec::with_capacity(
+                                    p::array_capacity::<NodeEndpoint>(n, buf.len()),
+                                );
+                                for _ in 0..n {
+                                    if items.len() == items.capacity() {
+                                        p::grow_array(&mut items, n);
+                                    }
+                                    items.push(NodeEndpoint::decode(buf, version)?);
+                                }
+                                items
+                            };
+                        }
+                        _ => tags.keep(tag, &value),
                     }
                 }
+                this.unknown_tagged_fields = tags.finish();
             }
         }
         Ok(this)
@@ -689,13 +717,9 @@ impl Decode for BatchIndexAndErrorMessage {
         }
         if version >= 9 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -806,13 +830,9 @@ impl Decode for LeaderIdAndEpoch {
         }
         if version >= 9 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -964,13 +984,9 @@ impl Decode for NodeEndpoint {
         }
         if version >= 9 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1171,11 +1187,16 @@ impl Decode for PartitionProduceResponse {
         }
         if version >= 8 {
             this.record_errors = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                     "PartitionProduceResponse.record_errors",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<BatchIndexAndErrorMessage> = Vec::with_capacity(
+                    p::array_capacity::<BatchIndexAndErrorMessage>(n, buf.len()),
+                );
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(BatchIndexAndErrorMessage::decode(buf, version)?);
                 }
                 items
@@ -1187,17 +1208,18 @@ impl Decode for PartitionProduceResponse {
         }
         if version >= 9 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, mut value) = p::read_tagged_field(buf)?;
-                match tag {
-                    0 if version >= 10 => {
-                        let buf = &mut value;
-                        this.current_leader = LeaderIdAndEpoch::decode(buf, version)?;
-                    }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
+            if count > 0 {
+                let mut tags = p::TaggedFieldReader::new(buf, count)?;
+                while let Some((tag, mut value)) = tags.next(buf)? {
+                    match tag {
+                        0 if version >= 10 => {
+                            let buf = &mut value;
+                            this.current_leader = LeaderIdAndEpoch::decode(buf, version)?;
+                        }
+                        _ => tags.keep(tag, &value),
                     }
                 }
+                this.unknown_tagged_fields = tags.finish();
             }
         }
         Ok(this)
@@ -1323,24 +1345,35 @@ impl Decode for TopicProduceResponse {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "TopicProduceResponse.name")?;
         this.partition_responses = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 14,
+                    ..=4 => 22,
+                    ..=7 => 30,
+                    ..=8 => 36,
+                    _ => 33,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "TopicProduceResponse.partition_responses",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<PartitionProduceResponse> =
+                Vec::with_capacity(p::array_capacity::<PartitionProduceResponse>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(PartitionProduceResponse::decode(buf, version)?);
             }
             items
         };
         if version >= 9 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

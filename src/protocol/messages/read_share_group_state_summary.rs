@@ -94,23 +94,22 @@ impl Decode for ReadShareGroupStateSummaryRequest {
         this.group_id =
             p::read_string(buf, flexible, "ReadShareGroupStateSummaryRequest.group_id")?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "ReadShareGroupStateSummaryRequest.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<ReadStateSummaryData> =
+                Vec::with_capacity(p::array_capacity::<ReadStateSummaryData>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(ReadStateSummaryData::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -201,13 +200,8 @@ impl Decode for PartitionData {
         this.partition = p::read_i32(buf)?;
         this.leader_epoch = p::read_i32(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -291,23 +285,22 @@ impl Decode for ReadStateSummaryData {
         let mut this = Self::default();
         this.topic_id = p::read_uuid(buf)?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 9)?.ok_or(DecodeError::UnexpectedNull(
                 "ReadStateSummaryData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<PartitionData> =
+                Vec::with_capacity(p::array_capacity::<PartitionData>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(PartitionData::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -400,23 +393,22 @@ impl Decode for ReadShareGroupStateSummaryResponse {
         let flexible = true;
         let mut this = Self::default();
         this.results = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "ReadShareGroupStateSummaryResponse.results",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<ReadStateSummaryResult> =
+                Vec::with_capacity(p::array_capacity::<ReadStateSummaryResult>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(ReadStateSummaryResult::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -544,13 +536,8 @@ impl Decode for PartitionResult {
         this.state_epoch = p::read_i32(buf)?;
         this.start_offset = p::read_i64(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -641,23 +628,22 @@ impl Decode for ReadStateSummaryResult {
         let mut this = Self::default();
         this.topic_id = p::read_uuid(buf)?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 20)?.ok_or(DecodeError::UnexpectedNull(
                 "ReadStateSummaryResult.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<PartitionResult> =
+                Vec::with_capacity(p::array_capacity::<PartitionResult>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(PartitionResult::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }

@@ -169,8 +169,12 @@ impl Decode for SaslHandshakeResponse {
             let n = p::read_array_len(buf, flexible, if flexible { 1 } else { 2 })?.ok_or(
                 DecodeError::UnexpectedNull("SaslHandshakeResponse.mechanisms"),
             )?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<String> =
+                Vec::with_capacity(p::array_capacity::<String>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_string(
                     buf,
                     flexible,

@@ -169,32 +169,35 @@ impl Decode for ShareFetchRequest {
         this.min_bytes = p::read_i32(buf)?;
         this.max_bytes = p::read_i32(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 18)?
                 .ok_or(DecodeError::UnexpectedNull("ShareFetchRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<FetchTopic> =
+                Vec::with_capacity(p::array_capacity::<FetchTopic>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(FetchTopic::decode(buf, version)?);
             }
             items
         };
         this.forgotten_topics_data = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "ShareFetchRequest.forgotten_topics_data",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<ForgottenTopic> =
+                Vec::with_capacity(p::array_capacity::<ForgottenTopic>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(ForgottenTopic::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -326,20 +329,18 @@ impl Decode for AcknowledgementBatch {
             let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
                 "AcknowledgementBatch.acknowledge_types",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<i8> = Vec::with_capacity(p::array_capacity::<i8>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_i8(buf)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -441,23 +442,22 @@ impl Decode for FetchPartition {
         this.partition_index = p::read_i32(buf)?;
         this.partition_max_bytes = p::read_i32(buf)?;
         this.acknowledgement_batches = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 18)?.ok_or(DecodeError::UnexpectedNull(
                 "FetchPartition.acknowledgement_batches",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<AcknowledgementBatch> =
+                Vec::with_capacity(p::array_capacity::<AcknowledgementBatch>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(AcknowledgementBatch::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -549,22 +549,21 @@ impl Decode for FetchTopic {
         let mut this = Self::default();
         this.topic_id = p::read_uuid(buf)?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 10)?
                 .ok_or(DecodeError::UnexpectedNull("FetchTopic.partitions"))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<FetchPartition> =
+                Vec::with_capacity(p::array_capacity::<FetchPartition>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(FetchPartition::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -657,20 +656,18 @@ impl Decode for ForgottenTopic {
         this.partitions = {
             let n = p::read_array_len(buf, flexible, 4)?
                 .ok_or(DecodeError::UnexpectedNull("ForgottenTopic.partitions"))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_i32(buf)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -818,32 +815,36 @@ impl Decode for ShareFetchResponse {
         this.error_message =
             p::read_nullable_string(buf, flexible, "ShareFetchResponse.error_message")?;
         this.responses = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 18)?
                 .ok_or(DecodeError::UnexpectedNull("ShareFetchResponse.responses"))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<ShareFetchableTopicResponse> = Vec::with_capacity(
+                p::array_capacity::<ShareFetchableTopicResponse>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(ShareFetchableTopicResponse::decode(buf, version)?);
             }
             items
         };
         this.node_endpoints = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 11)?.ok_or(DecodeError::UnexpectedNull(
                 "ShareFetchResponse.node_endpoints",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<NodeEndpoint> =
+                Vec::with_capacity(p::array_capacity::<NodeEndpoint>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(NodeEndpoint::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -960,13 +961,8 @@ impl Decode for AcquiredRecords {
         this.last_offset = p::read_i64(buf)?;
         this.delivery_count = p::read_i16(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -1044,13 +1040,8 @@ impl Decode for LeaderIdAndEpoch {
         this.leader_id = p::read_i32(buf)?;
         this.leader_epoch = p::read_i32(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -1154,13 +1145,8 @@ impl Decode for NodeEndpoint {
         this.port = p::read_i32(buf)?;
         this.rack = p::read_nullable_string(buf, flexible, "NodeEndpoint.rack")?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -1337,23 +1323,22 @@ impl Decode for PartitionData {
         this.current_leader = LeaderIdAndEpoch::decode(buf, version)?;
         this.records = p::read_nullable_bytes(buf, flexible)?;
         this.acquired_records = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 19)?.ok_or(DecodeError::UnexpectedNull(
                 "PartitionData.acquired_records",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<AcquiredRecords> =
+                Vec::with_capacity(p::array_capacity::<AcquiredRecords>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(AcquiredRecords::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -1462,23 +1447,22 @@ impl Decode for ShareFetchableTopicResponse {
         let mut this = Self::default();
         this.topic_id = p::read_uuid(buf)?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 22)?.ok_or(DecodeError::UnexpectedNull(
                 "ShareFetchableTopicResponse.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<PartitionData> =
+                Vec::with_capacity(p::array_capacity::<PartitionData>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(PartitionData::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }

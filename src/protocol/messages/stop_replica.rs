@@ -208,11 +208,15 @@ impl Decode for StopReplicaRequest {
         }
         if version <= 0 {
             this.ungrouped_partitions = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 6)?.ok_or(DecodeError::UnexpectedNull(
                     "StopReplicaRequest.ungrouped_partitions",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<StopReplicaPartitionV0> =
+                    Vec::with_capacity(p::array_capacity::<StopReplicaPartitionV0>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(StopReplicaPartitionV0::decode(buf, version)?);
                 }
                 items
@@ -220,10 +224,21 @@ impl Decode for StopReplicaRequest {
         }
         if version >= 1 && version <= 2 {
             this.topics = {
-                let n = p::read_array_len(buf, flexible, 1)?
-                    .ok_or(DecodeError::UnexpectedNull("StopReplicaRequest.topics"))?;
-                let mut items = Vec::with_capacity(n);
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=1 => 6,
+                        _ => 3,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull("StopReplicaRequest.topics"))?;
+                let mut items: Vec<StopReplicaTopicV1> =
+                    Vec::with_capacity(p::array_capacity::<StopReplicaTopicV1>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(StopReplicaTopicV1::decode(buf, version)?);
                 }
                 items
@@ -231,11 +246,15 @@ impl Decode for StopReplicaRequest {
         }
         if version >= 3 {
             this.topic_states = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 3)?.ok_or(DecodeError::UnexpectedNull(
                     "StopReplicaRequest.topic_states",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<StopReplicaTopicState> =
+                    Vec::with_capacity(p::array_capacity::<StopReplicaTopicState>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(StopReplicaTopicState::decode(buf, version)?);
                 }
                 items
@@ -243,13 +262,9 @@ impl Decode for StopReplicaRequest {
         }
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -425,13 +440,9 @@ impl Decode for StopReplicaPartitionState {
         }
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -548,13 +559,9 @@ impl Decode for StopReplicaPartitionV0 {
         }
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -671,11 +678,16 @@ impl Decode for StopReplicaTopicState {
         }
         if version >= 3 {
             this.partition_states = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
-                    "StopReplicaTopicState.partition_states",
-                ))?;
-                let mut items = Vec::with_capacity(n);
+                let n = p::read_array_len(buf, flexible, 10)?.ok_or(
+                    DecodeError::UnexpectedNull("StopReplicaTopicState.partition_states"),
+                )?;
+                let mut items: Vec<StopReplicaPartitionState> = Vec::with_capacity(
+                    p::array_capacity::<StopReplicaPartitionState>(n, buf.len()),
+                );
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(StopReplicaPartitionState::decode(buf, version)?);
                 }
                 items
@@ -683,13 +695,9 @@ impl Decode for StopReplicaTopicState {
         }
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -813,8 +821,12 @@ impl Decode for StopReplicaTopicV1 {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "StopReplicaTopicV1.partition_indexes",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(p::read_i32(buf)?);
                 }
                 items
@@ -822,13 +834,9 @@ impl Decode for StopReplicaTopicV1 {
         }
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -942,24 +950,24 @@ impl Decode for StopReplicaResponse {
         let mut this = Self::default();
         this.error_code = p::read_i16(buf)?;
         this.partition_errors = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 8)?.ok_or(DecodeError::UnexpectedNull(
                 "StopReplicaResponse.partition_errors",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<StopReplicaPartitionError> =
+                Vec::with_capacity(p::array_capacity::<StopReplicaPartitionError>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(StopReplicaPartitionError::decode(buf, version)?);
             }
             items
         };
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1071,13 +1079,9 @@ impl Decode for StopReplicaPartitionError {
         this.error_code = p::read_i16(buf)?;
         if version >= 2 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

@@ -196,23 +196,31 @@ impl Decode for SyncGroupRequest {
                 p::read_nullable_string(buf, flexible, "SyncGroupRequest.protocol_name")?;
         }
         this.assignments = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("SyncGroupRequest.assignments"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=3 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("SyncGroupRequest.assignments"))?;
+            let mut items: Vec<SyncGroupRequestAssignment> = Vec::with_capacity(
+                p::array_capacity::<SyncGroupRequestAssignment>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(SyncGroupRequestAssignment::decode(buf, version)?);
             }
             items
         };
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -348,13 +356,9 @@ impl Decode for SyncGroupRequestAssignment {
         this.assignment = p::read_bytes(buf, flexible, "SyncGroupRequestAssignment.assignment")?;
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -520,13 +524,9 @@ impl Decode for SyncGroupResponse {
         this.assignment = p::read_bytes(buf, flexible, "SyncGroupResponse.assignment")?;
         if version >= 4 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

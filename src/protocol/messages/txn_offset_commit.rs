@@ -206,23 +206,31 @@ impl Decode for TxnOffsetCommitRequest {
                 p::read_nullable_string(buf, flexible, "TxnOffsetCommitRequest.group_instance_id")?;
         }
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("TxnOffsetCommitRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=2 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("TxnOffsetCommitRequest.topics"))?;
+            let mut items: Vec<TxnOffsetCommitRequestTopic> = Vec::with_capacity(
+                p::array_capacity::<TxnOffsetCommitRequestTopic>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(TxnOffsetCommitRequestTopic::decode(buf, version)?);
             }
             items
         };
         if version >= 3 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -386,13 +394,9 @@ impl Decode for TxnOffsetCommitRequestPartition {
         )?;
         if version >= 3 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -494,24 +498,33 @@ impl Decode for TxnOffsetCommitRequestTopic {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "TxnOffsetCommitRequestTopic.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=1 => 14,
+                    _ => 18,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "TxnOffsetCommitRequestTopic.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<TxnOffsetCommitRequestPartition> = Vec::with_capacity(
+                p::array_capacity::<TxnOffsetCommitRequestPartition>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(TxnOffsetCommitRequestPartition::decode(buf, version)?);
             }
             items
         };
         if version >= 3 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -619,24 +632,33 @@ impl Decode for TxnOffsetCommitResponse {
         let mut this = Self::default();
         this.throttle_time_ms = p::read_i32(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=2 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "TxnOffsetCommitResponse.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<TxnOffsetCommitResponseTopic> = Vec::with_capacity(
+                p::array_capacity::<TxnOffsetCommitResponseTopic>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(TxnOffsetCommitResponseTopic::decode(buf, version)?);
             }
             items
         };
         if version >= 3 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -733,13 +755,9 @@ impl Decode for TxnOffsetCommitResponsePartition {
         this.error_code = p::read_i16(buf)?;
         if version >= 3 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -831,24 +849,33 @@ impl Decode for TxnOffsetCommitResponseTopic {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "TxnOffsetCommitResponseTopic.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=2 => 6,
+                    _ => 7,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "TxnOffsetCommitResponseTopic.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<TxnOffsetCommitResponsePartition> = Vec::with_capacity(
+                p::array_capacity::<TxnOffsetCommitResponsePartition>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(TxnOffsetCommitResponsePartition::decode(buf, version)?);
             }
             items
         };
         if version >= 3 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

@@ -104,11 +104,15 @@ impl Decode for UpdateFeaturesRequest {
         let mut this = Self::default();
         this.timeout_ms = p::read_i32(buf)?;
         this.feature_updates = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 5)?.ok_or(DecodeError::UnexpectedNull(
                 "UpdateFeaturesRequest.feature_updates",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<FeatureUpdateKey> =
+                Vec::with_capacity(p::array_capacity::<FeatureUpdateKey>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(FeatureUpdateKey::decode(buf, version)?);
             }
             items
@@ -117,13 +121,8 @@ impl Decode for UpdateFeaturesRequest {
             this.validate_only = p::read_bool(buf)?;
         }
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -257,13 +256,8 @@ impl Decode for FeatureUpdateKey {
             this.upgrade_type = p::read_i8(buf)?;
         }
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -405,24 +399,23 @@ impl Decode for UpdateFeaturesResponse {
             p::read_nullable_string(buf, flexible, "UpdateFeaturesResponse.error_message")?;
         if version <= 1 {
             this.results = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(buf, flexible, 5)?.ok_or(DecodeError::UnexpectedNull(
                     "UpdateFeaturesResponse.results",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<UpdatableFeatureResult> =
+                    Vec::with_capacity(p::array_capacity::<UpdatableFeatureResult>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(UpdatableFeatureResult::decode(buf, version)?);
                 }
                 items
             };
         }
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -551,13 +544,8 @@ impl Decode for UpdatableFeatureResult {
         this.error_message =
             p::read_nullable_string(buf, flexible, "UpdatableFeatureResult.error_message")?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }

@@ -203,11 +203,24 @@ impl Decode for UpdateMetadataRequest {
         }
         if version <= 4 {
             this.ungrouped_partition_states = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=3 => 30,
+                        _ => 34,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "UpdateMetadataRequest.ungrouped_partition_states",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<UpdateMetadataPartitionState> = Vec::with_capacity(
+                    p::array_capacity::<UpdateMetadataPartitionState>(n, buf.len()),
+                );
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(UpdateMetadataPartitionState::decode(buf, version)?);
                 }
                 items
@@ -215,39 +228,67 @@ impl Decode for UpdateMetadataRequest {
         }
         if version >= 5 {
             this.topic_states = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=5 => 6,
+                        ..=6 => 3,
+                        _ => 19,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "UpdateMetadataRequest.topic_states",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<UpdateMetadataTopicState> =
+                    Vec::with_capacity(p::array_capacity::<UpdateMetadataTopicState>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(UpdateMetadataTopicState::decode(buf, version)?);
                 }
                 items
             };
         }
         this.live_brokers = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 10,
+                    ..=1 => 8,
+                    ..=5 => 10,
+                    _ => 7,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "UpdateMetadataRequest.live_brokers",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<UpdateMetadataBroker> =
+                Vec::with_capacity(p::array_capacity::<UpdateMetadataBroker>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(UpdateMetadataBroker::decode(buf, version)?);
             }
             items
         };
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, mut value) = p::read_tagged_field(buf)?;
-                match tag {
-                    0 if version >= 8 => {
-                        let buf = &mut value;
-                        this.r#type = p::read_i8(buf)?;
-                    }
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
+            if count > 0 {
+                let mut tags = p::TaggedFieldReader::new(buf, count)?;
+                while let Some((tag, mut value)) = tags.next(buf)? {
+                    match tag {
+                        0 if version >= 8 => {
+                            let buf = &mut value;
+                            this.r#type = p::read_i8(buf)?;
+                        }
+                        _ => tags.keep(tag, &value),
                     }
                 }
+                this.unknown_tagged_fields = tags.finish();
             }
         }
         Ok(this)
@@ -439,11 +480,24 @@ impl Decode for UpdateMetadataBroker {
         }
         if version >= 1 {
             this.endpoints = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=2 => 8,
+                        ..=5 => 10,
+                        _ => 9,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "UpdateMetadataBroker.endpoints",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<UpdateMetadataEndpoint> =
+                    Vec::with_capacity(p::array_capacity::<UpdateMetadataEndpoint>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(UpdateMetadataEndpoint::decode(buf, version)?);
                 }
                 items
@@ -454,13 +508,9 @@ impl Decode for UpdateMetadataBroker {
         }
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -627,13 +677,9 @@ impl Decode for UpdateMetadataEndpoint {
         }
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -836,8 +882,11 @@ impl Decode for UpdateMetadataPartitionState {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "UpdateMetadataPartitionState.isr",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_i32(buf)?);
             }
             items
@@ -847,8 +896,11 @@ impl Decode for UpdateMetadataPartitionState {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "UpdateMetadataPartitionState.replicas",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_i32(buf)?);
             }
             items
@@ -858,8 +910,12 @@ impl Decode for UpdateMetadataPartitionState {
                 let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                     "UpdateMetadataPartitionState.offline_replicas",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<i32> =
+                    Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(p::read_i32(buf)?);
                 }
                 items
@@ -867,13 +923,9 @@ impl Decode for UpdateMetadataPartitionState {
         }
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1032,11 +1084,24 @@ impl Decode for UpdateMetadataTopicState {
         }
         if version >= 5 {
             this.partition_states = {
-                let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+                let n = p::read_array_len(
+                    buf,
+                    flexible,
+                    match version {
+                        ..=5 => 32,
+                        _ => 24,
+                    },
+                )?
+                .ok_or(DecodeError::UnexpectedNull(
                     "UpdateMetadataTopicState.partition_states",
                 ))?;
-                let mut items = Vec::with_capacity(n);
+                let mut items: Vec<UpdateMetadataPartitionState> = Vec::with_capacity(
+                    p::array_capacity::<UpdateMetadataPartitionState>(n, buf.len()),
+                );
                 for _ in 0..n {
+                    if items.len() == items.capacity() {
+                        p::grow_array(&mut items, n);
+                    }
                     items.push(UpdateMetadataPartitionState::decode(buf, version)?);
                 }
                 items
@@ -1044,13 +1109,9 @@ impl Decode for UpdateMetadataTopicState {
         }
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -1155,13 +1216,9 @@ impl Decode for UpdateMetadataResponse {
         this.error_code = p::read_i16(buf)?;
         if version >= 6 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)

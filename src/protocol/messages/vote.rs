@@ -109,22 +109,21 @@ impl Decode for VoteRequest {
             this.voter_id = p::read_i32(buf)?;
         }
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 3)?
                 .ok_or(DecodeError::UnexpectedNull("VoteRequest.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<VoteRequestTopicData> =
+                Vec::with_capacity(p::array_capacity::<VoteRequestTopicData>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(VoteRequestTopicData::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -282,13 +281,8 @@ impl Decode for VoteRequestPartitionData {
         this.last_offset_epoch = p::read_i32(buf)?;
         this.last_offset = p::read_i64(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -390,23 +384,30 @@ impl Decode for VoteRequestTopicData {
         let mut this = Self::default();
         this.topic_name = p::read_string(buf, flexible, "VoteRequestTopicData.topic_name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 25,
+                    _ => 57,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "VoteRequestTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<VoteRequestPartitionData> =
+                Vec::with_capacity(p::array_capacity::<VoteRequestPartitionData>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(VoteRequestPartitionData::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -535,34 +536,44 @@ impl Decode for VoteResponse {
         let mut this = Self::default();
         this.error_code = p::read_i16(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
+            let n = p::read_array_len(buf, flexible, 3)?
                 .ok_or(DecodeError::UnexpectedNull("VoteResponse.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<VoteResponseTopicData> =
+                Vec::with_capacity(p::array_capacity::<VoteResponseTopicData>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(VoteResponseTopicData::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, mut value) = p::read_tagged_field(buf)?;
-            match tag {
-                0 if version >= 1 => {
-                    let buf = &mut value;
-                    this.node_endpoints = {
-                        let n = p::read_array_len(buf, flexible, 1)?
-                            .ok_or(DecodeError::UnexpectedNull("VoteResponse.node_endpoints"))?;
-                        let mut items = Vec::with_capacity(n);
-                        for _ in 0..n {
-                            items.push(NodeEndpoint::decode(buf, version)?);
-                        }
-                        items
-                    };
-                }
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
+        if count > 0 {
+            let mut tags = p::TaggedFieldReader::new(buf, count)?;
+            while let Some((tag, mut value)) = tags.next(buf)? {
+                match tag {
+                    0 if version >= 1 => {
+                        let buf = &mut value;
+                        this.node_endpoints = {
+                            let n = p::read_array_len(buf, flexible, 8)?.ok_or(
+                                DecodeError::UnexpectedNull("VoteResponse.node_endpoints"),
+                            )?;
+                            let mut items: Vec<NodeEndpoint> =
+                                Vec::with_capacity(p::array_capacity::<NodeEndpoint>(n, buf.len()));
+                            for _ in 0..n {
+                                if items.len() == items.capacity() {
+                                    p::grow_array(&mut items, n);
+                                }
+                                items.push(NodeEndpoint::decode(buf, version)?);
+                            }
+                            items
+                        };
+                    }
+                    _ => tags.keep(tag, &value),
                 }
             }
+            this.unknown_tagged_fields = tags.finish();
         }
         Ok(this)
     }
@@ -702,13 +713,8 @@ impl Decode for NodeEndpoint {
             this.port = p::read_u16(buf)?;
         }
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -828,13 +834,8 @@ impl Decode for VoteResponsePartitionData {
         this.leader_epoch = p::read_i32(buf)?;
         this.vote_granted = p::read_bool(buf)?;
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }
@@ -926,23 +927,22 @@ impl Decode for VoteResponseTopicData {
         let mut this = Self::default();
         this.topic_name = p::read_string(buf, flexible, "VoteResponseTopicData.topic_name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(buf, flexible, 16)?.ok_or(DecodeError::UnexpectedNull(
                 "VoteResponseTopicData.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<VoteResponsePartitionData> =
+                Vec::with_capacity(p::array_capacity::<VoteResponsePartitionData>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(VoteResponsePartitionData::decode(buf, version)?);
             }
             items
         };
         let count = p::read_uvarint(buf)?;
-        for _ in 0..count {
-            let (tag, value) = p::read_tagged_field(buf)?;
-            match tag {
-                _ => {
-                    this.unknown_tagged_fields.insert(tag, value);
-                }
-            }
+        if count > 0 {
+            this.unknown_tagged_fields = p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
         }
         Ok(this)
     }

@@ -80,24 +80,32 @@ impl Decode for WriteTxnMarkersRequest {
         let flexible = version >= 1;
         let mut this = Self::default();
         this.markers = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 19,
+                    _ => 17,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "WriteTxnMarkersRequest.markers",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<WritableTxnMarker> =
+                Vec::with_capacity(p::array_capacity::<WritableTxnMarker>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(WritableTxnMarker::decode(buf, version)?);
             }
             items
         };
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -226,10 +234,21 @@ impl Decode for WritableTxnMarker {
         this.producer_epoch = p::read_i16(buf)?;
         this.transaction_result = p::read_bool(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?
-                .ok_or(DecodeError::UnexpectedNull("WritableTxnMarker.topics"))?;
-            let mut items = Vec::with_capacity(n);
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull("WritableTxnMarker.topics"))?;
+            let mut items: Vec<WritableTxnMarkerTopic> =
+                Vec::with_capacity(p::array_capacity::<WritableTxnMarkerTopic>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(WritableTxnMarkerTopic::decode(buf, version)?);
             }
             items
@@ -237,13 +256,9 @@ impl Decode for WritableTxnMarker {
         this.coordinator_epoch = p::read_i32(buf)?;
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -343,21 +358,20 @@ impl Decode for WritableTxnMarkerTopic {
             let n = p::read_array_len(buf, flexible, 4)?.ok_or(DecodeError::UnexpectedNull(
                 "WritableTxnMarkerTopic.partition_indexes",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<i32> = Vec::with_capacity(p::array_capacity::<i32>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(p::read_i32(buf)?);
             }
             items
         };
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -453,24 +467,32 @@ impl Decode for WriteTxnMarkersResponse {
         let flexible = version >= 1;
         let mut this = Self::default();
         this.markers = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 12,
+                    _ => 10,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "WriteTxnMarkersResponse.markers",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<WritableTxnMarkerResult> =
+                Vec::with_capacity(p::array_capacity::<WritableTxnMarkerResult>(n, buf.len()));
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(WritableTxnMarkerResult::decode(buf, version)?);
             }
             items
         };
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -564,13 +586,9 @@ impl Decode for WritableTxnMarkerPartitionResult {
         this.error_code = p::read_i16(buf)?;
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -657,24 +675,33 @@ impl Decode for WritableTxnMarkerResult {
         let mut this = Self::default();
         this.producer_id = p::read_i64(buf)?;
         this.topics = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 6,
+                    _ => 3,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "WritableTxnMarkerResult.topics",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<WritableTxnMarkerTopicResult> = Vec::with_capacity(
+                p::array_capacity::<WritableTxnMarkerTopicResult>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(WritableTxnMarkerTopicResult::decode(buf, version)?);
             }
             items
         };
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
@@ -775,24 +802,33 @@ impl Decode for WritableTxnMarkerTopicResult {
         let mut this = Self::default();
         this.name = p::read_string(buf, flexible, "WritableTxnMarkerTopicResult.name")?;
         this.partitions = {
-            let n = p::read_array_len(buf, flexible, 1)?.ok_or(DecodeError::UnexpectedNull(
+            let n = p::read_array_len(
+                buf,
+                flexible,
+                match version {
+                    ..=0 => 6,
+                    _ => 7,
+                },
+            )?
+            .ok_or(DecodeError::UnexpectedNull(
                 "WritableTxnMarkerTopicResult.partitions",
             ))?;
-            let mut items = Vec::with_capacity(n);
+            let mut items: Vec<WritableTxnMarkerPartitionResult> = Vec::with_capacity(
+                p::array_capacity::<WritableTxnMarkerPartitionResult>(n, buf.len()),
+            );
             for _ in 0..n {
+                if items.len() == items.capacity() {
+                    p::grow_array(&mut items, n);
+                }
                 items.push(WritableTxnMarkerPartitionResult::decode(buf, version)?);
             }
             items
         };
         if version >= 1 {
             let count = p::read_uvarint(buf)?;
-            for _ in 0..count {
-                let (tag, value) = p::read_tagged_field(buf)?;
-                match tag {
-                    _ => {
-                        this.unknown_tagged_fields.insert(tag, value);
-                    }
-                }
+            if count > 0 {
+                this.unknown_tagged_fields =
+                    p::TaggedFieldReader::new(buf, count)?.keep_all(buf)?;
             }
         }
         Ok(this)
