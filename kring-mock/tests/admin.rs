@@ -147,8 +147,8 @@ fn configs_change_all_or_nothing() {
 fn offsets_and_delete_records() {
     let (cluster, admin) = setup();
     cluster.create_topic("t", 2, 1).unwrap();
-    let records: Vec<(Option<&[u8]>, Option<&[u8]>)> =
-        (0..5).map(|_| (None, Some(&b"v"[..]))).collect();
+    type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+    let records: Vec<KeyValue<'_>> = (0..5).map(|_| (None, Some(&b"v"[..]))).collect();
     cluster
         .append("t", 1, &record_batch(0, 1_000, &records).unwrap())
         .unwrap();
