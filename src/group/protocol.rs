@@ -317,4 +317,4 @@ fn flatten(groups: impl Iterator<Item = (String, Vec<i32>)>) -> Vec<TopicPartiti
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
