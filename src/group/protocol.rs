@@ -243,7 +243,7 @@ pub(crate) fn decode_sticky_user_data(bytes: &Bytes) -> Result<StickyUserData, G
                 what: WHAT,
                 version: 1,
                 extra,
-            })
+            });
         }
     };
     Ok(StickyUserData {

@@ -22,8 +22,8 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use super::protocol::{GroupProtocolError, Subscription};
 use super::TopicPartition;
+use super::protocol::{GroupProtocolError, Subscription};
 
 mod range;
 mod roundrobin;

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{java_member_order, partition_count, Member, PartitionCounts};
+use super::{Member, PartitionCounts, java_member_order, partition_count};
 use crate::group::TopicPartition;
 
 /// Each member's partitions, aligned with `members`.
@@ -30,7 +30,12 @@ pub(super) fn assign(members: &[&Member], counts: &PartitionCounts) -> Vec<Vec<T
 fn subscribers_by_topic<'a>(members: &[&'a Member]) -> BTreeMap<&'a str, Vec<usize>> {
     let mut by_topic: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (index, member) in members.iter().enumerate() {
-        let topics: BTreeSet<&str> = member.subscription.topics.iter().map(|t| t.as_str()).collect();
+        let topics: BTreeSet<&str> = member
+            .subscription
+            .topics
+            .iter()
+            .map(|t| t.as_str())
+            .collect();
         for topic in topics {
             by_topic.entry(topic).or_default().push(index);
         }

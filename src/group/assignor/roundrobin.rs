@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use super::{java_member_order, partition_count, Member, PartitionCounts};
+use super::{Member, PartitionCounts, java_member_order, partition_count};
 use crate::group::TopicPartition;
 
 /// Each member's partitions, aligned with `members`.

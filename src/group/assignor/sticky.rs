@@ -5,11 +5,12 @@
 //! Ownership: `sticky` reads each member's previous assignment and generation from
 //! its user data (eager members revoke everything before rejoining, so their owned
 //! partitions in the subscription are empty); `cooperative-sticky` reads the owned
-//! partitions and generation of the subscription (v1+/v2+). A partition claimed in
-//! several members' lists belongs to the claim with the highest generation; claims tied
-//! at the highest generation cancel each other (Java does the same). Claims on topics
-//! the member no longer subscribes to, or on partitions that no longer exist, count
-//! for nothing.
+//! partitions and generation of the subscription (v1+/v2+; none means generation -1).
+//! A partition claimed in several members' lists belongs to the claim with the highest
+//! generation (older claims are stale, KIP-792); claims tied at the highest generation
+//! cancel each other, so neither member counts on keeping it (as in Java). Claims on
+//! topics the member no longer subscribes to, or on partitions that no longer exist,
+//! count for nothing.
 //!
 //! Balance: when all members subscribe to the same topics, each gets ⌊P/M⌋ or ⌈P/M⌉
 //! partitions: members keep owned partitions up to that quota (the ⌈P/M⌉ slots going
@@ -19,9 +20,11 @@
 //! from a member to an eligible one holding at least two fewer until none can.
 //!
 //! Hand-over (`cooperative-sticky` only): a partition the result gives to a member
-//! while another member still claims it is left out of this round; its owner, seeing
-//! it missing, revokes it and rejoins, and the next rebalance assigns it (KIP-429's
-//! two phases). No two members ever hold a partition at the same time.
+//! while another member owns it (at the newest generation claimed, tied owners
+//! included) is left out of this round; its owner, seeing it missing, revokes it and
+//! rejoins, and a later rebalance assigns it (KIP-429's two phases). With shared
+//! subscriptions that later rebalance is the next one; with different subscriptions
+//! the moves that restore balance can take a few rounds (the tests check it settles).
 //!
 //! Cost: O(P log P) for shared subscriptions; the general case's moves are bounded by
 //! the balance they improve (each lowers the sum of squared counts).
@@ -29,9 +32,9 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
-use super::{partition_count, AssignError, Member, PartitionCounts};
-use crate::group::protocol::decode_sticky_user_data;
+use super::{AssignError, Member, PartitionCounts, partition_count};
 use crate::group::TopicPartition;
+use crate::group::protocol::decode_sticky_user_data;
 
 /// Partitions a member says it owns, and in which generation.
 #[derive(Debug, Default)]
@@ -77,12 +80,11 @@ pub(super) fn assign_cooperative(
 fn prior_from_user_data(member: &Member) -> Result<Prior, AssignError> {
     match &member.subscription.user_data {
         Some(data) if !data.is_empty() => {
-            let decoded = decode_sticky_user_data(data).map_err(|source| {
-                AssignError::BadUserData {
+            let decoded =
+                decode_sticky_user_data(data).map_err(|source| AssignError::BadUserData {
                     member: member.member_id.clone(),
                     source,
-                }
-            })?;
+                })?;
             Ok(Prior {
                 owned: decoded.partitions,
                 generation: decoded.generation.unwrap_or(NO_GENERATION),
@@ -174,7 +176,9 @@ fn all_partitions(topic_sets: &[BTreeSet<&str>], counts: &PartitionCounts) -> Ve
     let mut all = Vec::new();
     for topic in topics {
         let n = partition_count(counts, topic).unwrap_or(0);
-        all.extend((0..n).map(|p| TopicPartition::new(topic, i32::try_from(p).unwrap_or(i32::MAX))));
+        all.extend(
+            (0..n).map(|p| TopicPartition::new(topic, i32::try_from(p).unwrap_or(i32::MAX))),
+        );
     }
     all
 }
@@ -194,7 +198,10 @@ fn uncontested(claims: &Claims, members: usize) -> Vec<Vec<TopicPartition>> {
 }
 
 /// Shared subscriptions: exact ⌊P/M⌋/⌈P/M⌉ quotas, keeping owners where quotas allow.
-fn balance_shared(mut kept: Vec<Vec<TopicPartition>>, all: &[TopicPartition]) -> Vec<Vec<TopicPartition>> {
+fn balance_shared(
+    mut kept: Vec<Vec<TopicPartition>>,
+    all: &[TopicPartition],
+) -> Vec<Vec<TopicPartition>> {
     let members = kept.len();
     if members == 0 {
         return kept;
@@ -213,7 +220,11 @@ fn balance_shared(mut kept: Vec<Vec<TopicPartition>>, all: &[TopicPartition]) ->
         kept[m].truncate(quota);
     }
     let taken: HashSet<&TopicPartition> = kept.iter().flatten().collect();
-    let free: Vec<TopicPartition> = all.iter().filter(|tp| !taken.contains(tp)).cloned().collect();
+    let free: Vec<TopicPartition> = all
+        .iter()
+        .filter(|tp| !taken.contains(tp))
+        .cloned()
+        .collect();
     drop(taken);
     let mut free = free.into_iter();
     let mut below_min: VecDeque<usize> = (0..members).filter(|&m| kept[m].len() < min).collect();
@@ -225,12 +236,10 @@ fn balance_shared(mut kept: Vec<Vec<TopicPartition>>, all: &[TopicPartition]) ->
         }
     }
     // What is left equals the ⌈P/M⌉ slots still open; members at ⌊P/M⌋ take one each.
-    for m in 0..members {
-        if kept[m].len() == min {
-            match free.next() {
-                Some(tp) => kept[m].push(tp),
-                None => break,
-            }
+    for list in kept.iter_mut().filter(|list| list.len() == min) {
+        match free.next() {
+            Some(tp) => list.push(tp),
+            None => break,
         }
     }
     kept
@@ -262,7 +271,11 @@ fn balance_general(
 }
 
 /// The eligible member other than `except` with the fewest partitions (lowest index on ties).
-fn least_loaded(assigned: &[Vec<TopicPartition>], eligible: Option<&Vec<usize>>, except: usize) -> Option<usize> {
+fn least_loaded(
+    assigned: &[Vec<TopicPartition>],
+    eligible: Option<&Vec<usize>>,
+    except: usize,
+) -> Option<usize> {
     eligible?
         .iter()
         .copied()
@@ -272,7 +285,10 @@ fn least_loaded(assigned: &[Vec<TopicPartition>], eligible: Option<&Vec<usize>>,
 
 /// One pass over the members, most loaded first, moving partitions to eligible members
 /// with at least two fewer. Whether anything moved.
-fn move_one_round(assigned: &mut [Vec<TopicPartition>], eligible: &HashMap<&str, Vec<usize>>) -> bool {
+fn move_one_round(
+    assigned: &mut [Vec<TopicPartition>],
+    eligible: &HashMap<&str, Vec<usize>>,
+) -> bool {
     let mut order: Vec<usize> = (0..assigned.len()).collect();
     order.sort_by_key(|&m| (Reverse(assigned[m].len()), m));
     let mut moved = false;

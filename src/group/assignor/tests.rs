@@ -43,7 +43,13 @@ fn member(id: &str, topics: &[&str]) -> Member {
 }
 
 /// A member that owns `owned` in `generation`, told the way `assignor` reads it.
-fn owner(assignor: Assignor, id: &str, topics: &[&str], owned: &[TopicPartition], generation: i32) -> Member {
+fn owner(
+    assignor: Assignor,
+    id: &str,
+    topics: &[&str],
+    owned: &[TopicPartition],
+    generation: i32,
+) -> Member {
     let mut m = member(id, topics);
     if assignor == Assignor::Sticky {
         m.subscription.user_data = Some(encode_sticky_user_data(owned, generation).unwrap());
@@ -96,7 +102,11 @@ fn java_scenarios() -> Vec<Scenario> {
                     let decoded = decode_sticky_user_data(data).unwrap();
                     assert_eq!(decoded.partitions, owned, "{line}");
                     assert_eq!(decoded.generation, Some(generation), "{line}");
-                    assert_eq!(&encode_sticky_user_data(&owned, generation).unwrap(), data, "{line}");
+                    assert_eq!(
+                        &encode_sticky_user_data(&owned, generation).unwrap(),
+                        data,
+                        "{line}"
+                    );
                 }
                 s.members.push(Member {
                     member_id: w[1].into(),
@@ -104,7 +114,11 @@ fn java_scenarios() -> Vec<Scenario> {
                     subscription: Subscription {
                         topics: w[3].split(',').map(String::from).collect(),
                         user_data,
-                        owned_partitions: if s.assignor == Assignor::Sticky { vec![] } else { owned },
+                        owned_partitions: if s.assignor == Assignor::Sticky {
+                            vec![]
+                        } else {
+                            owned
+                        },
                         generation_id: (generation >= 0).then_some(generation),
                         rack_id: None,
                     },
@@ -135,7 +149,10 @@ fn kept(members: &[Member], assignor: Assignor, result: &GroupAssignment) -> usi
                     .unwrap_or_default(),
                 _ => m.subscription.owned_partitions.clone(),
             };
-            result[&m.member_id].iter().filter(|tp| owned.contains(tp)).count()
+            result[&m.member_id]
+                .iter()
+                .filter(|tp| owned.contains(tp))
+                .count()
         })
         .sum()
 }
@@ -169,14 +186,22 @@ fn sticky_assignors_are_as_balanced_and_sticky_as_java() {
         let what = format!("{} {}", s.assignor.name(), s.name);
         let ours = s.assignor.assign(&s.members, &s.counts).unwrap();
         check_valid(&s.members, &s.counts, &ours);
-        assert!(spread(&ours) <= spread(&s.expect), "{what}: {ours:?} vs Java {:?}", s.expect);
+        assert!(
+            spread(&ours) <= spread(&s.expect),
+            "{what}: {ours:?} vs Java {:?}",
+            s.expect
+        );
         assert!(
             kept(&s.members, s.assignor, &ours) >= kept(&s.members, s.assignor, &s.expect),
             "{what}: {ours:?} vs Java {:?}",
             s.expect
         );
         let total = |a: &GroupAssignment| a.values().map(Vec::len).sum::<usize>();
-        assert_eq!(total(&ours), total(&s.expect), "{what}: as many handed out (or withheld) as Java");
+        assert_eq!(
+            total(&ours),
+            total(&s.expect),
+            "{what}: as many handed out (or withheld) as Java"
+        );
         if s.assignor == Assignor::CooperativeSticky {
             check_no_double_ownership(&s.members, &ours);
         }
@@ -190,8 +215,15 @@ fn check_valid(members: &[Member], counts: &PartitionCounts, result: &GroupAssig
     let mut seen = BTreeSet::new();
     for m in members {
         for p in &result[&m.member_id] {
-            assert!(m.subscription.topics.contains(&p.topic), "{p} to unsubscribed {}", m.member_id);
-            assert!(p.partition >= 0 && p.partition < counts[&p.topic], "{p} does not exist");
+            assert!(
+                m.subscription.topics.contains(&p.topic),
+                "{p} to unsubscribed {}",
+                m.member_id
+            );
+            assert!(
+                p.partition >= 0 && p.partition < counts[&p.topic],
+                "{p} does not exist"
+            );
             assert!(seen.insert(p.clone()), "{p} assigned twice");
         }
     }
@@ -199,9 +231,20 @@ fn check_valid(members: &[Member], counts: &PartitionCounts, result: &GroupAssig
 
 /// Every subscribed partition is assigned.
 fn check_complete(members: &[Member], counts: &PartitionCounts, result: &GroupAssignment) {
-    let topics: BTreeSet<&String> = members.iter().flat_map(|m| &m.subscription.topics).collect();
-    let expected: usize = topics.iter().filter_map(|t| counts.get(*t)).map(|&n| n as usize).sum();
-    assert_eq!(result.values().map(Vec::len).sum::<usize>(), expected, "{result:?}");
+    let topics: BTreeSet<&String> = members
+        .iter()
+        .flat_map(|m| &m.subscription.topics)
+        .collect();
+    let expected: usize = topics
+        .iter()
+        .filter_map(|t| counts.get(*t))
+        .map(|&n| n as usize)
+        .sum();
+    assert_eq!(
+        result.values().map(Vec::len).sum::<usize>(),
+        expected,
+        "{result:?}"
+    );
 }
 
 /// Cooperative: nothing given to a member while another owns it (at the newest
@@ -212,11 +255,19 @@ fn check_no_double_ownership(members: &[Member], result: &GroupAssignment) {
         for p in &result[&m.member_id] {
             let claimers: Vec<&Member> = members
                 .iter()
-                .filter(|o| o.subscription.owned_partitions.contains(p) && o.subscription.topics.contains(&p.topic))
+                .filter(|o| {
+                    o.subscription.owned_partitions.contains(p)
+                        && o.subscription.topics.contains(&p.topic)
+                })
                 .collect();
             let newest = claimers.iter().map(|o| generation(o)).max();
             for o in claimers.iter().filter(|o| o.member_id != m.member_id) {
-                assert!(Some(generation(o)) != newest, "{p} given to {} while {} owns it", m.member_id, o.member_id);
+                assert!(
+                    Some(generation(o)) != newest,
+                    "{p} given to {} while {} owns it",
+                    m.member_id,
+                    o.member_id
+                );
             }
         }
     }
@@ -224,14 +275,24 @@ fn check_no_double_ownership(members: &[Member], result: &GroupAssignment) {
 
 #[test]
 fn names_round_trip_and_only_cooperative_sticky_is_cooperative() {
-    for a in [Assignor::Range, Assignor::RoundRobin, Assignor::Sticky, Assignor::CooperativeSticky] {
+    for a in [
+        Assignor::Range,
+        Assignor::RoundRobin,
+        Assignor::Sticky,
+        Assignor::CooperativeSticky,
+    ] {
         assert_eq!(Assignor::from_name(a.name()), Some(a));
         assert_eq!(a.is_cooperative(), a == Assignor::CooperativeSticky);
     }
     assert_eq!(Assignor::from_name("RangeAssignor"), None);
 }
 
-const ALL: [Assignor; 4] = [Assignor::Range, Assignor::RoundRobin, Assignor::Sticky, Assignor::CooperativeSticky];
+const ALL: [Assignor; 4] = [
+    Assignor::Range,
+    Assignor::RoundRobin,
+    Assignor::Sticky,
+    Assignor::CooperativeSticky,
+];
 
 #[test]
 fn more_members_than_partitions_leaves_some_empty() {
@@ -240,7 +301,12 @@ fn more_members_than_partitions_leaves_some_empty() {
         let result = a.assign(&members, &counts(&[("t", 2)])).unwrap();
         check_valid(&members, &counts(&[("t", 2)]), &result);
         check_complete(&members, &counts(&[("t", 2)]), &result);
-        assert_eq!(result.values().filter(|v| v.len() == 1).count(), 2, "{}", a.name());
+        assert_eq!(
+            result.values().filter(|v| v.len() == 1).count(),
+            2,
+            "{}",
+            a.name()
+        );
     }
 }
 
@@ -262,7 +328,9 @@ fn no_members_no_subscriptions_and_empty_topics_give_empty_assignments() {
 fn bad_inputs_are_named() {
     for a in ALL {
         let dup = [member("a", &["t"]), member("a", &["t"])];
-        assert!(matches!(a.assign(&dup, &counts(&[("t", 1)])), Err(AssignError::DuplicateMember(m)) if m == "a"));
+        assert!(
+            matches!(a.assign(&dup, &counts(&[("t", 1)])), Err(AssignError::DuplicateMember(m)) if m == "a")
+        );
         let one = [member("a", &["t"])];
         assert!(matches!(
             a.assign(&one, &counts(&[("t", -1)])),
@@ -281,20 +349,44 @@ fn bad_inputs_are_named() {
 fn results_do_not_depend_on_member_order() {
     let c = counts(&[("a", 7), ("b", 5), ("c", 3)]);
     let members = vec![
-        owner(Assignor::CooperativeSticky, "m3", &["a", "b"], &[tp("a", 1), tp("b", 2)], 3),
+        owner(
+            Assignor::CooperativeSticky,
+            "m3",
+            &["a", "b"],
+            &[tp("a", 1), tp("b", 2)],
+            3,
+        ),
         member("m1", &["a", "b", "c"]),
-        owner(Assignor::CooperativeSticky, "m2", &["c", "a"], &[tp("a", 1), tp("c", 0)], 2),
+        owner(
+            Assignor::CooperativeSticky,
+            "m2",
+            &["c", "a"],
+            &[tp("a", 1), tp("c", 0)],
+            2,
+        ),
         member("m0", &["b"]),
     ];
     let mut reversed = members.clone();
     reversed.reverse();
     for a in ALL {
-        assert_eq!(a.assign(&members, &c).unwrap(), a.assign(&reversed, &c).unwrap(), "{}", a.name());
+        assert_eq!(
+            a.assign(&members, &c).unwrap(),
+            a.assign(&reversed, &c).unwrap(),
+            "{}",
+            a.name()
+        );
     }
 }
 
 /// Runs one rebalance the way members would: with `owned` as each member's partitions.
-fn rebalance(a: Assignor, ids: &[&str], topics: &[&str], c: &PartitionCounts, owned: &GroupAssignment, generation: i32) -> GroupAssignment {
+fn rebalance(
+    a: Assignor,
+    ids: &[&str],
+    topics: &[&str],
+    c: &PartitionCounts,
+    owned: &GroupAssignment,
+    generation: i32,
+) -> GroupAssignment {
     let members: Vec<Member> = ids
         .iter()
         .map(|id| match owned.get(*id) {
@@ -314,23 +406,44 @@ fn rebalance(a: Assignor, ids: &[&str], topics: &[&str], c: &PartitionCounts, ow
 fn sticky_keeps_partitions_across_joins_and_leaves() {
     let c = counts(&[("t1", 6), ("t2", 6)]);
     for a in [Assignor::Sticky, Assignor::CooperativeSticky] {
-        let first = rebalance(a, &["a", "b", "c"], &["t1", "t2"], &c, &GroupAssignment::new(), 0);
+        let first = rebalance(
+            a,
+            &["a", "b", "c"],
+            &["t1", "t2"],
+            &c,
+            &GroupAssignment::new(),
+            0,
+        );
         assert!(first.values().all(|v| v.len() == 4));
         // "d" joins: every member gives up exactly one partition, the rest stay.
         let ids = ["a", "b", "c", "d"];
         let mut second = rebalance(a, &ids, &["t1", "t2"], &c, &first, 1);
         if a.is_cooperative() {
-            assert!(second["d"].is_empty(), "phase one: d waits for the revocations");
+            assert!(
+                second["d"].is_empty(),
+                "phase one: d waits for the revocations"
+            );
             second = rebalance(a, &ids, &["t1", "t2"], &c, &second, 2);
         }
-        assert_eq!(second.values().map(Vec::len).collect::<Vec<_>>(), [3, 3, 3, 3]);
+        assert_eq!(
+            second.values().map(Vec::len).collect::<Vec<_>>(),
+            [3, 3, 3, 3]
+        );
         for id in ["a", "b", "c"] {
-            assert!(second[id].iter().all(|p| first[id].contains(p)), "{} {id} kept only its own", a.name());
+            assert!(
+                second[id].iter().all(|p| first[id].contains(p)),
+                "{} {id} kept only its own",
+                a.name()
+            );
         }
         // "b" leaves: its partitions spread, nobody else loses any.
         let third = rebalance(a, &["a", "c", "d"], &["t1", "t2"], &c, &second, 3);
         for id in ["a", "c", "d"] {
-            assert!(second[id].iter().all(|p| third[id].contains(p)), "{} {id} lost a partition", a.name());
+            assert!(
+                second[id].iter().all(|p| third[id].contains(p)),
+                "{} {id} lost a partition",
+                a.name()
+            );
             assert_eq!(third[id].len(), 4);
         }
     }
@@ -343,7 +456,9 @@ fn eager_sticky_ignores_owned_partitions_in_the_subscription() {
     a.subscription.owned_partitions = vec![tp("t", 0), tp("t", 1)];
     a.subscription.generation_id = Some(4);
     let b = owner(Assignor::Sticky, "b", &["t"], &[tp("t", 0), tp("t", 1)], 4);
-    let result = Assignor::Sticky.assign(&[a, b], &counts(&[("t", 2)])).unwrap();
+    let result = Assignor::Sticky
+        .assign(&[a, b], &counts(&[("t", 2)]))
+        .unwrap();
     assert_eq!(result["b"], [tp("t", 0)]);
     assert_eq!(result["a"], [tp("t", 1)]);
 }
@@ -355,7 +470,11 @@ fn cooperative_moves_take_two_rebalances_and_then_settle() {
     let start: GroupAssignment = [("a".to_string(), all)].into();
     let ids = ["a", "b", "c"];
     let phase1 = rebalance(Assignor::CooperativeSticky, &ids, &["t"], &c, &start, 1);
-    assert_eq!(phase1["a"].len(), 3, "a keeps its quota and revokes the rest");
+    assert_eq!(
+        phase1["a"].len(),
+        3,
+        "a keeps its quota and revokes the rest"
+    );
     assert!(phase1["b"].is_empty() && phase1["c"].is_empty());
     let phase2 = rebalance(Assignor::CooperativeSticky, &ids, &["t"], &c, &phase1, 2);
     assert_eq!(phase2["a"], phase1["a"]);
@@ -374,10 +493,17 @@ fn conflicting_claims_go_to_the_newest_generation_and_ties_cancel() {
             owner(a, "z", &["t"], &[tp("t", 2)], 6),
         ];
         let result = a.assign(&members, &c).unwrap();
-        assert!(result["x"].contains(&tp("t", 0)), "{}: newest generation wins", a.name());
+        assert!(
+            result["x"].contains(&tp("t", 0)),
+            "{}: newest generation wins",
+            a.name()
+        );
         // t:2 is claimed by y and z in the same generation: neither may count on it.
         if a.is_cooperative() {
-            assert!(result.values().all(|v| !v.contains(&tp("t", 2))), "withheld while contested");
+            assert!(
+                result.values().all(|v| !v.contains(&tp("t", 2))),
+                "withheld while contested"
+            );
         }
         check_valid(&members, &c, &result);
     }
@@ -386,7 +512,11 @@ fn conflicting_claims_go_to_the_newest_generation_and_ties_cancel() {
 #[test]
 fn heterogeneous_subscriptions_balance_where_they_can() {
     let c = counts(&[("t1", 3), ("t2", 5), ("t3", 2)]);
-    let members = [member("a", &["t1"]), member("b", &["t1", "t2"]), member("c", &["t2", "t3"])];
+    let members = [
+        member("a", &["t1"]),
+        member("b", &["t1", "t2"]),
+        member("c", &["t2", "t3"]),
+    ];
     for a in [Assignor::Sticky, Assignor::CooperativeSticky] {
         let result = a.assign(&members, &c).unwrap();
         check_valid(&members, &c, &result);
@@ -419,9 +549,12 @@ fn ten_thousand_partitions_and_a_hundred_members() {
     }
 }
 
+/// A random member: indices of its topics, (topic index, partition) it owns, generation.
+type MemberSpec = (Vec<usize>, Vec<(usize, i32)>, i32);
+
 /// A random group: topics with 0..12 partitions, members subscribing to subsets (or
 /// all to the same set), owning random partitions in random generations.
-fn arb_group(shared: bool) -> impl Strategy<Value = (PartitionCounts, Vec<(Vec<usize>, Vec<(usize, i32)>, i32)>)> {
+fn arb_group(shared: bool) -> impl Strategy<Value = (PartitionCounts, Vec<MemberSpec>)> {
     let topics = prop::collection::vec(0..12i32, 1..5);
     topics.prop_flat_map(move |sizes| {
         let n = sizes.len();
@@ -430,27 +563,38 @@ fn arb_group(shared: bool) -> impl Strategy<Value = (PartitionCounts, Vec<(Vec<u
             prop::collection::vec((0..n, 0..14i32), 0..6),
             0..4i32,
         );
-        (Just(sizes), prop::collection::vec(member, 0..8), prop::collection::vec(0..n, 1..=n))
+        (
+            Just(sizes),
+            prop::collection::vec(member, 0..8),
+            prop::collection::vec(0..n, 1..=n),
+        )
             .prop_map(move |(sizes, mut members, common)| {
                 if shared {
                     for m in &mut members {
                         m.0 = common.clone();
                     }
                 }
-                let c = sizes.iter().enumerate().map(|(i, &s)| (format!("t{i}"), s)).collect();
+                let c = sizes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &s)| (format!("t{i}"), s))
+                    .collect();
                 (c, members)
             })
     })
 }
 
-fn build(a: Assignor, group: &[(Vec<usize>, Vec<(usize, i32)>, i32)]) -> Vec<Member> {
+fn build(a: Assignor, group: &[MemberSpec]) -> Vec<Member> {
     group
         .iter()
         .enumerate()
         .map(|(i, (topics, owned, generation))| {
             let topics: Vec<String> = topics.iter().map(|t| format!("t{t}")).collect();
             let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
-            let owned: Vec<TopicPartition> = owned.iter().map(|(t, p)| tp(&format!("t{t}"), *p)).collect();
+            let owned: Vec<TopicPartition> = owned
+                .iter()
+                .map(|(t, p)| tp(&format!("t{t}"), *p))
+                .collect();
             owner(a, &format!("m{i}"), &refs, &owned, *generation)
         })
         .collect()
@@ -525,7 +669,10 @@ proptest! {
 }
 
 /// What each sticky member validly and uniquely owns (newest generation, no ties).
-fn valid_owned(members: &[Member], c: &PartitionCounts) -> HashMap<String, BTreeSet<TopicPartition>> {
+fn valid_owned(
+    members: &[Member],
+    c: &PartitionCounts,
+) -> HashMap<String, BTreeSet<TopicPartition>> {
     let mut best: BTreeMap<TopicPartition, (i32, Vec<String>)> = BTreeMap::new();
     for m in members {
         let data = decode_sticky_user_data(m.subscription.user_data.as_ref().unwrap()).unwrap();
@@ -546,12 +693,32 @@ fn valid_owned(members: &[Member], c: &PartitionCounts) -> HashMap<String, BTree
             }
         }
     }
-    let mut out: HashMap<String, BTreeSet<TopicPartition>> =
-        members.iter().map(|m| (m.member_id.clone(), BTreeSet::new())).collect();
+    let mut out: HashMap<String, BTreeSet<TopicPartition>> = members
+        .iter()
+        .map(|m| (m.member_id.clone(), BTreeSet::new()))
+        .collect();
     for (p, (_, owners)) in best {
         if let [only] = owners.as_slice() {
             out.get_mut(only).unwrap().insert(p);
         }
     }
     out
+}
+
+#[test]
+fn every_name_the_config_accepts_names_an_assignor() {
+    let value = "range,org.apache.kafka.clients.consumer.RoundRobinAssignor,StickyAssignor,\
+                 org.apache.kafka.clients.consumer.CooperativeStickyAssignor";
+    let mut config = crate::config::Config::new(["k1:9092"]);
+    config.set("partition.assignment.strategy", value).unwrap();
+    let names = &config.group.assignment_strategies;
+    let parsed: Vec<Option<Assignor>> = names.iter().map(|n| Assignor::from_name(n)).collect();
+    assert_eq!(parsed, ALL.map(Some));
+    let defaults = crate::config::Config::new(["k1:9092"])
+        .group
+        .assignment_strategies;
+    assert!(
+        defaults.iter().all(|n| Assignor::from_name(n).is_some()),
+        "{defaults:?}"
+    );
 }

@@ -61,8 +61,16 @@ fn subscriptions_match_java_bytes_at_every_version() {
         let (tag, bytes, _) = java("subscription", version as usize);
         assert_eq!(tag, version.to_string());
         let ours = java_subscription(version);
-        assert_eq!(encode_subscription(&ours, version).unwrap(), bytes, "v{version}");
-        assert_eq!(decode_subscription(&bytes).unwrap(), sorted(ours), "v{version}");
+        assert_eq!(
+            encode_subscription(&ours, version).unwrap(),
+            bytes,
+            "v{version}"
+        );
+        assert_eq!(
+            decode_subscription(&bytes).unwrap(),
+            sorted(ours),
+            "v{version}"
+        );
     }
     let bare = Subscription {
         topics: vec!["only".into()],
@@ -90,7 +98,11 @@ fn assignments_match_java_bytes_at_every_version() {
             partitions: partitions.clone(),
             user_data: (version >= 1).then(|| Bytes::from_static(&[1, 2, 0xff])),
         };
-        assert_eq!(encode_assignment(&ours, version).unwrap(), bytes, "v{version}");
+        assert_eq!(
+            encode_assignment(&ours, version).unwrap(),
+            bytes,
+            "v{version}"
+        );
         assert_eq!(decode_assignment(&bytes).unwrap(), ours, "v{version}");
     }
     let (_, bytes, _) = java("assignment", 4);
@@ -101,12 +113,19 @@ fn assignments_match_java_bytes_at_every_version() {
 #[test]
 fn sticky_user_data_matches_java() {
     let (tag, _, null) = java("sticky-userdata", 0);
-    assert_eq!((tag.as_str(), null), ("none", true), "no previous assignment: no user data");
+    assert_eq!(
+        (tag.as_str(), null),
+        ("none", true),
+        "no previous assignment: no user data"
+    );
     let (_, bytes, _) = java("sticky-userdata", 1);
     let previous = vec![tp("t1", 0), tp("t1", 4)];
     assert_eq!(encode_sticky_user_data(&previous, 3).unwrap(), bytes);
     let decoded = decode_sticky_user_data(&bytes).unwrap();
-    assert_eq!((decoded.partitions, decoded.generation), (previous, Some(3)));
+    assert_eq!(
+        (decoded.partitions, decoded.generation),
+        (previous, Some(3))
+    );
     let (_, bytes, _) = java("sticky-userdata", 2);
     assert_eq!(encode_sticky_user_data(&[], 9).unwrap(), bytes);
     assert_eq!(decode_sticky_user_data(&bytes).unwrap().generation, Some(9));
@@ -117,7 +136,10 @@ fn sticky_user_data_v0_has_no_generation_and_junk_is_refused() {
     let v1 = encode_sticky_user_data(&[tp("a", 1)], 4).unwrap();
     let v0 = v1.slice(..v1.len() - 4);
     let decoded = decode_sticky_user_data(&v0).unwrap();
-    assert_eq!((decoded.partitions, decoded.generation), (vec![tp("a", 1)], None));
+    assert_eq!(
+        (decoded.partitions, decoded.generation),
+        (vec![tp("a", 1)], None)
+    );
     let junk = Bytes::from([&v1[..], &[0]].concat());
     assert!(matches!(
         decode_sticky_user_data(&junk),
@@ -127,7 +149,9 @@ fn sticky_user_data_v0_has_no_generation_and_junk_is_refused() {
 
 #[test]
 fn newer_versions_are_read_as_the_newest_known() {
-    let mut bytes = encode_subscription(&java_subscription(3), 3).unwrap().to_vec();
+    let mut bytes = encode_subscription(&java_subscription(3), 3)
+        .unwrap()
+        .to_vec();
     bytes[1] = 9;
     bytes.extend_from_slice(b"future field");
     let decoded = decode_subscription(&Bytes::from(bytes)).unwrap();
@@ -156,7 +180,10 @@ fn hostile_input_is_refused_without_panic() {
         Err(GroupProtocolError::TrailingBytes { extra: 1, .. })
     ));
     for cut in 0..good.len() {
-        assert!(decode_assignment(&good.slice(..cut)).is_err(), "cut at {cut}");
+        assert!(
+            decode_assignment(&good.slice(..cut)).is_err(),
+            "cut at {cut}"
+        );
     }
 }
 
@@ -177,13 +204,15 @@ fn arb_subscription() -> impl Strategy<Value = Subscription> {
         prop::option::of(0..i32::MAX),
         prop::option::of("[a-z]{1,4}"),
     )
-        .prop_map(|(topics, user_data, owned, generation_id, rack_id)| Subscription {
-            topics: topics.into_iter().collect(),
-            user_data: user_data.map(Bytes::from),
-            owned_partitions: owned,
-            generation_id,
-            rack_id,
-        })
+        .prop_map(
+            |(topics, user_data, owned, generation_id, rack_id)| Subscription {
+                topics: topics.into_iter().collect(),
+                user_data: user_data.map(Bytes::from),
+                owned_partitions: owned,
+                generation_id,
+                rack_id,
+            },
+        )
 }
 
 proptest! {
