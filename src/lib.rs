@@ -23,6 +23,8 @@
 //!   fetch sessions, and the offset manager.
 //! - [`producer`]: async and sync producers: in-place batching, Java-compatible
 //!   partitioning, compression, idempotence, ordered retries.
+//! - `group` (internal, issue 15 in progress): the classic consumer protocol's
+//!   subscription/assignment formats and the four assignors; no group consumer yet.
 //! - [`admin`]: what Sarama's `ClusterAdmin` does: topics, partitions, configs,
 //!   records, offsets, consumer groups, ACLs, reassignments, log dirs, quotas, SCRAM
 //!   credentials, producers and transactions, the cluster and its features.
@@ -40,6 +42,9 @@ pub mod config;
 pub mod consumer;
 pub(crate) mod engine;
 pub mod error;
+/// Consumer groups (issue 15): so far only the classic consumer protocol's embedded
+/// formats and the client-side assignors; the group consumer itself is not built yet.
+pub(crate) mod group;
 pub(crate) mod io;
 pub mod producer;
 pub mod protocol;
