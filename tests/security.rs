@@ -71,6 +71,45 @@ fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) ->
         .expect("finished instead of hanging")
 }
 
+/// Writes `values` to partition 0 of `topic` and returns their offsets.
+fn produce(client: &Client, topic: &str, values: &[String]) -> Vec<i64> {
+    let producer = Producer::new_blocking(client.clone()).unwrap();
+    let deliveries: Vec<_> = values
+        .iter()
+        .map(|v| {
+            producer
+                .send_blocking(
+                    ProducerRecord::new(topic)
+                        .with_partition(0)
+                        .with_value(v.clone()),
+                )
+                .unwrap()
+        })
+        .collect();
+    let offsets = deliveries
+        .into_iter()
+        .map(|d| d.wait().expect("written").offset)
+        .collect();
+    producer.close_blocking().unwrap();
+    offsets
+}
+
+/// Reads `count` values from partition 0 of `topic`, from the oldest offset.
+fn read(client: &Client, topic: &str, count: usize) -> Vec<String> {
+    let consumer = Consumer::new(client.clone()).unwrap();
+    let mut pc = consumer
+        .consume_partition_blocking(topic, 0, Offset::Oldest)
+        .unwrap();
+    let mut got = Vec::new();
+    while got.len() < count {
+        for m in pc.next_messages_blocking().unwrap().unwrap() {
+            got.push(String::from_utf8(m.value.unwrap().to_vec()).unwrap());
+        }
+    }
+    pc.close();
+    got
+}
+
 /// Produces 200 records with each codec to a new topic through `config` and reads them
 /// back through the same configuration.
 fn round_trip(config: Config, what: &str) {
@@ -87,39 +126,16 @@ fn round_trip(config: Config, what: &str) {
         let mut c = config.clone();
         c.producer.compression = codec;
         let client = Client::connect_blocking(c).unwrap();
-        let producer = Producer::new_blocking(client.clone()).unwrap();
         let values: Vec<String> = (0..200)
             .map(|i| format!("{what}-{i}-{}", "z".repeat(i % 50)))
             .collect();
-        let deliveries: Vec<_> = values
-            .iter()
-            .map(|v| {
-                producer
-                    .send_blocking(
-                        ProducerRecord::new(&topic)
-                            .with_partition(0)
-                            .with_value(v.clone()),
-                    )
-                    .unwrap()
-            })
-            .collect();
-        producer.flush_blocking().unwrap();
-        for (i, d) in deliveries.into_iter().enumerate() {
-            assert_eq!(d.wait().unwrap().offset, i as i64, "{what} {codec:?}");
-        }
-        producer.close_blocking().unwrap();
-        let consumer = Consumer::new(client.clone()).unwrap();
-        let mut pc = consumer
-            .consume_partition_blocking(&topic, 0, Offset::Oldest)
-            .unwrap();
-        let mut got = Vec::new();
-        while got.len() < values.len() {
-            for m in pc.next_messages_blocking().unwrap().unwrap() {
-                got.push(String::from_utf8(m.value.unwrap().to_vec()).unwrap());
-            }
-        }
-        assert_eq!(got, values, "{what} {codec:?}");
-        pc.close();
+        let offsets = produce(&client, &topic, &values);
+        assert_eq!(offsets, (0..200).collect::<Vec<i64>>(), "{what} {codec:?}");
+        assert_eq!(
+            read(&client, &topic, values.len()),
+            values,
+            "{what} {codec:?}"
+        );
     }
 }
 
@@ -592,24 +608,8 @@ fn kcat_and_the_java_console_tools_interoperate_over_sasl_ssl() {
     // kring writes; kcat and the Java console consumer read.
     let topic = unique("kring-sec-interop");
     create_topic(&client, &topic, 1, 1, &[]);
-    let producer = Producer::new_blocking(client.clone()).unwrap();
     let written = lines("from-kring");
-    let deliveries: Vec<_> = written
-        .iter()
-        .map(|v| {
-            producer
-                .send_blocking(
-                    ProducerRecord::new(&topic)
-                        .with_partition(0)
-                        .with_value(v.clone()),
-                )
-                .unwrap()
-        })
-        .collect();
-    for d in deliveries {
-        d.wait().expect("written");
-    }
-    producer.close_blocking().unwrap();
+    produce(&client, &topic, &written);
     let by_kcat = run(
         "kcat",
         &kcat_args(&[
@@ -648,20 +648,6 @@ fn kcat_and_the_java_console_tools_interoperate_over_sasl_ssl() {
     assert_eq!(by_java.lines().collect::<Vec<_>>(), written, "Java read");
 
     // kcat and the Java console producer write; kring reads.
-    let read_with_kring = |topic: &str| -> Vec<String> {
-        let consumer = Consumer::new(client.clone()).unwrap();
-        let mut pc = consumer
-            .consume_partition_blocking(topic, 0, Offset::Oldest)
-            .unwrap();
-        let mut got = Vec::new();
-        while got.len() < 100 {
-            for m in pc.next_messages_blocking().unwrap().unwrap() {
-                got.push(String::from_utf8(m.value.unwrap().to_vec()).unwrap());
-            }
-        }
-        pc.close();
-        got
-    };
     let from_kcat = unique("kring-sec-from-kcat");
     create_topic(&client, &from_kcat, 1, 1, &[]);
     let input = lines("from-kcat").join("\n") + "\n";
@@ -670,7 +656,7 @@ fn kcat_and_the_java_console_tools_interoperate_over_sasl_ssl() {
         &kcat_args(&["-P", "-t", &from_kcat, "-p", "0"]),
         &input,
     );
-    assert_eq!(read_with_kring(&from_kcat), lines("from-kcat"));
+    assert_eq!(read(&client, &from_kcat, 100), lines("from-kcat"));
     let from_java = unique("kring-sec-from-java");
     create_topic(&client, &from_java, 1, 1, &[]);
     let input = lines("from-java").join("\n") + "\n";
@@ -686,7 +672,7 @@ fn kcat_and_the_java_console_tools_interoperate_over_sasl_ssl() {
     .map(|s| s.to_string())
     .collect();
     run("org.apache.kafka.tools.ConsoleProducer", &java_args, &input);
-    assert_eq!(read_with_kring(&from_java), lines("from-java"));
+    assert_eq!(read(&client, &from_java, 100), lines("from-java"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
