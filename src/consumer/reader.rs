@@ -59,9 +59,16 @@ impl<'a> FetchedBatch<'a> {
     /// records have no headers.
     pub fn records(&self) -> impl Iterator<Item = Result<RecordRef<'a>, RecordError>> + 'a {
         let start = self.start;
-        self.records
-            .clone()
-            .filter(move |r| r.as_ref().map_or(true, |r| r.offset() >= start))
+        let from_position = move |r: &Result<RecordRef<'a>, RecordError>| {
+            r.as_ref().map_or(true, |r| r.offset() >= start)
+        };
+        // One filtered iterator per format, chosen once per batch: the v2 loop is then
+        // the same as without legacy support (a per-record enum dispatch cost 4% of the
+        // consumer's instructions).
+        match self.records.clone() {
+            AnyRecords::V2(r) => EitherRecords::V2(r.filter(from_position)),
+            AnyRecords::Legacy(r) => EitherRecords::Legacy(r.filter(from_position)),
+        }
     }
 
     /// The offset the user's reading of this batch starts at (the consumer's position
@@ -85,6 +92,24 @@ impl<'a> FetchedBatch<'a> {
     pub(crate) fn share(&self, owner: &Bytes, part: &[u8]) -> Bytes {
         let offset = part.as_ptr() as usize - self.backing.as_ptr() as usize;
         owner.slice(offset..offset + part.len())
+    }
+}
+
+/// The records of a v2 batch or of a legacy message, behind one type.
+enum EitherRecords<A, B> {
+    V2(A),
+    Legacy(B),
+}
+
+impl<T, A: Iterator<Item = T>, B: Iterator<Item = T>> Iterator for EitherRecords<A, B> {
+    type Item = T;
+
+    #[inline]
+    fn next(&mut self) -> Option<T> {
+        match self {
+            EitherRecords::V2(a) => a.next(),
+            EitherRecords::Legacy(b) => b.next(),
+        }
     }
 }
 
