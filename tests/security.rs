@@ -528,9 +528,10 @@ fn tls_and_authentication_errors_are_not_retriable() {
 }
 
 /// kcat (librdkafka) and the Java console tools over SASL_SSL: they read what kring
-/// wrote, and kring reads what they wrote. kcat authenticates with PLAIN (Debian's
-/// kcat 1.7.1 with librdkafka 2.0.2 fails SCRAM against this broker, in our tests with
-/// Kafka 4.4), the Java tools with SCRAM-SHA-512, kring with SCRAM-SHA-256.
+/// wrote, and kring reads what they wrote. kcat authenticates with PLAIN: Debian's kcat
+/// 1.7.1 links librdkafka 2.0.2, whose SCRAM client-final message repeats the client
+/// nonce (fixed in librdkafka 2.6.1), which Kafka 4.x's strict nonce check refuses. The
+/// Java tools use SCRAM-SHA-512, kring SCRAM-SHA-256.
 #[test]
 fn kcat_and_the_java_console_tools_interoperate_over_sasl_ssl() {
     let kring_config = secured(SASL_SSL, &props(&sasl("SCRAM-SHA-256", true)));
