@@ -59,6 +59,13 @@ impl BatchShared {
         true
     }
 
+    /// Whether the batch has its outcome (done or split).
+    pub fn is_settled(&self) -> bool {
+        self.outcome
+            .lock()
+            .map_or(true, |o| !matches!(*o, Outcome::Pending(_)))
+    }
+
     /// Completes every record of the batch; false when it was settled already.
     pub fn complete(&self, result: Result<BatchAck, Error>) -> bool {
         self.settle(Outcome::Done(result))

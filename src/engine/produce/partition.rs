@@ -343,15 +343,18 @@ impl std::fmt::Debug for PartitionState {
 }
 
 impl PartitionState {
-    /// Fails a batch of `records` records for good: its futures get `error`, and the
-    /// producer's tally counts it (and logs it) unless it was settled already. Every
-    /// final failure goes through here.
+    /// Fails a batch of `records` records for good: the producer's tally counts it (and
+    /// logs it) unless it was settled already, then its futures get `error`. Counted
+    /// first, so a flush woken by the completion finds it. Every final failure goes
+    /// through here, under the partition's lock (which every settling holds).
     fn fail_batch(&self, shared: &BatchShared, records: i32, error: Error, now: Instant) {
-        let log = &self.failed;
-        if shared.complete(Err(error.clone())) {
-            log.failures
-                .record(&log.topic, log.partition, records, &error, now);
+        if shared.is_settled() {
+            return;
         }
+        let log = &self.failed;
+        log.failures
+            .record(&log.topic, log.partition, records, &error, now);
+        shared.complete(Err(error));
     }
 
     /// Wakes the sink that drains this partition.
