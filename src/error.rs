@@ -130,6 +130,20 @@ pub enum Error {
     /// An operation did not finish in time.
     #[error("timed out: {0}")]
     Timeout(String),
+    /// A producer's flush (or close) found records that failed for good since the
+    /// previous flush; each record's delivery future holds its own error.
+    #[error(
+        "{records} record(s) in {batches} batch(es) failed since the previous flush; the first failure: {first}"
+    )]
+    DeliveryFailed {
+        /// Records that failed.
+        records: u64,
+        /// Batches they were in.
+        batches: u64,
+        /// The first failure.
+        #[source]
+        first: Box<Error>,
+    },
 }
 
 fn context(topic: &Option<String>, partition: &Option<i32>) -> String {

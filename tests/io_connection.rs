@@ -611,6 +611,177 @@ fn strangers_on_the_port_are_named(backend: Backend) {
     }
 }
 
+/// A listener that accepts every connection and never answers, holding each open (so
+/// the client's read never ends by itself) until `release`d.
+struct SilentListener {
+    addr: SocketAddr,
+    held: Arc<std::sync::Mutex<Vec<TcpStream>>>,
+    /// The socket inodes of the listener and of every connection it holds.
+    own: Arc<std::sync::Mutex<Vec<u64>>>,
+}
+
+/// The socket inode behind descriptor `fd` of this process.
+fn socket_inode(fd: i32) -> Option<u64> {
+    let target = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()?;
+    target
+        .to_str()?
+        .strip_prefix("socket:[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()
+}
+
+impl SilentListener {
+    fn start() -> Self {
+        use std::os::fd::AsRawFd;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let held = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let own = Arc::new(std::sync::Mutex::new(
+            socket_inode(listener.as_raw_fd())
+                .into_iter()
+                .collect::<Vec<u64>>(),
+        ));
+        let (keep, keep_own) = (held.clone(), own.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                if let Some(inode) = socket_inode(stream.as_raw_fd()) {
+                    keep_own.lock().unwrap().push(inode);
+                }
+                keep.lock().unwrap().push(stream);
+            }
+        });
+        SilentListener { addr, held, own }
+    }
+
+    fn held(&self) -> usize {
+        self.held.lock().unwrap().len()
+    }
+
+    /// Closes the server side of every connection accepted so far.
+    fn release(&self) {
+        self.held.lock().unwrap().clear();
+    }
+
+    /// Open sockets of this process that are not this listener's own: the client sides
+    /// (and whatever other tests running meanwhile hold).
+    fn other_sockets(&self) -> usize {
+        let own = self.own.lock().unwrap().clone();
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter_map(socket_inode)
+            .filter(|inode| !own.contains(inode))
+            .count()
+    }
+}
+
+/// Descriptors this process has open.
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// One of these tests at a time: each holds hundreds of sockets, which the other's
+/// counts must not see.
+static COUNTING_FDS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// 200 connection attempts to a listener that accepts and never answers, each ending in
+/// a handshake timeout: every client socket (and its read buffer) must be released, on
+/// io_uring too, where an abandoned read keeps its descriptor until it completes.
+fn abandoned_handshakes_leak_no_socket(backend: Backend) {
+    const ATTEMPTS: usize = 200;
+    const ROUND: usize = 20;
+    // Tests running beside this one open a few sockets and descriptors of their own; a
+    // leak is one per attempt.
+    const SLACK: usize = 24;
+    let _alone = COUNTING_FDS.lock().unwrap_or_else(|e| e.into_inner());
+    let name = format!("kr-silent-{backend}");
+    let rt = runtime(backend, &name);
+    let silent = SilentListener::start();
+    let config = ConnectionConfig {
+        connect_timeout: Duration::from_millis(200),
+        ..quick_config()
+    };
+    let (fds_before, sockets_before) = (open_fds(), silent.other_sockets());
+    for round in 0..ATTEMPTS / ROUND {
+        let attempts: Vec<_> = (0..ROUND)
+            .map(|i| {
+                let id = (round * ROUND + i) as i32;
+                let broker =
+                    Broker::open(&rt, id, silent.addr.to_string(), config.clone()).unwrap();
+                let pending = broker.try_send(MetadataRequest::default()).unwrap();
+                (broker, pending)
+            })
+            .collect();
+        for (broker, pending) in attempts {
+            let err = pending.wait().expect_err("nothing answers");
+            assert!(matches!(err, IoError::HandshakeTimedOut { .. }), "{err:?}");
+            broker.close();
+        }
+    }
+    assert_eq!(silent.held(), ATTEMPTS, "every attempt connected");
+    // A socket is closed asynchronously on io_uring: wait for the count to settle (a
+    // leaked one never does).
+    let settled = |s: &SilentListener| s.other_sockets() <= sockets_before + SLACK;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !settled(&silent) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sockets_after = silent.other_sockets();
+    // The listener still holds the server side of every connection.
+    let fds_after = open_fds().saturating_sub(silent.held());
+    silent.release();
+    assert!(
+        sockets_after <= sockets_before + SLACK,
+        "client sockets: {sockets_before} before, {sockets_after} after {ATTEMPTS} attempts"
+    );
+    assert!(
+        fds_after <= fds_before + SLACK,
+        "descriptors: {fds_before} before, {fds_after} after {ATTEMPTS} attempts"
+    );
+    assert_clean_shutdown(rt, &name);
+}
+
+/// The runtime shuts down while connections wait mid-handshake on a silent peer, with
+/// reads in flight: every one ends (io_uring ends them by shutting the socket down and
+/// awaits them rather than dropping them), the requests fail, and the sockets close.
+fn shutdown_mid_handshake_ends_every_read(backend: Backend) {
+    const CONNECTIONS: usize = 20;
+    let _alone = COUNTING_FDS.lock().unwrap_or_else(|e| e.into_inner());
+    let name = format!("kr-midshake-{backend}");
+    let rt = runtime(backend, &name);
+    let silent = SilentListener::start();
+    let sockets_before = silent.other_sockets();
+    let pending: Vec<_> = (0..CONNECTIONS)
+        .map(|i| {
+            let broker =
+                Broker::open(&rt, i as i32, silent.addr.to_string(), quick_config()).unwrap();
+            broker.try_send(MetadataRequest::default()).unwrap()
+        })
+        .collect();
+    wait_until("every connection accepted", || silent.held() == CONNECTIONS);
+    let rt = guarded("runtime shutdown", move || {
+        rt.shutdown();
+        rt
+    });
+    for p in pending {
+        let err = p.wait().expect_err("shut down before any answer");
+        assert!(
+            matches!(err, IoError::ShuttingDown | IoError::Closed { .. }),
+            "{err:?}"
+        );
+    }
+    let sockets_after = silent.other_sockets();
+    silent.release();
+    assert!(
+        sockets_after <= sockets_before + 8,
+        "client sockets: {sockets_before} before, {sockets_after} after shutdown"
+    );
+    assert_clean_shutdown(rt, &name);
+}
+
 macro_rules! suite {
     ($($test:ident),* $(,)?) => {
         mod io_uring {
@@ -634,6 +805,8 @@ suite!(
     refused_connection_backs_off,
     shutdown_fails_later_requests,
     strangers_on_the_port_are_named,
+    abandoned_handshakes_leak_no_socket,
+    shutdown_mid_handshake_ends_every_read,
 );
 
 /// Runs `f` on a thread and waits for it with a hang guard (a call that never returns

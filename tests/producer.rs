@@ -161,7 +161,15 @@ fn a_record_over_the_limit_fails_alone() {
                 .unwrap()
         })
         .collect();
-    producer.flush_blocking().unwrap();
+    // flush reports the failure: one record, with the broker's error.
+    match producer.flush_blocking() {
+        Err(Error::DeliveryFailed {
+            records: 1,
+            batches: 1,
+            first,
+        }) => assert_eq!(first.code(), Some(KafkaCode::MESSAGE_TOO_LARGE), "{first}"),
+        other => panic!("expected DeliveryFailed for the big record, got {other:?}"),
+    }
     let err = big.wait().expect_err("the big record fails");
     assert_eq!(err.code(), Some(KafkaCode::MESSAGE_TOO_LARGE), "{err}");
     let offsets: Vec<i64> = small
@@ -181,11 +189,46 @@ fn a_record_over_the_limit_fails_alone() {
     let want: Vec<String> = (0..60).map(|i| format!("small-{i}")).collect();
     assert_eq!(values, want, "every small record, once, in order");
 
-    // A record over max.request.size is refused before it is queued.
+    // A record over max.request.size is refused before it is queued (send says so;
+    // flush does not count it again), and the failure above was reported once.
     let huge = vec![0u8; 2 << 20];
     match producer.send_blocking(ProducerRecord::new(&topic).with_value(&huge)) {
         Err(Error::MessageTooLarge { .. }) => {}
         other => panic!("expected MessageTooLarge, got {other:?}"),
+    }
+    producer.flush_blocking().unwrap();
+    producer.close_blocking().unwrap();
+}
+
+#[test]
+fn a_closed_client_fails_the_producers_records_clearly() {
+    let mut c = config();
+    // Nothing goes out before the client is closed, and a retried record would only
+    // fail when delivery.timeout.ms runs out.
+    c.producer.linger = Duration::from_secs(5);
+    c.producer.delivery_timeout = Duration::from_secs(8);
+    c.net.request_timeout = Duration::from_secs(2);
+    let client = client(c);
+    let topic = unique("kring-closed-client");
+    create_topic(&client, &topic, 1, 1, &[]);
+    let producer = Producer::new_blocking(client.clone()).unwrap();
+    let pending = producer
+        .send_blocking(ProducerRecord::new(&topic).with_value("never sent"))
+        .unwrap();
+    client.close();
+    match producer.flush_blocking() {
+        Err(Error::DeliveryFailed {
+            records: 1, first, ..
+        }) => assert!(matches!(*first, Error::ClosedClient), "{first}"),
+        other => panic!("expected DeliveryFailed (client closed), got {other:?}"),
+    }
+    match pending.wait() {
+        Err(Error::ClosedClient) => {}
+        other => panic!("expected ClosedClient, got {other:?}"),
+    }
+    match producer.send_blocking(ProducerRecord::new(&topic).with_value("late")) {
+        Err(Error::ClosedClient) => {}
+        other => panic!("expected ClosedClient, got {other:?}"),
     }
     producer.close_blocking().unwrap();
 }

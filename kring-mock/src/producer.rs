@@ -145,10 +145,34 @@ struct State {
     /// How many of `problems` a verify has reported already.
     reported: usize,
     flushes: usize,
+    /// Deliveries failed since the last flush, and the first of them (what the next
+    /// flush reports, as the real producer's does).
+    failed_since_flush: u64,
+    first_failure: Option<Error>,
     closed: bool,
 }
 
 impl State {
+    fn note_failure(&mut self, error: &Error) {
+        self.failed_since_flush += 1;
+        self.first_failure.get_or_insert_with(|| error.clone());
+    }
+
+    /// A flush: counted, and the failures since the previous one reported as the real
+    /// producer's flush reports them.
+    fn flush(&mut self) -> Result<()> {
+        self.flushes += 1;
+        let records = std::mem::take(&mut self.failed_since_flush);
+        match self.first_failure.take() {
+            None => Ok(()),
+            Some(first) => Err(Error::DeliveryFailed {
+                records,
+                batches: records,
+                first: Box::new(first),
+            }),
+        }
+    }
+
     fn unverified(&mut self) -> Option<MockError> {
         let unused: Vec<String> = self
             .expectations
@@ -261,6 +285,8 @@ impl MockProducer {
                 problems: Vec::new(),
                 reported: 0,
                 flushes: 0,
+                failed_since_flush: 0,
+                first_failure: None,
                 closed: false,
             })),
         }
@@ -367,10 +393,9 @@ impl MockProducer {
             if let Err(reason) = checker(&sent) {
                 let problem = format!("checker rejected {description}: {reason}");
                 s.problems.push(problem.clone());
-                return Ok(DeliveryFuture::ready(
-                    partition,
-                    Err(Error::Batch(format!("{}: {problem}", s.name))),
-                ));
+                let error = Error::Batch(format!("{}: {problem}", s.name));
+                s.note_failure(&error);
+                return Ok(DeliveryFuture::ready(partition, Err(error)));
             }
         }
         match expectation.outcome {
@@ -387,7 +412,10 @@ impl MockProducer {
                     }),
                 ))
             }
-            Outcome::Fail(e) => Ok(DeliveryFuture::ready(partition, Err(e))),
+            Outcome::Fail(e) => {
+                s.note_failure(&e);
+                Ok(DeliveryFuture::ready(partition, Err(e)))
+            }
             Outcome::Reject(e) => Err(e),
         }
     }
@@ -400,8 +428,8 @@ impl RecordProducer for MockProducer {
     }
 
     fn flush(&self) -> FlushFuture<'_> {
-        self.lock().flushes += 1;
-        Box::pin(std::future::ready(Ok(())))
+        let result = self.lock().flush();
+        Box::pin(std::future::ready(result))
     }
 
     fn send_blocking(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
@@ -409,8 +437,7 @@ impl RecordProducer for MockProducer {
     }
 
     fn flush_blocking(&self) -> Result<()> {
-        self.lock().flushes += 1;
-        Ok(())
+        self.lock().flush()
     }
 }
 

@@ -40,8 +40,12 @@ impl<P: RecordProducer> OrderPublisher<P> {
             };
             offsets.push(meta.offset);
         }
-        self.producer.flush().await?;
-        Ok(offsets)
+        match self.producer.flush().await {
+            // flush reports every record that failed since the previous flush; each
+            // delivery was awaited and handled (retried) above.
+            Ok(()) | Err(Error::DeliveryFailed { .. }) => Ok(offsets),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -319,4 +323,29 @@ fn the_same_user_code_runs_on_the_real_producer_and_consumer() {
     producer.flush_blocking().unwrap();
     assert_eq!(meta.wait().unwrap().offset, 4);
     publisher.producer.close_blocking().unwrap();
+}
+
+#[test]
+fn the_mock_producers_flush_reports_failed_deliveries_as_the_real_one_does() {
+    let mock = MockProducer::new();
+    mock.expect_send_and_fail(not_enough_replicas());
+    mock.expect_send_and_succeed();
+    let failed = mock
+        .send_blocking(ProducerRecord::new("orders").with_value("a"))
+        .unwrap();
+    assert!(failed.wait().is_err());
+    match mock.flush_blocking() {
+        Err(Error::DeliveryFailed {
+            records: 1, first, ..
+        }) => {
+            assert_eq!(first.code(), Some(KafkaCode::NOT_ENOUGH_REPLICAS))
+        }
+        other => panic!("expected DeliveryFailed, got {other:?}"),
+    }
+    mock.send_blocking(ProducerRecord::new("orders").with_value("b"))
+        .unwrap()
+        .wait()
+        .unwrap();
+    mock.flush_blocking().unwrap();
+    mock.verify().unwrap();
 }

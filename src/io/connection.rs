@@ -14,7 +14,14 @@
 //!   requests that arrive while it is in reconnect backoff fail at once with a retriable
 //!   `NotConnected`.
 //! - A write never outlives its connection: when the engine ends (timeout, broken read)
-//!   while a write is pending, the write is dropped and the socket shut down.
+//!   while a write is pending, the socket is shut down and the write ends.
+//! - Every path that gives a connected socket up shuts it down: the session's end (done,
+//!   broken, a handshake, TLS or SASL step timed out, closed, runtime shutdown). With a
+//!   completion backend (io_uring) no read or write is dropped unfinished (the kernel
+//!   would keep its buffer and the socket until a completion that a silent peer never
+//!   causes, and tokio-uring frees such buffers when its ring goes, before the kernel
+//!   let go of them): the shutdown ends them and the driver awaits them, so when a
+//!   worker's tasks have ended, nothing is in flight on its ring.
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -30,7 +37,7 @@ use crate::engine::backoff::{Backoff, SplitMix64};
 use crate::engine::connection::{Connection, Event};
 use crate::engine::error::IoError;
 use crate::io::security;
-use crate::io::transport::{Connector, TransportRead, TransportWrite};
+use crate::io::transport::{Connector, ShutdownHandle, TransportRead, TransportWrite};
 use crate::protocol::negotiation::ApiVersionsTable;
 use crate::runtime::sleep_until;
 
@@ -396,6 +403,7 @@ impl Session {
         shutdown: &mut watch::Receiver<bool>,
     ) -> (Outcome, bool) {
         let session = Rc::new(self);
+        let closer = write.shutdown_handle();
         let reader = tokio::task::spawn_local(read_loop(read, session.clone()));
         let mut segments: Vec<Bytes> = Vec::new();
         let mut closing = false;
@@ -408,7 +416,7 @@ impl Session {
                 tokio::task::spawn_local(reauthenticate(session.clone()));
             }
             if session.engine.borrow_mut().poll_transmit(&mut segments) {
-                if !session.write(&mut write, &mut segments).await {
+                if !session.write(&mut write, &mut segments, &closer).await {
                     break;
                 }
                 continue;
@@ -442,8 +450,13 @@ impl Session {
                 }
             }
         }
+        // Shut down, so the reader's pending read ends; a readiness backend's read half
+        // does not see the shutdown of the write half, but may be dropped.
         write.close();
-        reader.abort();
+        closer.shutdown();
+        if <C::Write as TransportWrite>::DROP_SAFE {
+            reader.abort();
+        }
         let _ = reader.await;
         session.dispatch();
         let outcome = session.ended.borrow_mut().take().unwrap_or(Outcome::Broken);
@@ -474,8 +487,15 @@ impl Session {
         }
     }
 
-    /// Writes `segments` (emptied on return); false if the session ended meanwhile.
-    async fn write<W: TransportWrite>(&self, write: &mut W, segments: &mut Vec<Bytes>) -> bool {
+    /// Writes `segments` (emptied on return); false if the session ended meanwhile (the
+    /// write is then dropped where that is safe, or ended by shutting the socket down
+    /// through `closer` and awaited).
+    async fn write<W: TransportWrite>(
+        &self,
+        write: &mut W,
+        segments: &mut Vec<Bytes>,
+        closer: &W::Shutdown,
+    ) -> bool {
         let pending = write.write_all(std::mem::take(segments));
         tokio::pin!(pending);
         loop {
@@ -494,17 +514,18 @@ impl Session {
                 }
                 _ = self.wake.notified() => {
                     self.dispatch();
-                    if self.ended() {
-                        return false;
-                    }
                 }
                 _ = sleep_until(timeout) => {
                     self.engine.borrow_mut().handle_timeout(Self::now());
                     self.dispatch();
-                    if self.ended() {
-                        return false;
-                    }
                 }
+            }
+            if self.ended() {
+                if !W::DROP_SAFE {
+                    closer.shutdown();
+                    let _ = pending.await;
+                }
+                return false;
             }
         }
     }

@@ -44,6 +44,12 @@ impl TransportRead for EpollRead {
 }
 
 impl TransportWrite for EpollWrite {
+    // Readiness-based: a dropped read or write leaves nothing with the kernel.
+    const DROP_SAFE: bool = true;
+    type Shutdown = ();
+
+    fn shutdown_handle(&self) {}
+
     async fn write_all(&mut self, mut bufs: Vec<Bytes>) -> (io::Result<()>, Vec<Bytes>) {
         let Some(stream) = self.0.as_mut() else {
             return (Err(io::ErrorKind::NotConnected.into()), bufs);

@@ -6,6 +6,12 @@
 //! response while another writes the next batch of requests. TLS and SASL will sit
 //! between framing and socket as wrappers implementing these same traits, so the
 //! connection code above does not change.
+//!
+//! Abandoning an operation: with a completion backend the kernel owns an operation's
+//! buffer (and keeps the socket open) until its completion arrives, so an unfinished
+//! read or write must not simply be dropped: the driver shuts the socket down (which
+//! ends every pending operation on it) and awaits the operation to its end.
+//! [`TransportWrite::DROP_SAFE`] says whether a backend may skip that.
 
 use std::future::Future;
 use std::io;
@@ -25,13 +31,40 @@ pub trait TransportRead: 'static {
 
 /// The write half of a connection.
 pub trait TransportWrite: 'static {
+    /// Whether an unfinished read or write of this backend may be dropped: true for a
+    /// readiness backend (nothing is in the kernel's hands between polls), false for a
+    /// completion backend, whose operations must be ended by [`ShutdownHandle::shutdown`]
+    /// and awaited.
+    const DROP_SAFE: bool;
+
+    /// What shuts the socket down while a write borrows this half.
+    type Shutdown: ShutdownHandle;
+
     /// Writes every byte of `bufs`, in order, as few vectored writes as the kernel
     /// allows; returns the (emptied) vector so its allocation can be reused.
     fn write_all(&mut self, bufs: Vec<Bytes>)
     -> impl Future<Output = (io::Result<()>, Vec<Bytes>)>;
 
-    /// Shuts the connection down in both directions, so a pending read ends.
+    /// A handle that shuts this connection down from beside a pending write.
+    fn shutdown_handle(&self) -> Self::Shutdown;
+
+    /// Shuts the connection down: in both directions where the backend can (so a
+    /// pending read ends; required when [`Self::DROP_SAFE`] is false).
     fn close(&mut self);
+}
+
+/// Shuts a connection down in both directions, so every pending read and write on it
+/// completes (with end of stream or an error).
+pub trait ShutdownHandle: 'static {
+    /// Shuts down; errors (already closed, reset) are ignored: the point is that
+    /// nothing stays pending.
+    fn shutdown(&self);
+}
+
+/// For backends whose unfinished operations may be dropped: shutting down is closing
+/// the write half (see [`TransportWrite::close`]).
+impl ShutdownHandle for () {
+    fn shutdown(&self) {}
 }
 
 /// Opens connections for one backend.

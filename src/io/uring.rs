@@ -4,6 +4,14 @@
 //! Reads and writes are submitted with owned buffers that the kernel holds until the
 //! completion arrives; a read lands directly in the spare capacity of the caller's
 //! `BytesMut`, and a batch of request frames goes out as one `writev` submission.
+//!
+//! An operation dropped before its completion keeps its buffer and the socket in
+//! tokio-uring's driver until the completion comes, which for a silent peer is never,
+//! and tokio-uring 0.5 frees such buffers when its driver drops, before the kernel has
+//! confirmed their cancellation. So no operation is abandoned here: the TCP connect
+//! (the one step a timeout cuts short) is made by tokio's readiness-based connect and
+//! the connected socket handed to io_uring, and the connection driver ends reads and
+//! writes by shutting the socket down and awaiting them (`DROP_SAFE` is false).
 
 use std::io;
 use std::net::SocketAddr;
@@ -13,7 +21,9 @@ use bytes::{Bytes, BytesMut};
 use tokio_uring::buf::BoundedBuf;
 use tokio_uring::net::TcpStream;
 
-use crate::io::transport::{Connector, MAX_IOVECS, TransportRead, TransportWrite, advance_bufs};
+use crate::io::transport::{
+    Connector, MAX_IOVECS, ShutdownHandle, TransportRead, TransportWrite, advance_bufs,
+};
 
 /// Connects with tokio-uring.
 #[derive(Debug)]
@@ -31,9 +41,11 @@ impl Connector for UringConnector {
     type Write = UringWrite;
 
     async fn connect(addr: SocketAddr) -> io::Result<(UringRead, UringWrite)> {
-        let stream = TcpStream::connect(addr).await?;
+        // A connect cut short by its timeout closes its socket at once this way; an
+        // io_uring connect op would keep it until the kernel gave up on the handshake.
+        let stream = tokio::net::TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        let stream = Rc::new(stream);
+        let stream = Rc::new(TcpStream::from_std(stream.into_std()?));
         Ok((UringRead(stream.clone()), UringWrite(stream)))
     }
 }
@@ -56,7 +68,23 @@ impl TransportRead for UringRead {
     }
 }
 
+/// Shuts an io_uring connection down beside a pending operation.
+pub struct UringShutdown(Rc<TcpStream>);
+
+impl ShutdownHandle for UringShutdown {
+    fn shutdown(&self) {
+        let _ = self.0.shutdown(std::net::Shutdown::Both);
+    }
+}
+
 impl TransportWrite for UringWrite {
+    const DROP_SAFE: bool = false;
+    type Shutdown = UringShutdown;
+
+    fn shutdown_handle(&self) -> UringShutdown {
+        UringShutdown(self.0.clone())
+    }
+
     async fn write_all(&mut self, mut bufs: Vec<Bytes>) -> (io::Result<()>, Vec<Bytes>) {
         bufs.retain(|b| !b.is_empty());
         while !bufs.is_empty() {

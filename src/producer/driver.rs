@@ -16,6 +16,9 @@
 //!   so it never renumbers a batch that already landed.
 //! - A sink task ends when the producer is closed (or dropped) and its partitions have
 //!   nothing left to settle, or when the runtime shuts down (everything unsettled fails).
+//! - Once the client is closed, every drain fails what is not on the wire with
+//!   [`Error::ClosedClient`]; what is on the wire fails with its `IoError::Closed`,
+//!   which is not retried.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -242,7 +245,11 @@ async fn run_sink(
             sink.adopt(p, waker.clone());
         }
         if shared.abandoned.load(Ordering::Acquire) {
-            sink.fail_unsent(&Error::ProducerDropped);
+            sink.fail_unsent(&Error::ProducerDropped, Instant::now());
+        } else if shared.client.is_closed() {
+            // Nothing can be sent any more: fail what waits instead of letting it sit
+            // until delivery.timeout.ms (requests on the wire fail with IoError::Closed).
+            sink.fail_unsent(&Error::ClosedClient, Instant::now());
         }
         drain(&shared, &mut sink, &mut answers, &addr);
         shared.handle_events(&mut sink);
@@ -253,7 +260,7 @@ async fn run_sink(
         tokio::select! {
             biased;
             _ = shutdown.changed() => {
-                sink.fail_all(&Error::ShuttingDown);
+                sink.fail_all(&Error::ShuttingDown, Instant::now());
                 break;
             }
             Some(joined) = answers.join_next(), if !answers.is_empty() => {
@@ -353,7 +360,7 @@ async fn bump_epoch(shared: Arc<ProducerShared>) {
                     *slot = Some(new);
                 }
                 for p in shared.all_partitions() {
-                    p.state().restamp(new);
+                    p.state().restamp(new, Instant::now());
                 }
                 shared.bump_needed.store(false, Ordering::SeqCst);
                 shared.sinks.wake_all();
@@ -361,6 +368,12 @@ async fn bump_epoch(shared: Arc<ProducerShared>) {
             }
             Err(e) if shared.abandoned.load(Ordering::Acquire) => {
                 tracing::debug!(error = %e, "producer dropped: epoch bump abandoned");
+                return;
+            }
+            Err(e) if shared.client.is_closed() => {
+                // No broker will answer again; the sinks fail what waits.
+                tracing::debug!(error = %e, "client closed: epoch bump abandoned");
+                shared.sinks.wake_all();
                 return;
             }
             Err(e) => {

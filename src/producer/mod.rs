@@ -51,6 +51,7 @@ use crate::client::Client;
 use crate::config::{Acks, Config};
 use crate::engine::produce::arenas::ArenaPools;
 use crate::engine::produce::completion::batch_done;
+use crate::engine::produce::failures::DeliveryFailures;
 use crate::engine::produce::partition::{
     Appended, Arena, ProducePartition, ProduceSettings, ProducerId, RecordParts,
 };
@@ -101,6 +102,8 @@ pub(crate) struct ProducerShared {
     pub closed: AtomicBool,
     /// Dropped without `close()`: unsent records fail.
     pub abandoned: AtomicBool,
+    /// Batches that failed for good since the last flush (what flush reports).
+    pub failures: Arc<DeliveryFailures>,
 }
 
 impl std::fmt::Debug for ProducerShared {
@@ -243,6 +246,7 @@ impl Producer {
             closing: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             abandoned: AtomicBool::new(false),
+            failures: Arc::default(),
         });
         if shared.settings.idempotent {
             let id = driver::init_producer_id(&shared, None).await?;
@@ -278,9 +282,13 @@ impl Producer {
             .and_then(|p| p.map(|p| (p.id, p.epoch)))
     }
 
+    /// Refuses records once the producer is closing ([`Error::ShuttingDown`]) or its
+    /// client was closed ([`Error::ClosedClient`]).
     fn check_open(&self) -> Result<()> {
-        if self.shared().closing.load(Ordering::Acquire) || self.shared().client.is_closed() {
+        if self.shared().closing.load(Ordering::Acquire) {
             Err(Error::ShuttingDown)
+        } else if self.shared().client.is_closed() {
+            Err(Error::ClosedClient)
         } else {
             Ok(())
         }
@@ -355,7 +363,11 @@ impl Producer {
             let mut parts = topic.partitions.write().map_err(|_| Error::ShuttingDown)?;
             let start = parts.len();
             for index in start..count {
-                parts.push(ProducePartition::new(topic.name.clone(), index as i32));
+                parts.push(ProducePartition::new(
+                    topic.name.clone(),
+                    index as i32,
+                    self.shared().failures.clone(),
+                ));
             }
             parts[start.min(parts.len())..].to_vec()
         };
@@ -486,6 +498,17 @@ impl Producer {
 
     /// Sends every record queued so far without waiting for linger, and waits until each
     /// is acknowledged or failed.
+    ///
+    /// Returns [`Error::DeliveryFailed`] when any record failed for good since the
+    /// previous flush (or since the producer was made): every record sent before this
+    /// flush is settled by then, so a failure among them is never hidden behind `Ok`.
+    /// The error counts the failed records and batches and carries the first failure;
+    /// each record's own [`DeliveryFuture`] still has its own error. Records that failed
+    /// at `send` (which returned the error itself) are not counted. Failures of records
+    /// sent by other threads while the flush waits may be counted too, and with
+    /// concurrent flushes each failure is reported by one of them only. (Java's
+    /// `flush` throws nothing and librdkafka's only reports a timeout; both leave
+    /// failures to the delivery callbacks, which here are the delivery futures.)
     pub async fn flush(&self) -> Result<()> {
         let shared = self.shared();
         let pending: Vec<_> = shared
@@ -497,16 +520,25 @@ impl Producer {
         for batch in pending {
             batch_done(batch).await;
         }
-        Ok(())
+        match shared.failures.take() {
+            None => Ok(()),
+            Some(report) => Err(Error::DeliveryFailed {
+                records: report.records,
+                batches: report.batches,
+                first: Box::new(report.first),
+            }),
+        }
     }
 
-    /// [`Producer::flush`] for plain threads.
+    /// [`Producer::flush`] for plain threads (the same errors).
     pub fn flush_blocking(&self) -> Result<()> {
         crate::client::block_on(self.flush())
     }
 
     /// Stops taking records, delivers (or fails) everything pending, and waits for the
-    /// producer's tasks to end. The client stays open.
+    /// producer's tasks to end. The client stays open. Returns what its final
+    /// [`Producer::flush`] returns: [`Error::DeliveryFailed`] when records failed since
+    /// the previous flush.
     pub async fn close(&self) -> Result<()> {
         let shared = self.shared();
         if shared.closing.swap(true, Ordering::AcqRel) {

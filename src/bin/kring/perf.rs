@@ -290,7 +290,11 @@ fn produce(mut args: Args) -> CliResult {
     progress.finish();
     let _ = wait(producer.close());
     client.close();
-    sent?;
+    match sent {
+        // flush's count of failed records: the tally below names them.
+        Ok(()) | Err(kring::Error::DeliveryFailed { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
     if tally.failed > 0 {
         return Err(CliError::Failed(format!(
             "{} of {records} record(s) failed; the first: {}",

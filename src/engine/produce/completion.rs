@@ -40,32 +40,40 @@ impl BatchShared {
         })
     }
 
-    fn settle(&self, outcome: Outcome) {
+    /// Settles the batch; false when it was settled already (the first outcome stays).
+    fn settle(&self, outcome: Outcome) -> bool {
         let wakers = match self.outcome.lock() {
             Ok(mut o) => match std::mem::replace(&mut *o, outcome) {
                 Outcome::Pending(w) => w,
                 previous => {
-                    // Settled already: keep the first outcome.
                     *o = previous;
-                    return;
+                    return false;
                 }
             },
-            Err(_) => return,
+            Err(_) => return false,
         };
         self.done.notify_all();
         for w in wakers {
             w.wake();
         }
+        true
     }
 
-    /// Completes every record of the batch.
-    pub fn complete(&self, result: Result<BatchAck, Error>) {
-        self.settle(Outcome::Done(result));
+    /// Whether the batch has its outcome (done or split).
+    pub fn is_settled(&self) -> bool {
+        self.outcome
+            .lock()
+            .map_or(true, |o| !matches!(*o, Outcome::Pending(_)))
+    }
+
+    /// Completes every record of the batch; false when it was settled already.
+    pub fn complete(&self, result: Result<BatchAck, Error>) -> bool {
+        self.settle(Outcome::Done(result))
     }
 
     /// Hands each record over to its own new batch.
     pub fn split_into(&self, parts: Vec<Arc<BatchShared>>) {
-        self.settle(Outcome::Split(parts));
+        let _ = self.settle(Outcome::Split(parts));
     }
 
     /// The result for record `index`, or the batch it moved to; registers `waker` if pending.

@@ -5,10 +5,12 @@
 //!
 //! - [`arenas`]: batch arenas in size classes sharing `buffer.memory`.
 //! - [`completion`]: the completion a batch's records share with their futures.
+//! - [`failures`]: the producer's tally of batches that failed for good (for flush).
 //! - [`request`]: the hand-encoded Produce request over pre-encoded batches.
 
 pub(crate) mod arenas;
 pub(crate) mod completion;
+pub(crate) mod failures;
 pub(crate) mod partition;
 pub(crate) mod request;
 pub(crate) mod sink;

@@ -30,6 +30,7 @@ use bytes::Bytes;
 
 use super::arenas::{ArenaPools, next_class};
 use super::completion::{BatchAck, BatchShared};
+use super::failures::DeliveryFailures;
 use crate::buf::PooledBuf;
 use crate::error::Error;
 use crate::protocol::KafkaCode;
@@ -260,12 +261,19 @@ pub(crate) struct ProducePartition {
 }
 
 impl ProducePartition {
-    pub fn new(topic: Arc<str>, index: i32) -> Arc<Self> {
+    /// Partition `index` of `topic`; its final failures are counted in `failures` (the
+    /// producer's, for flush).
+    pub fn new(topic: Arc<str>, index: i32, failures: Arc<DeliveryFailures>) -> Arc<Self> {
         Arc::new(ProducePartition {
             topic: topic.clone(),
             index,
             state: Mutex::new(PartitionState {
                 framing: 256 + topic.len(),
+                failed: FailureLog {
+                    failures,
+                    topic,
+                    partition: index,
+                },
                 ..PartitionState::default()
             }),
         })
@@ -279,6 +287,27 @@ impl ProducePartition {
     }
 }
 
+/// Where a partition's final failures go: the producer's tally, named by partition.
+#[derive(Debug)]
+struct FailureLog {
+    failures: Arc<DeliveryFailures>,
+    topic: Arc<str>,
+    partition: i32,
+}
+
+impl Default for FailureLog {
+    fn default() -> Self {
+        FailureLog {
+            failures: Arc::default(),
+            topic: Arc::from(""),
+            partition: -1,
+        }
+    }
+}
+
+/// An in-flight batch: its completion, whether it is a retry, its record count.
+type InFlight = (Arc<BatchShared>, bool, i32);
+
 /// Everything about one partition (see the module's invariants).
 #[derive(Default)]
 pub(crate) struct PartitionState {
@@ -286,8 +315,8 @@ pub(crate) struct PartitionState {
     /// The arena size class of this partition's next batch (see `arenas.rs`).
     arena_class: usize,
     queue: VecDeque<QueuedBatch>,
-    /// Batches on the wire, and whether each is a retry.
-    in_flight: Vec<(Arc<BatchShared>, bool)>,
+    /// Batches on the wire, whether each is a retry, and its record count.
+    in_flight: Vec<InFlight>,
     next_sequence: i32,
     acked_in_epoch: bool,
     /// The last sequence the broker acknowledged in this epoch.
@@ -299,6 +328,7 @@ pub(crate) struct PartitionState {
     waker: Option<Arc<dyn Wake>>,
     /// Bytes of a Produce request around one batch of this partition (header, topic).
     framing: usize,
+    failed: FailureLog,
 }
 
 impl std::fmt::Debug for PartitionState {
@@ -313,6 +343,20 @@ impl std::fmt::Debug for PartitionState {
 }
 
 impl PartitionState {
+    /// Fails a batch of `records` records for good: the producer's tally counts it (and
+    /// logs it) unless it was settled already, then its futures get `error`. Counted
+    /// first, so a flush woken by the completion finds it. Every final failure goes
+    /// through here, under the partition's lock (which every settling holds).
+    fn fail_batch(&self, shared: &BatchShared, records: i32, error: Error, now: Instant) {
+        if shared.is_settled() {
+            return;
+        }
+        let log = &self.failed;
+        log.failures
+            .record(&log.topic, log.partition, records, &error, now);
+        shared.complete(Err(error));
+    }
+
     /// Wakes the sink that drains this partition.
     fn wake_sink(&self) {
         if let Some(w) = &self.waker {
@@ -370,7 +414,7 @@ impl PartitionState {
                 };
                 // Nearly full: seal now rather than on the next record.
                 if open.builder.remaining() < 64 {
-                    self.seal(SealReason::Full, settings, pools);
+                    self.seal(SealReason::Full, settings, pools, &now);
                 }
                 return Ok(done);
             }
@@ -380,7 +424,7 @@ impl PartitionState {
                     max: open.builder.remaining(),
                 });
             }
-            self.seal(SealReason::Full, settings, pools);
+            self.seal(SealReason::Full, settings, pools, &now);
         }
     }
 
@@ -436,7 +480,14 @@ impl PartitionState {
     /// sealed full moves the partition's next arena up a size class; one sealed by time
     /// at under a quarter full moves it down. With a codec the batch is compressed into
     /// a second arena (or sent as it is when that would not shrink it).
-    pub fn seal(&mut self, reason: SealReason, settings: &ProduceSettings, pools: &ArenaPools) {
+    /// `now` is read only when sealing fails (for the failure log).
+    pub fn seal(
+        &mut self,
+        reason: SealReason,
+        settings: &ProduceSettings,
+        pools: &ArenaPools,
+        now: &impl Fn() -> Instant,
+    ) {
         let Some(open) = self.open.take() else { return };
         if open.builder.is_empty() {
             return;
@@ -475,7 +526,7 @@ impl PartitionState {
                 sent: false,
                 maybe_written: false,
             }),
-            Err(e) => open.shared.complete(Err(Error::Batch(e.to_string()))),
+            Err(e) => self.fail_batch(&open.shared, records, Error::Batch(e.to_string()), now()),
         }
         if reason == SealReason::Full {
             self.wake_sink();
@@ -493,7 +544,7 @@ impl PartitionState {
     ) -> Option<Instant> {
         let due = self.open.as_ref()?.created + settings.linger;
         if flushing || now >= due {
-            self.seal(SealReason::Due, settings, pools);
+            self.seal(SealReason::Due, settings, pools, &|| now);
             None
         } else {
             Some(due)
@@ -506,17 +557,22 @@ impl PartitionState {
         let timeout = settings.delivery_timeout;
         let mut unknown_fate = false;
         // In place: this runs on every drain and should not reallocate the queue.
+        let mut expired = Vec::new();
         self.queue.retain(|q| {
             if now < q.created + timeout {
                 return true;
             }
             unknown_fate |= q.sent;
-            q.shared.complete(Err(Error::Timeout(format!(
+            let error = Error::Timeout(format!(
                 "delivery.timeout.ms ({timeout:?}) expired after {} attempt(s)",
                 q.attempts + u32::from(q.sent)
-            ))));
+            ));
+            expired.push((q.shared.clone(), q.records, error));
             false
         });
+        for (shared, records, error) in expired {
+            self.fail_batch(&shared, records, error, now);
+        }
         unknown_fate && settings.idempotent
     }
 
@@ -583,7 +639,7 @@ impl PartitionState {
                     sealed.into_inner().freeze()
                 }
             };
-            self.in_flight.push((q.shared.clone(), q.sent));
+            self.in_flight.push((q.shared.clone(), q.sent, q.records));
             out.push(Outgoing {
                 partition: this.clone(),
                 batch: bytes,
@@ -606,14 +662,15 @@ impl PartitionState {
     /// batches the broker remembers for deduplication, and its first attempt, if it was
     /// written, could then never be recognised (the Java client does the same).
     fn retrying(&self) -> bool {
-        self.queue.front().is_some_and(|q| q.sent) || self.in_flight.iter().any(|(_, retry)| *retry)
+        self.queue.front().is_some_and(|q| q.sent)
+            || self.in_flight.iter().any(|(_, retry, _)| *retry)
     }
 
     fn finish_in_flight(&mut self, shared: &Arc<BatchShared>) {
         if let Some(i) = self
             .in_flight
             .iter()
-            .position(|(f, _)| Arc::ptr_eq(f, shared))
+            .position(|(f, _, _)| Arc::ptr_eq(f, shared))
         {
             self.in_flight.swap_remove(i);
         }
@@ -685,7 +742,7 @@ impl PartitionState {
                 } else {
                     error
                 };
-                b.shared.complete(Err(error));
+                self.fail_batch(&b.shared, b.records, error, now);
             }
             Verdict::Retry { error, stale } => {
                 tracing::debug!(topic = %b.partition.topic, partition = b.partition.index, %error, "produce retry");
@@ -728,12 +785,12 @@ impl PartitionState {
                 Err(e) => {
                     tracing::warn!(%e, "could not split an oversized batch");
                     effects.bump = idempotent;
-                    b.shared.complete(Err(error));
+                    self.fail_batch(&b.shared, b.records, error, now);
                 }
             },
             Verdict::TooLarge(error) | Verdict::Fatal(error) => {
                 effects.bump = idempotent;
-                b.shared.complete(Err(error));
+                self.fail_batch(&b.shared, b.records, error, now);
             }
         }
         effects
@@ -766,7 +823,7 @@ impl PartitionState {
     /// After an epoch bump (nothing in flight): batches already sent are restamped with
     /// the new id and epoch and renumbered from 0, in queue order; unsent ones get their
     /// sequences when they go.
-    pub fn restamp(&mut self, producer: ProducerId) {
+    pub fn restamp(&mut self, producer: ProducerId, now: Instant) {
         let mut next = 0i32;
         for mut q in std::mem::take(&mut self.queue) {
             if let BatchData::Frozen(bytes) = &q.data {
@@ -779,7 +836,7 @@ impl PartitionState {
                     }
                     Err(e) => {
                         let error = Error::Batch(format!("restamping a sent batch: {e}"));
-                        q.shared.complete(Err(error));
+                        self.fail_batch(&q.shared, q.records, error, now);
                         continue;
                     }
                 }
@@ -793,21 +850,22 @@ impl PartitionState {
     }
 
     /// Fails every batch not on the wire (open and queued) with `error`.
-    pub fn fail_unsent(&mut self, error: &Error) {
+    pub fn fail_unsent(&mut self, error: &Error, now: Instant) {
         if let Some(open) = self.open.take() {
-            open.shared.complete(Err(error.clone()));
+            let records = open.builder.len() as i32;
+            self.fail_batch(&open.shared, records, error.clone(), now);
         }
-        for q in self.queue.drain(..) {
-            q.shared.complete(Err(error.clone()));
+        for q in std::mem::take(&mut self.queue) {
+            self.fail_batch(&q.shared, q.records, error.clone(), now);
         }
     }
 
     /// Fails everything not settled, in flight included (the connection and the
     /// runtime are gone).
-    pub fn fail_all(&mut self, error: &Error) {
-        self.fail_unsent(error);
-        for (shared, _) in self.in_flight.drain(..) {
-            shared.complete(Err(error.clone()));
+    pub fn fail_all(&mut self, error: &Error, now: Instant) {
+        self.fail_unsent(error, now);
+        for (shared, _, records) in std::mem::take(&mut self.in_flight) {
+            self.fail_batch(&shared, records, error.clone(), now);
         }
     }
 
@@ -817,7 +875,7 @@ impl PartitionState {
             .iter()
             .map(|o| o.shared.clone())
             .chain(self.queue.iter().map(|q| q.shared.clone()))
-            .chain(self.in_flight.iter().map(|(f, _)| f.clone()))
+            .chain(self.in_flight.iter().map(|(f, _, _)| f.clone()))
             .collect()
     }
 }

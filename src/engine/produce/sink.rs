@@ -7,7 +7,7 @@
 //!
 //! Outcomes per batch, as the Java client does:
 //! - NONE and DUPLICATE_SEQUENCE_NUMBER: acknowledged.
-//! - retriable codes and connection errors: back to the head of the partition's queue
+//! - retriable codes and retriable connection errors: back to the head of the partition's queue
 //!   (in sequence order) after a backoff, the partition holding new sends until its
 //!   in-flight batches have answered; stale-metadata codes also refresh metadata.
 //! - OUT_OF_ORDER_SEQUENCE_NUMBER: a retry when an earlier batch of the partition is
@@ -16,8 +16,11 @@
 //! - MESSAGE_TOO_LARGE / RECORD_LIST_TOO_LARGE: a batch of several records is split into
 //!   one batch per record (the sequence range is unchanged) and resent, so only the
 //!   record that is too large fails.
-//! - anything else: the batch fails; with idempotence its sequences are a gap, so the
-//!   epoch is bumped before anything more is sent.
+//! - anything else, non-retriable connection errors included (the client was closed,
+//!   the runtime is shutting down, no Produce version both sides speak, TLS or SASL
+//!   refused, a request that does not encode): the batch fails at once with that
+//!   error; with idempotence its sequences are a gap, so the epoch is bumped before
+//!   anything more is sent.
 //! - a batch past `delivery.timeout.ms` fails; if it was ever sent its fate is unknown,
 //!   so with idempotence the epoch is bumped as well.
 //!
@@ -251,10 +254,7 @@ impl Sink {
             return;
         };
         let response = match result {
-            Err(e) => Err(Verdict::Retry {
-                error: Error::Io(e),
-                stale: true,
-            }),
+            Err(e) => Err(verdict_for_io(e)),
             Ok(_) if settings.acks == 0 => Ok(None),
             // An answer that does not decode says nothing of what was written: retried
             // like a lost answer (idempotence deduplicates what landed).
@@ -318,24 +318,38 @@ impl Sink {
 
     /// Fails everything unsent in this sink's partitions with `error` (the producer was
     /// dropped: requests already on the wire still get their answers).
-    pub fn fail_unsent(&mut self, error: &Error) {
+    pub fn fail_unsent(&mut self, error: &Error, now: Instant) {
         for p in &self.partitions {
-            p.state().fail_unsent(error);
+            p.state().fail_unsent(error, now);
         }
     }
 
     /// Fails everything, requests on the wire included (the runtime is going away and
     /// no answer will come).
-    pub fn fail_all(&mut self, error: &Error) {
+    pub fn fail_all(&mut self, error: &Error, now: Instant) {
         for (_, batches) in std::mem::take(&mut self.in_flight) {
             for b in batches {
-                b.partition.state().fail_all(error);
+                b.partition.state().fail_all(error, now);
             }
         }
         for p in &self.partitions {
-            p.state().fail_all(error);
+            p.state().fail_all(error, now);
         }
         self.outbox.clear();
+    }
+}
+
+/// What a connection error means for the batches of the request it failed: a retry
+/// (after a metadata refresh) when sending again may succeed, otherwise a final failure
+/// with that error (a closed client or an unsupported API fails the same way each time).
+fn verdict_for_io(error: IoError) -> Verdict {
+    if error.is_retriable() {
+        Verdict::Retry {
+            error: Error::Io(error),
+            stale: true,
+        }
+    } else {
+        Verdict::Fatal(Error::Io(error))
     }
 }
 
@@ -375,5 +389,140 @@ fn verdict_for(b: &Outgoing, p: &PartitionProduceResponse) -> Verdict {
             stale: is_stale_metadata(c),
         },
         _ => Verdict::Fatal(error()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::task::Poll;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::buf::MemoryBudget;
+    use crate::engine::produce::completion::{BatchShared, Resolved};
+    use crate::engine::produce::failures::DeliveryFailures;
+    use crate::engine::produce::partition::{Appended, RecordParts};
+    use crate::record::Compression;
+
+    const BROKER: i32 = 1;
+
+    struct LedHere;
+    impl Leaders for LedHere {
+        fn leader_of(&self, _: &str, _: i32) -> Option<i32> {
+            Some(BROKER)
+        }
+    }
+
+    struct NoWake;
+    impl Wake for NoWake {
+        fn wake(&self) {}
+    }
+
+    fn settings() -> ProduceSettings {
+        ProduceSettings {
+            acks: -1,
+            idempotent: true,
+            linger: Duration::ZERO,
+            batch_size: 16 * 1024,
+            max_request_size: 1 << 20,
+            delivery_timeout: Duration::from_secs(120),
+            retries: u32::MAX,
+            retry_backoff: Duration::from_millis(100),
+            retry_backoff_max: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(30),
+            max_in_flight: 5,
+            transactional_id: None,
+            codec: Compression::None,
+        }
+    }
+
+    /// A sink with one partition holding `records` records, drained into one request:
+    /// the request's token, the batch's completion and the producer's failure tally.
+    fn one_request_in_flight(
+        records: usize,
+    ) -> (Sink, u64, Arc<BatchShared>, Arc<DeliveryFailures>) {
+        let (settings, now) = (settings(), Instant::now());
+        let pools = ArenaPools::new(16 * 1024, MemoryBudget::new(1 << 20));
+        let failures = Arc::new(DeliveryFailures::default());
+        let partition = ProducePartition::new(Arc::from("t"), 0, failures.clone());
+        let mut shared = None;
+        for _ in 0..records {
+            let record = RecordParts {
+                key: None,
+                value: Some(b"v"),
+                headers: &[],
+                timestamp: 1,
+            };
+            match partition
+                .state()
+                .append(record, None, &settings, &pools, || now)
+            {
+                Ok(Appended::Done { shared: s, .. }) => shared = Some(s),
+                other => panic!("append: {other:?}"),
+            }
+        }
+        let mut sink = Sink::new(BROKER, Arc::from("127.0.0.1:9"));
+        sink.adopt(partition, Arc::new(NoWake));
+        let cx = SinkContext {
+            settings: &settings,
+            pools: &pools,
+            producer: Some(ProducerId { id: 7, epoch: 0 }),
+            bumping: false,
+            flushing: true,
+            leaders: &LedHere,
+        };
+        sink.drain(now, &cx);
+        let (token, _) = sink.poll_request().expect("a request");
+        (sink, token, shared.expect("a batch"), failures)
+    }
+
+    fn outcome(shared: &BatchShared) -> Option<Result<BatchAck, Error>> {
+        match shared.poll_record(0, None) {
+            Poll::Ready(Resolved::Done(r)) => Some(r),
+            Poll::Ready(Resolved::Moved(_)) => panic!("not split"),
+            Poll::Pending => None,
+        }
+    }
+
+    #[test]
+    fn non_retriable_connection_errors_fail_the_batch_at_once() {
+        let addr = "127.0.0.1:9".to_string();
+        let fatal = [
+            IoError::Closed { addr: addr.clone() },
+            IoError::UnsupportedApi {
+                api: ApiKey::Produce,
+                addr: addr.clone(),
+            },
+            IoError::ShuttingDown,
+        ];
+        for error in fatal {
+            let (mut sink, token, shared, failures) = one_request_in_flight(3);
+            let expected = error.to_string();
+            sink.handle_response(token, Err(error), Instant::now(), &settings());
+            match outcome(&shared) {
+                Some(Err(Error::Io(e))) => assert_eq!(e.to_string(), expected),
+                other => panic!("{expected}: expected the batch failed with it, got {other:?}"),
+            }
+            assert!(!sink.has_pending(), "{expected}: nothing left to retry");
+            let report = failures.take().expect("the failure is counted");
+            assert_eq!((report.records, report.batches), (3, 1));
+            assert!(
+                matches!(sink.poll_event(), Some(SinkEvent::BumpEpoch)),
+                "{expected}: the sequences are a gap, so the epoch is bumped"
+            );
+        }
+    }
+
+    #[test]
+    fn retriable_connection_errors_requeue_the_batch() {
+        let (mut sink, token, shared, failures) = one_request_in_flight(2);
+        let error = IoError::Disconnected {
+            addr: "127.0.0.1:9".into(),
+            reason: "reset".into(),
+        };
+        sink.handle_response(token, Err(error), Instant::now(), &settings());
+        assert!(outcome(&shared).is_none(), "still pending: it goes again");
+        assert!(sink.has_pending());
+        assert!(failures.take().is_none());
     }
 }

@@ -296,7 +296,7 @@ impl World {
         let producer = SimProducer {
             pools: ArenaPools::new(batch_size, MemoryBudget::new(64 << 20)),
             partitions: (0..partitions)
-                .map(|p| ProducePartition::new(topic.clone(), p))
+                .map(|p| ProducePartition::new(topic.clone(), p, Default::default()))
                 .collect(),
             settings,
             sinks: BTreeMap::new(),
@@ -765,7 +765,7 @@ impl World {
                     self.producer.identity = Some(id);
                     if bumped {
                         for p in &self.producer.partitions {
-                            p.state().restamp(id);
+                            p.state().restamp(id, self.now);
                         }
                     }
                     self.producer.bump_needed = false;

@@ -54,7 +54,7 @@ fn partition_with(
     now: Instant,
 ) -> (Arc<ProducePartition>, ProduceSettings, ArenaPools) {
     let (settings, pools) = (settings(), pools());
-    let p = ProducePartition::new(Arc::from("t"), 0);
+    let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
     {
         let mut s = p.state();
         for b in 0..batches {
@@ -67,7 +67,7 @@ fn partition_with(
                     now,
                 );
             }
-            s.seal(SealReason::Due, &settings, &pools);
+            s.seal(SealReason::Due, &settings, &pools, &|| now);
         }
     }
     (p, settings, pools)
@@ -264,7 +264,7 @@ fn restamping_uses_the_record_layers_setter_and_renumbers_from_zero() {
         &settings,
     );
     let bumped = ProducerId { id: 99, epoch: 4 };
-    p.state().restamp(bumped);
+    p.state().restamp(bumped, now);
     let resent = take(&p, now, &settings);
     assert_eq!(resent.len(), 1, "a new epoch: one at a time again");
     let batch = RecordBatchRef::new(&resent[0].batch).unwrap();
@@ -316,7 +316,7 @@ fn a_moved_partition_waits_for_its_batches_on_the_old_sink() {
 fn linger_seals_only_when_due_unless_flushing() {
     let now = Instant::now();
     let (settings, pools) = (settings(), pools());
-    let p = ProducePartition::new(Arc::from("t"), 0);
+    let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
     let mut s = p.state();
     append_value(&mut s, b"v", &settings, &pools, now);
     assert_eq!(

@@ -1,0 +1,129 @@
+//! The producer's tally of final delivery failures, sans-IO: every batch that fails for
+//! good (the broker refused it, retries or `delivery.timeout.ms` ran out, a
+//! non-retriable connection error, the producer dropped or the runtime gone) is counted
+//! here once, with the first error since the tally was last taken, so that
+//! `Producer::flush` can report failures instead of hiding them behind `Ok`.
+//!
+//! Each failure is also logged once per batch at `warn` (topic, partition, record count,
+//! error). A storm (a broker gone with thousands of partitions) is rate-limited: at most
+//! [`LOG_BURST`] lines per [`LOG_WINDOW`], then one line saying how many were not logged.
+//! Time is passed in; this module never reads the clock.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::error::Error;
+
+/// Most failure lines logged per window.
+pub(crate) const LOG_BURST: u32 = 10;
+/// The rate-limit window.
+pub(crate) const LOG_WINDOW: Duration = Duration::from_secs(1);
+
+/// What [`DeliveryFailures::take`] hands over.
+#[derive(Debug, Clone)]
+pub(crate) struct FailureReport {
+    pub records: u64,
+    pub batches: u64,
+    pub first: Error,
+}
+
+#[derive(Debug, Default)]
+struct Tally {
+    records: u64,
+    batches: u64,
+    first: Option<Error>,
+    window_start: Option<Instant>,
+    logged_in_window: u32,
+    suppressed: u64,
+}
+
+/// One producer's failure tally, shared by its partitions.
+#[derive(Debug, Default)]
+pub(crate) struct DeliveryFailures {
+    tally: Mutex<Tally>,
+}
+
+impl DeliveryFailures {
+    /// Counts a batch of `records` records of `topic`-`partition` that failed with
+    /// `error`, and logs it (rate-limited).
+    pub fn record(&self, topic: &str, partition: i32, records: i32, error: &Error, now: Instant) {
+        let Ok(mut t) = self.tally.lock() else {
+            return;
+        };
+        t.records += u64::try_from(records).unwrap_or(0);
+        t.batches += 1;
+        if t.first.is_none() {
+            t.first = Some(error.clone());
+        }
+        if t.window_start.is_none_or(|s| now >= s + LOG_WINDOW) {
+            if t.suppressed > 0 {
+                tracing::warn!(
+                    batches = t.suppressed,
+                    "{} more failed batch(es) were not logged one by one",
+                    t.suppressed
+                );
+            }
+            t.window_start = Some(now);
+            t.logged_in_window = 0;
+            t.suppressed = 0;
+        }
+        if t.logged_in_window < LOG_BURST {
+            t.logged_in_window += 1;
+            tracing::warn!(topic, partition, records, %error, "produce batch failed");
+        } else {
+            t.suppressed += 1;
+        }
+    }
+
+    /// The failures since the last call (or since the producer started), if any, and
+    /// starts counting afresh.
+    pub fn take(&self) -> Option<FailureReport> {
+        let mut t = self.tally.lock().ok()?;
+        let first = t.first.take()?;
+        let report = FailureReport {
+            records: t.records,
+            batches: t.batches,
+            first,
+        };
+        t.records = 0;
+        t.batches = 0;
+        Some(report)
+    }
+
+    /// Failed batches not logged one by one in the current window.
+    #[cfg(test)]
+    pub fn suppressed(&self) -> u64 {
+        self.tally.lock().map_or(0, |t| t.suppressed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn take_counts_records_and_keeps_the_first_error() {
+        let f = DeliveryFailures::default();
+        assert!(f.take().is_none());
+        let now = Instant::now();
+        f.record("t", 0, 3, &Error::Timeout("first".into()), now);
+        f.record("t", 1, 2, &Error::ShuttingDown, now);
+        let report = f.take().expect("failures were recorded");
+        assert_eq!((report.records, report.batches), (5, 2));
+        assert!(matches!(report.first, Error::Timeout(ref m) if m == "first"));
+        assert!(f.take().is_none(), "taken: counting starts afresh");
+    }
+
+    #[test]
+    fn logging_is_rate_limited_per_window() {
+        let f = DeliveryFailures::default();
+        let now = Instant::now();
+        for _ in 0..LOG_BURST + 5 {
+            f.record("t", 0, 1, &Error::ShuttingDown, now);
+        }
+        assert_eq!(f.suppressed(), 5);
+        f.record("t", 0, 1, &Error::ShuttingDown, now + LOG_WINDOW);
+        assert_eq!(f.suppressed(), 0, "a new window logs again");
+        assert_eq!(f.take().map(|r| r.batches), Some(u64::from(LOG_BURST) + 6));
+    }
+}
