@@ -307,3 +307,79 @@ fn cluster_consumer_survives_a_leader_kill() {
     }
     client.close();
 }
+
+/// Admin on three nodes: a partition moves to other replicas (AlterPartitionReassignments,
+/// followed until ListPartitionReassignments shows nothing and metadata has the new
+/// replicas, as the Java TopicCommand then reports), and a preferred election moves its
+/// leader to the first of them.
+#[test]
+fn cluster_admin_reassigns_and_elects_leaders() {
+    use kring::admin::{Admin, Election};
+    let client = client();
+    let admin = Admin::new(client.clone());
+    let topic = unique("kring-cluster-admin");
+    create(&client, &topic, 1);
+    let partition = (topic.clone(), 0);
+    let refreshed = |client: &Client| {
+        kring::client::block_on(client.refresh_metadata(&[topic.as_str()])).unwrap();
+        client.metadata().topics[&topic].partitions[0].clone()
+    };
+    let before = eventually("the new partition's leader", 60, || {
+        let p = refreshed(&client);
+        (p.leader >= 0 && p.replicas.len() == 3).then_some(p)
+    });
+    // Two of the three replicas, the current leader second: the leader stays (it is
+    // still a replica) and the first one becomes the preferred leader.
+    let others: Vec<i32> = before
+        .replicas
+        .iter()
+        .copied()
+        .filter(|r| *r != before.leader)
+        .collect();
+    let target = vec![others[0], before.leader];
+    kring::client::block_on(
+        admin.alter_partition_reassignments(&[(partition.clone(), Some(target.clone()))]),
+    )
+    .unwrap();
+    eventually("the reassignment to finish", 120, || {
+        let running = kring::client::block_on(
+            admin.list_partition_reassignments(Some(std::slice::from_ref(&partition))),
+        )
+        .unwrap();
+        (running.is_empty() && refreshed(&client).replicas == target).then_some(())
+    });
+    // The Java tool asks any broker, whose metadata may lag the controller's a moment.
+    let replicas = format!("Replicas: {},{}", target[0], target[1]);
+    eventually("TopicCommand to report the new replicas", 60, || {
+        let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kafka"))
+            .args([
+                "run-class",
+                "org.apache.kafka.tools.TopicCommand",
+                "--bootstrap-server",
+                SERVERS[0],
+                "--describe",
+                "--topic",
+                &topic,
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .contains(&replicas)
+            .then_some(())
+    });
+
+    // The preferred election: the partition is elected, or needed none (the controller
+    // may already have moved the leader when the reassignment completed; metadata read
+    // just before can lag either way).
+    let elected = kring::client::block_on(
+        admin.elect_leaders(Election::Preferred, Some(std::slice::from_ref(&partition))),
+    )
+    .unwrap();
+    assert!(
+        elected.is_empty() || elected == vec![partition.clone()],
+        "{elected:?}"
+    );
+    eventually("the preferred replica to lead", 60, || {
+        (refreshed(&client).leader == target[0]).then_some(())
+    });
+}
