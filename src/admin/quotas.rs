@@ -84,17 +84,11 @@ impl ScramMechanism {
         }
     }
 
-    fn pbkdf2(self) -> ring::pbkdf2::Algorithm {
+    fn hash(self) -> crate::engine::sasl::scram::ScramHash {
+        use crate::engine::sasl::scram::ScramHash;
         match self {
-            ScramMechanism::Sha256 => ring::pbkdf2::PBKDF2_HMAC_SHA256,
-            ScramMechanism::Sha512 => ring::pbkdf2::PBKDF2_HMAC_SHA512,
-        }
-    }
-
-    fn digest_len(self) -> usize {
-        match self {
-            ScramMechanism::Sha256 => 32,
-            ScramMechanism::Sha512 => 64,
+            ScramMechanism::Sha256 => ScramHash::Sha256,
+            ScramMechanism::Sha512 => ScramHash::Sha512,
         }
     }
 }
@@ -375,24 +369,19 @@ fn random_salt() -> Result<Vec<u8>> {
     Ok(salt)
 }
 
-/// RFC 5802 `Hi(password, salt, iterations)`: PBKDF2 with the mechanism's HMAC.
+/// RFC 5802 `Hi(password, salt, iterations)`, as the client's SCRAM exchange computes it.
 fn salted_password(
     mechanism: ScramMechanism,
     password: &str,
     salt: &[u8],
     iterations: i32,
 ) -> Vec<u8> {
-    let mut out = vec![0u8; mechanism.digest_len()];
-    let rounds =
-        std::num::NonZeroU32::new(iterations.max(1) as u32).unwrap_or(std::num::NonZeroU32::MIN);
-    ring::pbkdf2::derive(
-        mechanism.pbkdf2(),
-        rounds,
+    crate::engine::sasl::scram::salted_password(
+        mechanism.hash(),
+        password,
         salt,
-        password.as_bytes(),
-        &mut out,
-    );
-    out
+        iterations.max(1) as u32,
+    )
 }
 
 #[cfg(test)]

@@ -234,18 +234,25 @@ struct Keys {
     stored_key: hmac::Key,
 }
 
+/// RFC 5802's `SaltedPassword := Hi(password, salt, i)`: PBKDF2 with the mechanism's
+/// HMAC (the client exchange here, and the admin's SCRAM credentials). A count of 0 is
+/// taken as 1.
+pub fn salted_password(hash: ScramHash, password: &str, salt: &[u8], iterations: u32) -> Vec<u8> {
+    let mut salted = vec![0u8; hash.len()];
+    let rounds = std::num::NonZeroU32::new(iterations).unwrap_or(std::num::NonZeroU32::MIN);
+    pbkdf2::derive(
+        hash.pbkdf2(),
+        rounds,
+        salt,
+        password.as_bytes(),
+        &mut salted,
+    );
+    salted
+}
+
 impl Keys {
     fn derive(hash: ScramHash, password: &str, salt: &[u8], iterations: u32) -> Keys {
-        let mut salted = vec![0u8; hash.len()];
-        // The range check above keeps iterations at 4096 or more, so never zero.
-        let rounds = std::num::NonZeroU32::new(iterations).unwrap_or(std::num::NonZeroU32::MIN);
-        pbkdf2::derive(
-            hash.pbkdf2(),
-            rounds,
-            salt,
-            password.as_bytes(),
-            &mut salted,
-        );
+        let salted = salted_password(hash, password, salt, iterations);
         let salted = hmac::Key::new(hash.hmac(), &salted);
         let client_key = hmac::sign(&salted, b"Client Key").as_ref().to_vec();
         let stored = digest::digest(hash.digest(), &client_key);
