@@ -127,6 +127,31 @@ pub enum Error {
         #[source]
         error: crate::record::RecordError,
     },
+    /// The consumer group member ended (fenced instance, refused by the coordinator, a
+    /// payload that does not decode); the group consumer can't go on.
+    #[error(transparent)]
+    Group(#[from] crate::engine::group::GroupError),
+    /// A commit was refused because this member's generation is over (a rebalance
+    /// started, or the member was fenced): the member rejoins, and what it consumed
+    /// since its last commit may be consumed again by the partitions' next owner.
+    #[error("group {group}: commit refused: {code} (the member's generation is over)")]
+    CommitFenced {
+        /// The group.
+        group: String,
+        /// The coordinator's answer.
+        code: KafkaCode,
+    },
+    /// A group consumer was asked about a partition it is not assigned.
+    #[error("{topic}-{partition} is not assigned to this group member")]
+    NotAssigned {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+    },
+    /// A partition consumer's error, as a group consumer reports it.
+    #[error(transparent)]
+    Partition(Box<crate::consumer::ConsumerError>),
     /// An operation did not finish in time.
     #[error("timed out: {0}")]
     Timeout(String),

@@ -44,7 +44,7 @@ pub(crate) mod engine;
 pub mod error;
 /// Consumer groups (issue 15): so far only the classic consumer protocol's embedded
 /// formats and the client-side assignors; the group consumer itself is not built yet.
-pub(crate) mod group;
+pub mod group;
 pub(crate) mod io;
 pub mod producer;
 pub mod protocol;

@@ -538,6 +538,33 @@ impl Client {
             .await
     }
 
+    /// A connection of its own to broker `id` (on the worker that owns that broker's
+    /// sockets), for requests that may wait long and must not hold up the shared one:
+    /// a group member's JoinGroup waits for the whole group, and Kafka answers a
+    /// connection's requests in order. The caller closes it.
+    pub fn open_dedicated_connection(&self, id: i32) -> Result<Broker> {
+        let shared = self.shared();
+        let info = shared
+            .snapshot()
+            .brokers
+            .get(&id)
+            .map(|b| b.addr())
+            .ok_or_else(|| {
+                Error::broker(
+                    KafkaCode::BROKER_NOT_AVAILABLE,
+                    ApiKey::Metadata,
+                    None,
+                    None,
+                )
+            })?;
+        Ok(Broker::open(
+            &shared.runtime,
+            id,
+            info,
+            shared.conn_config.clone(),
+        )?)
+    }
+
     /// Forgets a cached coordinator (after NOT_COORDINATOR and the like).
     pub fn invalidate_coordinator(&self, kind: CoordinatorKind, key: &str) {
         if let Ok(mut c) = self.shared().coordinators.lock() {

@@ -582,6 +582,21 @@ impl Config {
                 "at least one assignor is needed",
             ));
         }
+        if let Some(name) = g
+            .assignment_strategies
+            .iter()
+            .find(|n| crate::group::assignor::Assignor::from_name(n).is_none())
+        {
+            return Err(inconsistent(
+                "group.assignment_strategies",
+                format!(
+                    "unknown assignor {name:?} (range, roundrobin, sticky, cooperative-sticky)"
+                ),
+            ));
+        }
+        if g.group_instance_id.as_deref() == Some("") {
+            return Err(inconsistent("group.group_instance_id", "must not be empty"));
+        }
         if g.group_id.as_deref() == Some("") {
             return Err(inconsistent("group.group_id", "must not be empty"));
         }
@@ -593,23 +608,13 @@ impl Config {
     }
 
     /// Settings whose feature does not exist yet are refused rather than ignored: a
-    /// `transactional.id` would otherwise produce non-transactional batches, and group
-    /// settings would do nothing.
+    /// `transactional.id` would otherwise produce non-transactional batches.
     fn refuse_what_is_not_built(&self) -> Result<(), ConfigurationError> {
         if self.producer.transactional_id.is_some() {
             return Err(inconsistent(
                 "producer.transactional_id",
                 "transactions are not supported yet: kring would write non-transactional \
                  batches; unset transactional.id",
-            ));
-        }
-        if self.group != GroupConfig::default() {
-            return Err(inconsistent(
-                "group",
-                "consumer groups are not supported yet (group.id, group.instance.id, \
-                 session.timeout.ms, heartbeat.interval.ms, max.poll.interval.ms and \
-                 partition.assignment.strategy would do nothing); read with partition \
-                 consumers and commit with an OffsetManager, which takes the group id itself",
             ));
         }
         Ok(())
@@ -715,17 +720,25 @@ mod tests {
             Err(ConfigurationError::InvalidValue { field, .. }) if field == "bootstrap_servers"
         ));
         // Settings of features not built yet are refused, not ignored.
+        let mut c = base.clone();
+        c.producer.transactional_id = Some("t".into());
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("not supported yet"), "{err}");
+        // Group settings are taken now that groups exist; bad ones are refused.
+        let mut c = base.clone();
+        c.group.group_id = Some("g".into());
+        c.group.group_instance_id = Some("i".into());
+        c.group.session_timeout = Duration::from_secs(10);
+        c.group.assignment_strategies = vec!["range".into()];
+        c.validate().unwrap();
         for change in [
-            Box::new(|c: &mut Config| c.producer.transactional_id = Some("t".into())) as Change,
-            Box::new(|c: &mut Config| c.group.group_id = Some("g".into())),
-            Box::new(|c: &mut Config| c.group.group_instance_id = Some("i".into())),
-            Box::new(|c: &mut Config| c.group.session_timeout = Duration::from_secs(10)),
-            Box::new(|c: &mut Config| c.group.assignment_strategies = vec!["range".into()]),
+            Box::new(|c: &mut Config| c.group.assignment_strategies = vec!["fair".into()])
+                as Change,
+            Box::new(|c: &mut Config| c.group.group_instance_id = Some(String::new())),
         ] {
             let mut c = base.clone();
             change(&mut c);
-            let err = c.validate().unwrap_err().to_string();
-            assert!(err.contains("not supported yet"), "{err}");
+            assert!(c.validate().is_err());
         }
         // acks=1 is fine once idempotence is off.
         let mut c = base;

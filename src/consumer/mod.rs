@@ -457,36 +457,72 @@ impl PartitionConsumer {
         rx
     }
 
-    /// Takes the next chunk, or an error, from the fetcher.
-    async fn refill(&mut self) -> Option<std::result::Result<(), ConsumerError>> {
-        match self.rx.recv().await? {
+    /// Applies what the fetcher delivered.
+    fn apply(&mut self, delivery: Delivery) -> std::result::Result<(), ConsumerError> {
+        match delivery {
             Delivery::Chunk(chunk) => {
                 // Room in the channel again: the fetcher may fetch for us.
                 self.shared.wake_fetcher();
                 self.reader.push_chunk(chunk);
-                Some(Ok(()))
+                Ok(())
             }
             Delivery::Reset(offset) => {
                 self.reader.reset(offset);
-                Some(Ok(()))
+                Ok(())
             }
-            Delivery::Error(e) => Some(Err(self.error(e))),
+            Delivery::Error(e) => Err(self.error(e)),
+        }
+    }
+
+    /// Feeds the reader chunks until it has a batch ready (`Ready(Some(Ok))`, then
+    /// `take_ready_*`), or an error; `Ready(None)` when the fetcher is gone. The group
+    /// consumer polls its partitions with this.
+    pub(crate) fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<std::result::Result<(), ConsumerError>>> {
+        use std::task::Poll;
+        loop {
+            match self.reader.advance() {
+                Advance::Ready => return Poll::Ready(Some(Ok(()))),
+                Advance::NeedChunk => match self.rx.poll_recv(cx) {
+                    Poll::Ready(Some(delivery)) => {
+                        if let Err(e) = self.apply(delivery) {
+                            return Poll::Ready(Some(Err(e)));
+                        }
+                    }
+                    Poll::Ready(None) => return Poll::Ready(None),
+                    Poll::Pending => return Poll::Pending,
+                },
+                Advance::Error(e) => return Poll::Ready(Some(Err(self.error(e)))),
+            }
         }
     }
 
     /// Feeds the reader chunks until it has a batch ready, or an error.
     async fn until_ready(&mut self) -> Option<std::result::Result<(), ConsumerError>> {
-        loop {
-            match self.reader.advance() {
-                Advance::Ready => return Some(Ok(())),
-                Advance::NeedChunk => {
-                    if let Err(e) = self.refill().await? {
-                        return Some(Err(e));
-                    }
-                }
-                Advance::Error(e) => return Some(Err(self.error(e))),
-            }
-        }
+        std::future::poll_fn(|cx| self.poll_ready(cx)).await
+    }
+
+    /// The batch [`PartitionConsumer::poll_ready`] found.
+    pub(crate) fn take_ready_batch(
+        &mut self,
+    ) -> Option<std::result::Result<FetchedBatch<'_>, ConsumerError>> {
+        let shared = &self.shared;
+        self.reader
+            .take_ready()
+            .map(|r| r.map_err(|error| consumer_error(shared, error)))
+    }
+
+    /// The batch [`PartitionConsumer::poll_ready`] found, as owned messages.
+    pub(crate) fn take_ready_messages(
+        &mut self,
+    ) -> Option<std::result::Result<Vec<Message>, ConsumerError>> {
+        let topic = self.shared.topic.clone();
+        let shared = &self.shared;
+        self.reader
+            .take_messages(&topic, shared.partition)
+            .map(|r| r.map_err(|error| consumer_error(shared, error)))
     }
 
     /// The next batch with records for the user, or an error. `None` when the consumer's
@@ -501,10 +537,7 @@ impl PartitionConsumer {
         if let Err(e) = self.until_ready().await? {
             return Some(Err(e));
         }
-        let shared = &self.shared;
-        self.reader
-            .take_ready()
-            .map(|r| r.map_err(|error| consumer_error(shared, error)))
+        self.take_ready_batch()
     }
 
     /// [`PartitionConsumer::next_batch`] for plain threads.
@@ -526,11 +559,7 @@ impl PartitionConsumer {
         if let Err(e) = self.until_ready().await? {
             return Some(Err(e));
         }
-        let topic = self.shared.topic.clone();
-        let shared = &self.shared;
-        self.reader
-            .take_messages(&topic, shared.partition)
-            .map(|r| r.map_err(|error| consumer_error(shared, error)))
+        self.take_ready_messages()
     }
 
     /// Passes over the corrupt batch the last read reported

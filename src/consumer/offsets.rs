@@ -59,40 +59,59 @@ fn coordinator_moved(code: KafkaCode) -> bool {
     .contains(&code)
 }
 
+/// Runs `op` against `group`'s coordinator, finding it again and retrying while it
+/// moves (or answers another retriable error), for up to `default.api.timeout.ms`.
+/// `op` answers a broker error code as `Ok(Err(code))`; other codes end it with an
+/// error for `api`.
+pub(crate) async fn with_group_coordinator<T, F, Fut>(
+    client: &Client,
+    group: &str,
+    api: ApiKey,
+    mut op: F,
+) -> Result<T>
+where
+    F: FnMut(crate::io::Broker) -> Fut,
+    Fut: std::future::Future<Output = Result<std::result::Result<T, KafkaCode>>>,
+{
+    let timeout = client.config().admin.timeout;
+    let backoff = client.config().admin.retry_backoff;
+    let attempts = (timeout.as_millis() / backoff.as_millis().max(1)).clamp(1, 600) as usize;
+    let mut last = KafkaCode::COORDINATOR_NOT_AVAILABLE;
+    for _ in 0..attempts {
+        let coordinator = match client.coordinator(group).await {
+            Ok(c) => c,
+            Err(e) if e.is_retriable() => {
+                client.sleep(backoff).await?;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        coordinator.connect().await?;
+        match op(coordinator).await? {
+            Ok(v) => return Ok(v),
+            Err(code) if coordinator_moved(code) || code.is_retriable() => {
+                tracing::debug!(group = %group, %code, "coordinator moved; retrying");
+                client.invalidate_coordinator(CoordinatorKind::Group, group);
+                last = code;
+                client.sleep(backoff).await?;
+            }
+            Err(code) => return Err(Error::broker(code, api, None, None)),
+        }
+    }
+    Err(Error::broker(last, ApiKey::FindCoordinator, None, None))
+}
+
 impl Inner {
-    /// Runs `op` against the coordinator, finding it again and retrying while it moves.
+    /// Runs `op` against the coordinator (see [`with_group_coordinator`]).
     async fn with_coordinator<T, F, Fut>(&self, mut op: F) -> Result<T>
     where
         F: FnMut(crate::io::Broker, i16) -> Fut,
         Fut: std::future::Future<Output = Result<std::result::Result<T, KafkaCode>>>,
     {
-        let timeout = self.client.config().admin.timeout;
-        let backoff = self.client.config().admin.retry_backoff;
-        let attempts = (timeout.as_millis() / backoff.as_millis().max(1)).clamp(1, 600) as usize;
-        let mut last = KafkaCode::COORDINATOR_NOT_AVAILABLE;
-        for _ in 0..attempts {
-            let coordinator = match self.client.coordinator(&self.group).await {
-                Ok(c) => c,
-                Err(e) if e.is_retriable() => {
-                    self.client.sleep(backoff).await?;
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            coordinator.connect().await?;
-            match op(coordinator, 0).await? {
-                Ok(v) => return Ok(v),
-                Err(code) if coordinator_moved(code) || code.is_retriable() => {
-                    tracing::debug!(group = %self.group, %code, "coordinator moved; retrying");
-                    self.client
-                        .invalidate_coordinator(CoordinatorKind::Group, &self.group);
-                    last = code;
-                    self.client.sleep(backoff).await?;
-                }
-                Err(code) => return Err(Error::broker(code, ApiKey::OffsetCommit, None, None)),
-            }
-        }
-        Err(Error::broker(last, ApiKey::FindCoordinator, None, None))
+        with_group_coordinator(&self.client, &self.group, ApiKey::OffsetCommit, |b| {
+            op(b, 0)
+        })
+        .await
     }
 
     async fn fetch(&self, topic: &str, partition: i32) -> Result<Option<(i64, String)>> {

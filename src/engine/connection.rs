@@ -173,6 +173,12 @@ pub trait EncodeRequest: Send + 'static {
         client_id: &str,
         out: &mut Vec<Bytes>,
     ) -> Result<Encoded, IoError>;
+
+    /// How long its response may take, when not the connection's request timeout
+    /// (a JoinGroup waits for a whole rebalance).
+    fn response_timeout(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// A typed request, encoded at the negotiated version or an explicit one.
@@ -184,11 +190,17 @@ pub struct TypedRequest<R> {
     pub version: Option<i16>,
     /// The broker's address, for error messages.
     pub addr: Arc<str>,
+    /// How long the response may take; `None` is the connection's request timeout.
+    pub timeout: Option<Duration>,
 }
 
 impl<R: Request + Send + 'static> EncodeRequest for TypedRequest<R> {
     fn api_key(&self) -> ApiKey {
         R::API_KEY
+    }
+
+    fn response_timeout(&self) -> Option<Duration> {
+        self.timeout
     }
 
     fn encode(
@@ -260,6 +272,8 @@ struct InFlight<T> {
     api: ApiKey,
     version: i16,
     deadline: Instant,
+    /// What `deadline` was set from, for the error.
+    timeout: Duration,
     token: T,
 }
 
@@ -562,6 +576,10 @@ impl<T> Connection<T> {
                 break;
             };
             let api = q.request.api_key();
+            let timeout = q
+                .request
+                .response_timeout()
+                .unwrap_or(self.config.request_timeout);
             let correlation_id = self.take_correlation_id();
             let encoded = q.request.encode(
                 &versions,
@@ -575,7 +593,8 @@ impl<T> Connection<T> {
                     correlation_id,
                     api,
                     version: e.version,
-                    deadline: now + self.config.request_timeout,
+                    deadline: now + timeout,
+                    timeout,
                     token: q.token,
                 }),
                 Ok(e) => self.unanswered.push(Unanswered {
@@ -839,7 +858,7 @@ impl<T> Connection<T> {
                         Err(IoError::RequestTimedOut {
                             api: front.api,
                             addr: self.addr.to_string(),
-                            after: self.config.request_timeout,
+                            after: front.timeout,
                         }),
                     ));
                     let error = self.disconnected(format!("{:?} request timed out", front.api));

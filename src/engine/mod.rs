@@ -15,6 +15,7 @@
 //! - [`sasl`]: the SASL mechanisms' client side (PLAIN, SCRAM, OAUTHBEARER).
 //! - `fetch`: the fetcher's decisions for one broker (what to fetch, the session, the
 //!   memory to reserve, what each partition gets).
+//! - `group`: a classic consumer group member (join, sync, heartbeat, leave).
 //! - `produce`: the producer's partitions (batching, sequences, retries) and its
 //!   per-broker sinks.
 
@@ -22,6 +23,7 @@ pub mod backoff;
 pub mod connection;
 pub mod error;
 pub(crate) mod fetch;
+pub(crate) mod group;
 pub(crate) mod produce;
 pub mod sasl;
 #[cfg(test)]

@@ -1,26 +1,34 @@
-//! Consumer groups (issue 15), the sans-IO pieces built so far.
+//! Consumer groups: [`GroupConsumer`], a member of a group reading every partition
+//! the group assigns it as one stream, with rebalance callbacks and commits tied to the
+//! member's generation.
 //!
-//! - [`protocol`]: the classic consumer protocol's embedded formats (the bytes inside
-//!   JoinGroup's protocol metadata and SyncGroup's assignments), byte-compatible with
+//! - `consumer`: the public handle (records, commits, positions, close).
+//! - `driver`: the task on a worker that runs the member engine
+//!   (`engine::group`): coordinator, heartbeats, metadata for the leader.
+//! - `offsets`: OffsetFetch for assigned partitions and commits with the generation.
+//! - `protocol`: the classic consumer protocol's embedded formats, byte-compatible with
 //!   the Java client's `ConsumerProtocol`, and the StickyAssignor's user data.
-//! - [`assignor`]: the four client-side assignors (`range`, `roundrobin`, `sticky`,
+//! - `assignor`: the four client-side assignors (`range`, `roundrobin`, `sticky`,
 //!   `cooperative-sticky`) as pure, deterministic functions.
-//!
-//! The group consumer itself (join/sync/heartbeat state machine, offsets, the public
-//! handle) is not built yet, so everything here is crate-private.
-
-// Nothing outside the tests calls this yet: the group member engine comes next.
-#![allow(dead_code)]
 
 pub(crate) mod assignor;
+mod consumer;
+mod driver;
+mod offsets;
 pub(crate) mod protocol;
+
+pub use crate::engine::group::{GroupError, GroupProtocolErrorText};
+pub use consumer::{
+    CommitFuture, GroupBatch, GroupConsumer, ListenerFuture, Pattern, RebalanceListener, Topics,
+};
+pub use offsets::OffsetAndMetadata;
 
 use std::fmt;
 
 /// One partition of one topic. Ordered by topic, then partition, which is the order
 /// every assignor and encoder here uses.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) struct TopicPartition {
+pub struct TopicPartition {
     /// Topic name.
     pub topic: String,
     /// Partition index.

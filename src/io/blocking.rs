@@ -269,6 +269,7 @@ impl BlockingConnection {
             request: request.clone(),
             version,
             addr: self.addr.clone(),
+            timeout: None,
         }))?;
         protocol::decode_response_body::<R::Response>(raw.body, raw.version).map_err(|source| {
             IoError::Decode {

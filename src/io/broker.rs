@@ -243,11 +243,21 @@ impl Broker {
         request: R,
         version: Option<i16>,
     ) -> (Command, PendingResponse<R>) {
+        self.outbound_with_timeout(request, version, None)
+    }
+
+    fn outbound_with_timeout<R: Request + Send + 'static>(
+        &self,
+        request: R,
+        version: Option<i16>,
+        timeout: Option<std::time::Duration>,
+    ) -> (Command, PendingResponse<R>) {
         let (tx, rx) = oneshot::channel();
         let typed = TypedRequest {
             request,
             version,
             addr: self.inner.shared.addr.clone(),
+            timeout,
         };
         (
             Command::Send(Outbound {
@@ -285,6 +295,23 @@ impl Broker {
         request: R,
     ) -> Result<R::Response, IoError> {
         self.enqueue(request, None).await?.await
+    }
+
+    /// Sends `request` at the negotiated version, its response allowed `timeout`
+    /// instead of the connection's request timeout (a JoinGroup waits for the group).
+    pub async fn send_with_timeout<R: Request + Send + 'static>(
+        &self,
+        request: R,
+        timeout: std::time::Duration,
+    ) -> Result<R::Response, IoError> {
+        self.check_open()?;
+        let (command, pending) = self.outbound_with_timeout(request, None, Some(timeout));
+        self.inner
+            .tx
+            .send(command)
+            .await
+            .map_err(|_| self.closed())?;
+        pending.await
     }
 
     /// Sends `request` at an explicit version.

@@ -110,6 +110,7 @@ fn metadata() -> Box<dyn EncodeRequest> {
         request: MetadataRequest::default().with_topics(None),
         version: None,
         addr: Arc::from("broker:9092"),
+        timeout: None,
     })
 }
 
@@ -399,6 +400,7 @@ fn unanswered_requests_complete_when_written() {
             request: acks0,
             version: Some(3),
             addr: Arc::from("b"),
+            timeout: None,
         }),
         5,
         now,

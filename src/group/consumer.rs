@@ -1,0 +1,970 @@
+//! [`GroupConsumer`]: a member of a consumer group (Sarama's `ConsumerGroup`, the Java
+//! client's `KafkaConsumer` with `subscribe`) as one stream of records over every
+//! partition the group assigns it.
+//!
+//! - Records come as borrowed batches ([`GroupConsumer::next_batch`]) or owned
+//!   messages ([`GroupConsumer::next_message`], [`GroupConsumer::next_messages`]), from
+//!   one partition consumer per assigned partition (so fetching is the per-broker
+//!   fetchers' work, as for partition consumers), taken in turn so no partition starves.
+//! - Rebalances run inside those calls, on the application's task: a
+//!   [`RebalanceListener`]'s async callbacks see the partitions assigned, revoked or
+//!   lost and may commit (the consumer is handed to them), unlike callbacks that must
+//!   return at once.
+//! - **Consumed** means handed out and then followed by another call: a batch counts as
+//!   consumed when the application asks for the next one (it has stopped borrowing it),
+//!   a message when it was returned. Auto-commit (`enable.auto.commit`) commits
+//!   consumed positions every `auto.commit.interval.ms` (checked on each call), on
+//!   revocation and on close — at-least-once: after a crash, what was consumed since
+//!   the last commit is read again by the partition's next owner.
+//! - `max.poll.interval.ms` is the longest the application may go between two calls
+//!   (of `next_*`, `commit*` or `poll_group`); past it a dynamic member leaves the
+//!   group, its partitions are lost, and it joins again on the next call. Heartbeats
+//!   (`heartbeat.interval.ms`, within `session.timeout.ms`) run on a worker meanwhile,
+//!   whatever the application does.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::TopicPartition;
+use super::assignor::Assignor;
+use super::driver::{self, FromConsumer, GroupShared, ToConsumer};
+use super::offsets::{self, CommitRefusal, OffsetAndMetadata};
+use crate::client::Client;
+use crate::config::{Config, ConfigurationError, OffsetReset};
+use crate::consumer::{Consumer, FetchedBatch, Message, Offset, PartitionConsumer};
+use crate::engine::group::{Generation, Member, MemberEvent, MemberSettings};
+use crate::error::{Error, Result};
+
+/// What a group consumer subscribes to.
+#[derive(Debug, Clone)]
+pub enum Topics {
+    /// These topics.
+    Names(Vec<String>),
+    /// Every topic whose whole name matches this regular expression (internal topics
+    /// left out), checked again at every metadata refresh.
+    Pattern(Pattern),
+}
+
+/// A compiled topic pattern.
+#[derive(Debug, Clone)]
+pub struct Pattern {
+    source: String,
+    regex: regex_lite::Regex,
+}
+
+impl Topics {
+    /// A subscription to `topics`.
+    pub fn names<S: Into<String>>(topics: impl IntoIterator<Item = S>) -> Topics {
+        Topics::Names(topics.into_iter().map(Into::into).collect())
+    }
+
+    /// A subscription to every topic whose whole name matches `pattern`.
+    pub fn pattern(pattern: &str) -> Result<Topics> {
+        let anchored = format!("^(?:{pattern})$");
+        let regex = regex_lite::Regex::new(&anchored).map_err(|e| {
+            Error::InvalidArgument(format!("topic pattern {pattern:?} does not compile: {e}"))
+        })?;
+        Ok(Topics::Pattern(Pattern {
+            source: pattern.to_string(),
+            regex,
+        }))
+    }
+
+    fn validate(&self) -> Result<()> {
+        match self {
+            Topics::Names(names) if names.is_empty() => Err(Error::InvalidArgument(
+                "a group consumer needs at least one topic".into(),
+            )),
+            Topics::Names(names) => match names.iter().find(|n| n.is_empty()) {
+                Some(_) => Err(Error::InvalidArgument("an empty topic name".into())),
+                None => Ok(()),
+            },
+            Topics::Pattern(_) => Ok(()),
+        }
+    }
+
+    /// The topics subscribed to now (a pattern is matched against the cluster's
+    /// current topics).
+    pub(crate) async fn resolve(&self, client: &Client) -> Result<BTreeSet<String>> {
+        match self {
+            Topics::Names(names) => {
+                let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                client.refresh_metadata(&refs).await?;
+                Ok(names.iter().cloned().collect())
+            }
+            Topics::Pattern(p) => {
+                client.refresh_all_metadata().await?;
+                let snapshot = client.metadata();
+                Ok(snapshot
+                    .topics
+                    .values()
+                    .filter(|t| !t.internal && t.error.is_ok() && p.regex.is_match(&t.name))
+                    .map(|t| t.name.clone())
+                    .collect())
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Topics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Topics::Names(n) => write!(f, "{}", n.join(",")),
+            Topics::Pattern(p) => write!(f, "/{}/", p.source),
+        }
+    }
+}
+
+/// A boxed future borrowed for `'a` (what [`RebalanceListener`]'s methods return).
+pub type ListenerFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// Callbacks around rebalances. They run on the application's task, inside the
+/// group consumer's calls, and get the consumer itself, so they may commit, seek or
+/// read positions. Each has a default that does nothing.
+pub trait RebalanceListener: Send {
+    /// Partitions were added (their consumers start at the committed offset, else at
+    /// `auto.offset.reset`; a seek here moves them).
+    fn on_assigned<'a>(
+        &'a mut self,
+        consumer: &'a mut GroupConsumer,
+        partitions: &'a [TopicPartition],
+    ) -> ListenerFuture<'a> {
+        let _ = (consumer, partitions);
+        Box::pin(async {})
+    }
+
+    /// Partitions are being taken away: the member still owns them, so what was
+    /// consumed from them can be committed here (auto-commit commits them right after).
+    fn on_revoked<'a>(
+        &'a mut self,
+        consumer: &'a mut GroupConsumer,
+        partitions: &'a [TopicPartition],
+    ) -> ListenerFuture<'a> {
+        let _ = (consumer, partitions);
+        Box::pin(async {})
+    }
+
+    /// Partitions were lost (the member was fenced, or stayed away too long): they may
+    /// already be someone else's, so commits would be refused.
+    fn on_lost<'a>(
+        &'a mut self,
+        consumer: &'a mut GroupConsumer,
+        partitions: &'a [TopicPartition],
+    ) -> ListenerFuture<'a> {
+        let _ = (consumer, partitions);
+        Box::pin(async {})
+    }
+}
+
+/// The listener used when none is given.
+#[derive(Debug, Default)]
+struct NoListener;
+
+impl RebalanceListener for NoListener {}
+
+/// One assigned partition.
+#[derive(Debug)]
+struct Slot {
+    tp: TopicPartition,
+    consumer: PartitionConsumer,
+    /// The next offset after what the application consumed.
+    consumed: i64,
+    /// What the member last committed (or found committed).
+    committed: Option<i64>,
+}
+
+/// What was handed out last, settled on the next call.
+#[derive(Debug, Clone, Copy)]
+enum Handed {
+    /// A borrowed batch of slot `.0`: consumed up to the consumer's position.
+    Batch(usize),
+    /// An owned message: consumed up to `.1`.
+    Message(usize, i64),
+}
+
+/// What polling the partitions and the driver found.
+enum Next {
+    Event(ToConsumer),
+    Ready(usize),
+    Failed(crate::consumer::ConsumerError),
+    /// The driver is gone (the member left or failed).
+    DriverGone,
+}
+
+/// A member of a consumer group. See the module documentation.
+pub struct GroupConsumer {
+    client: Client,
+    consumer: Consumer,
+    group: String,
+    instance_id: Option<String>,
+    topics: Topics,
+    slots: Vec<Slot>,
+    turn: usize,
+    handed: Option<Handed>,
+    /// Owned messages of the last batch not handed out yet, and their slot.
+    pending: VecDeque<(usize, Message)>,
+    events: mpsc::UnboundedReceiver<ToConsumer>,
+    /// The event being handled (kept until done: see `finish_event`).
+    in_progress: Option<ToConsumer>,
+    commands: mpsc::UnboundedSender<FromConsumer>,
+    shared: Arc<GroupShared>,
+    listener: Option<Box<dyn RebalanceListener>>,
+    auto_commit: bool,
+    reset: OffsetReset,
+    failed: Option<Error>,
+    left: bool,
+    last_poll_note: Instant,
+}
+
+impl std::fmt::Debug for GroupConsumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupConsumer")
+            .field("group", &self.group)
+            .field("topics", &self.topics)
+            .field("assigned", &self.slots.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The member engine's settings from the client's configuration.
+fn member_settings(config: &Config, group: &str) -> Result<MemberSettings> {
+    let g = &config.group;
+    let mut assignors = Vec::with_capacity(g.assignment_strategies.len());
+    for name in &g.assignment_strategies {
+        assignors.push(Assignor::from_name(name).ok_or_else(|| {
+            Error::Configuration(ConfigurationError::Inconsistent {
+                field: "group.assignment_strategies",
+                reason: format!("unknown assignor {name:?}"),
+            })
+        })?);
+    }
+    if assignors.iter().any(|a| a.is_cooperative()) && !assignors.iter().all(|a| a.is_cooperative())
+    {
+        // The Java client joins with the protocol the first assignor speaks; kring
+        // keeps one protocol per member so its rules stay simple, and says so.
+        let cooperative: Vec<&str> = assignors.iter().map(|a| a.name()).collect();
+        tracing::info!(
+            ?cooperative,
+            "eager and cooperative assignors mixed: the member uses the first one's protocol"
+        );
+        let first_cooperative = assignors[0].is_cooperative();
+        assignors.retain(|a| a.is_cooperative() == first_cooperative);
+    }
+    Ok(MemberSettings {
+        group_id: group.to_string(),
+        instance_id: g.group_instance_id.clone(),
+        session_timeout: g.session_timeout,
+        rebalance_timeout: g.rebalance_timeout,
+        heartbeat_interval: g.heartbeat_interval,
+        assignors,
+        retry_backoff: config.admin.retry_backoff,
+        rack: None,
+    })
+}
+
+impl GroupConsumer {
+    /// Joins the group named by `group.id` in `client`'s configuration, subscribed to
+    /// `topics`. Returns at once; the first call of `next_*` waits for the first
+    /// assignment.
+    pub async fn subscribe(client: Client, topics: Topics) -> Result<GroupConsumer> {
+        Self::with_listener(client, topics, Box::new(NoListener)).await
+    }
+
+    /// [`GroupConsumer::subscribe`] with rebalance callbacks.
+    pub async fn with_listener(
+        client: Client,
+        topics: Topics,
+        listener: Box<dyn RebalanceListener>,
+    ) -> Result<GroupConsumer> {
+        topics.validate()?;
+        let config = client.config().clone();
+        let group = config.group.group_id.clone().ok_or_else(|| {
+            Error::Configuration(ConfigurationError::Inconsistent {
+                field: "group.group_id",
+                reason: "a group consumer needs group.id".into(),
+            })
+        })?;
+        let settings = member_settings(&config, &group)?;
+        let subscribed = topics.resolve(&client).await?;
+        let consumer = Consumer::new(client.clone())?;
+        let (to_consumer, events) = mpsc::unbounded_channel();
+        let (commands, from_consumer) = mpsc::unbounded_channel();
+        let shared = Arc::new(GroupShared::default());
+        let auto_commit = config
+            .consumer
+            .enable_auto_commit
+            .then_some(config.consumer.auto_commit_interval);
+        let member = Member::new(settings, subscribed, Instant::now());
+        let runtime = client.runtime();
+        let (c, t, s) = (client.clone(), topics.clone(), shared.clone());
+        runtime.spawn_on(runtime.worker_for(-1), move |_| {
+            driver::run(c, member, t, from_consumer, to_consumer, s, auto_commit)
+        })?;
+        Ok(GroupConsumer {
+            client,
+            consumer,
+            instance_id: config.group.group_instance_id.clone(),
+            group,
+            topics,
+            slots: Vec::new(),
+            turn: 0,
+            handed: None,
+            pending: VecDeque::new(),
+            events,
+            in_progress: None,
+            commands,
+            shared,
+            listener: Some(listener),
+            auto_commit: config.consumer.enable_auto_commit,
+            reset: config.consumer.auto_offset_reset,
+            failed: None,
+            left: false,
+            last_poll_note: Instant::now(),
+        })
+    }
+
+    /// The group.
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
+    /// The member's generation id and member id, while it is in the group.
+    pub fn generation(&self) -> Option<(i32, String)> {
+        self.current_generation()
+            .map(|g| (g.generation_id, g.member_id))
+    }
+
+    fn current_generation(&self) -> Option<Generation> {
+        self.shared.generation.lock().ok().and_then(|g| g.clone())
+    }
+
+    /// The partitions assigned now, sorted.
+    pub fn assignment(&self) -> Vec<TopicPartition> {
+        let mut out: Vec<_> = self.slots.iter().map(|s| s.tp.clone()).collect();
+        out.sort();
+        out
+    }
+
+    fn slot_of(&self, topic: &str, partition: i32) -> Result<usize> {
+        self.slots
+            .iter()
+            .position(|s| s.tp.topic == topic && s.tp.partition == partition)
+            .ok_or_else(|| Error::NotAssigned {
+                topic: topic.to_string(),
+                partition,
+            })
+    }
+
+    /// The next offset the application will get from a partition.
+    pub fn position(&self, topic: &str, partition: i32) -> Result<i64> {
+        let i = self.slot_of(topic, partition)?;
+        Ok(self.position_of(i))
+    }
+
+    fn position_of(&self, i: usize) -> i64 {
+        match self.pending.iter().find(|(s, _)| *s == i) {
+            Some((_, m)) => m.offset,
+            None => self.slots[i].consumer.position(),
+        }
+    }
+
+    /// The offset the member last committed for a partition (or found committed when
+    /// it was assigned), if any.
+    pub fn committed(&self, topic: &str, partition: i32) -> Result<Option<i64>> {
+        Ok(self.slots[self.slot_of(topic, partition)?].committed)
+    }
+
+    /// Records between a partition's position and its high watermark (as of its
+    /// latest fetch; 0 before the first).
+    pub fn lag(&self, topic: &str, partition: i32) -> Result<i64> {
+        let i = self.slot_of(topic, partition)?;
+        let hw = self.slots[i].consumer.high_watermark();
+        Ok(if hw < 0 {
+            0
+        } else {
+            (hw - self.position_of(i)).max(0)
+        })
+    }
+
+    /// Stops fetching a partition (it stays assigned).
+    pub fn pause(&self, topic: &str, partition: i32) -> Result<()> {
+        self.slots[self.slot_of(topic, partition)?].consumer.pause();
+        Ok(())
+    }
+
+    /// Resumes fetching a paused partition.
+    pub fn resume(&self, topic: &str, partition: i32) -> Result<()> {
+        self.slots[self.slot_of(topic, partition)?]
+            .consumer
+            .resume();
+        Ok(())
+    }
+
+    /// Moves a partition's position: the next record it gives is at `offset` (what is
+    /// already fetched is dropped). A seek is consumed-up-to for commits.
+    pub async fn seek(&mut self, topic: &str, partition: i32, offset: Offset) -> Result<()> {
+        let i = self.slot_of(topic, partition)?;
+        self.settle_handed();
+        self.pending.retain(|(s, _)| *s != i);
+        // The old consumer gives up its claim on the partition before the new one starts.
+        let old = self.slots.remove(i);
+        let previous = old.consumer.position();
+        let (tp, committed) = (old.tp, old.committed);
+        drop(old.consumer);
+        let (consumer, result) = match self.start_partition(&tp, offset).await {
+            Ok(c) => (c, Ok(())),
+            Err(e) => (
+                self.start_partition(&tp, Offset::Exact(previous)).await?,
+                Err(e),
+            ),
+        };
+        self.pending = std::mem::take(&mut self.pending)
+            .into_iter()
+            .map(|(s, m)| (if s > i { s - 1 } else { s }, m))
+            .collect();
+        self.slots.push(Slot {
+            tp,
+            consumed: consumer.position(),
+            consumer,
+            committed,
+        });
+        result
+    }
+
+    async fn start_partition(
+        &self,
+        tp: &TopicPartition,
+        start: Offset,
+    ) -> Result<PartitionConsumer> {
+        self.consumer
+            .consume_partition(&tp.topic, tp.partition, start)
+            .await
+    }
+
+    /// Tells the driver the application is here (at most every 100 ms).
+    fn note_poll(&mut self) {
+        let now = Instant::now();
+        if now.duration_since(self.last_poll_note) >= Duration::from_millis(100) {
+            self.last_poll_note = now;
+            let _ = self.commands.send(FromConsumer::Polled);
+        }
+    }
+
+    /// What was handed out last is consumed now.
+    fn settle_handed(&mut self) {
+        match self.handed.take() {
+            Some(Handed::Batch(i)) => {
+                if let Some(s) = self.slots.get_mut(i) {
+                    s.consumed = s.consumer.position();
+                }
+            }
+            Some(Handed::Message(i, next)) => {
+                if let Some(s) = self.slots.get_mut(i) {
+                    s.consumed = next;
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// Runs group events until a partition has a batch ready.
+    async fn until_ready(&mut self) -> Option<Result<usize>> {
+        self.settle_handed();
+        self.note_poll();
+        loop {
+            if let Some(e) = &self.failed {
+                return Some(Err(e.clone()));
+            }
+            if self.left {
+                return None;
+            }
+            if let Err(e) = self.finish_event().await {
+                return Some(Err(e));
+            }
+            match std::future::poll_fn(|cx| self.poll_next(cx)).await {
+                Next::Ready(i) => return Some(Ok(i)),
+                Next::Failed(e) => return Some(Err(Error::Partition(Box::new(e)))),
+                Next::Event(event) => self.in_progress = Some(event),
+                Next::DriverGone => {
+                    self.left = true;
+                }
+            }
+        }
+    }
+
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Next> {
+        match self.events.poll_recv(cx) {
+            Poll::Ready(Some(event)) => return Poll::Ready(Next::Event(event)),
+            Poll::Ready(None) => return Poll::Ready(Next::DriverGone),
+            Poll::Pending => {}
+        }
+        let n = self.slots.len();
+        for k in 0..n {
+            let i = (self.turn + k) % n;
+            match self.slots[i].consumer.poll_ready(cx) {
+                Poll::Ready(Some(Ok(()))) => {
+                    self.turn = i + 1;
+                    return Poll::Ready(Next::Ready(i));
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    self.turn = i + 1;
+                    return Poll::Ready(Next::Failed(e));
+                }
+                // The client is closing: the driver's channel ends next.
+                Poll::Ready(None) | Poll::Pending => {}
+            }
+        }
+        Poll::Pending
+    }
+
+    /// The next batch with records, borrowed from the fetch buffer, from whichever
+    /// assigned partition has one; rebalances and auto-commits happen inside. `None`
+    /// once the member has left the group (after [`GroupConsumer::close`]).
+    pub async fn next_batch(&mut self) -> Option<Result<GroupBatch<'_>>> {
+        let i = match self.until_ready().await? {
+            Ok(i) => i,
+            Err(e) => return Some(Err(e)),
+        };
+        self.handed = Some(Handed::Batch(i));
+        let slot = &mut self.slots[i];
+        let tp = &slot.tp;
+        Some(
+            slot.consumer
+                .take_ready_batch()?
+                .map(|batch| GroupBatch {
+                    topic: &tp.topic,
+                    partition: tp.partition,
+                    batch,
+                })
+                .map_err(|e| Error::Partition(Box::new(e))),
+        )
+    }
+
+    /// Every record of the next batch as owned messages.
+    pub async fn next_messages(&mut self) -> Option<Result<Vec<Message>>> {
+        let i = match self.until_ready().await? {
+            Ok(i) => i,
+            Err(e) => return Some(Err(e)),
+        };
+        self.handed = Some(Handed::Batch(i));
+        Some(
+            self.slots[i]
+                .consumer
+                .take_ready_messages()?
+                .map_err(|e| Error::Partition(Box::new(e))),
+        )
+    }
+
+    /// The next owned message.
+    pub async fn next_message(&mut self) -> Option<Result<Message>> {
+        loop {
+            if let Some((i, m)) = self.pending.pop_front() {
+                self.settle_handed();
+                self.note_poll();
+                self.handed = Some(Handed::Message(i, m.offset + 1));
+                return Some(Ok(m));
+            }
+            let i = match self.until_ready().await? {
+                Ok(i) => i,
+                Err(e) => return Some(Err(e)),
+            };
+            match self.slots[i].consumer.take_ready_messages()? {
+                Ok(batch) => self.pending.extend(batch.into_iter().map(|m| (i, m))),
+                Err(e) => return Some(Err(Error::Partition(Box::new(e)))),
+            }
+        }
+    }
+
+    /// Handles pending group events (a rebalance, an auto-commit) without waiting for
+    /// records: for applications that pause every partition for a while.
+    pub async fn poll_group(&mut self) -> Result<()> {
+        self.note_poll();
+        self.finish_event().await?;
+        while let Ok(event) = self.events.try_recv() {
+            self.in_progress = Some(event);
+            self.finish_event().await?;
+        }
+        match &self.failed {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Handles the event taken last. Cancel-safe: the event stays until its handling
+    /// has finished, so a call dropped midway (a `select!` with a timer) resumes it on
+    /// the next call; each step is idempotent (partitions already started are not
+    /// started again, commits send only what moved), though a listener callback that
+    /// was interrupted runs again.
+    async fn finish_event(&mut self) -> Result<()> {
+        while let Some(event) = self.in_progress.clone() {
+            let result = self.on_event(event).await;
+            self.in_progress = None;
+            result?;
+        }
+        Ok(())
+    }
+
+    async fn on_event(&mut self, event: ToConsumer) -> Result<()> {
+        match event {
+            ToConsumer::CommitDue => {
+                if self.auto_commit
+                    && let Err(e) = self.commit().await
+                {
+                    tracing::warn!(group = %self.group, error = %e, "auto-commit failed");
+                }
+                Ok(())
+            }
+            ToConsumer::Member(MemberEvent::Assigned { generation, added }) => {
+                self.assign(generation, added).await
+            }
+            ToConsumer::Member(MemberEvent::Revoke(partitions)) => {
+                self.revoke(&partitions).await;
+                let _ = self.commands.send(FromConsumer::Revoked);
+                Ok(())
+            }
+            ToConsumer::Member(MemberEvent::Lost(partitions)) => {
+                self.call_listener(Callback::Lost, &partitions).await;
+                self.drop_slots(&partitions);
+                Ok(())
+            }
+            ToConsumer::Member(MemberEvent::Failed(e)) => {
+                let all = self.assignment();
+                self.call_listener(Callback::Lost, &all).await;
+                self.drop_slots(&all);
+                let error = Error::Group(e);
+                self.failed = Some(error.clone());
+                Err(error)
+            }
+            ToConsumer::Member(MemberEvent::Left) => {
+                self.left = true;
+                Ok(())
+            }
+            ToConsumer::Member(MemberEvent::NeedMetadata(_) | MemberEvent::CoordinatorLost) => {
+                Ok(())
+            }
+        }
+    }
+
+    /// Starts consumers for newly assigned partitions at their committed offsets (or
+    /// the reset policy's), then tells the listener.
+    async fn assign(&mut self, generation: Generation, added: Vec<TopicPartition>) -> Result<()> {
+        tracing::debug!(group = %self.group, generation = generation.generation_id, added = added.len(), "assigned");
+        let missing: Vec<TopicPartition> = added
+            .iter()
+            .filter(|tp| !self.slots.iter().any(|s| &s.tp == *tp))
+            .cloned()
+            .collect();
+        let committed = offsets::fetch_committed(&self.client, &self.group, &missing).await?;
+        for tp in &missing {
+            let known = committed.get(tp).copied().flatten();
+            let start = match (known, self.reset) {
+                (Some(o), _) => Offset::Exact(o),
+                (None, OffsetReset::Earliest) => Offset::Oldest,
+                (None, OffsetReset::Latest) => Offset::Newest,
+                (None, OffsetReset::None) => {
+                    return Err(Error::InvalidArgument(format!(
+                        "group {}: {tp} has no committed offset and auto.offset.reset is none",
+                        self.group
+                    )));
+                }
+            };
+            let consumer = self.start_partition(tp, start).await?;
+            self.slots.push(Slot {
+                tp: tp.clone(),
+                consumed: consumer.position(),
+                consumer,
+                committed: known,
+            });
+        }
+        self.call_listener(Callback::Assigned, &added).await;
+        Ok(())
+    }
+
+    /// Revokes `partitions`: the listener first (it may commit), then auto-commit of
+    /// what was consumed, then their consumers stop.
+    async fn revoke(&mut self, partitions: &[TopicPartition]) {
+        self.settle_handed();
+        self.call_listener(Callback::Revoked, partitions).await;
+        if self.auto_commit
+            && let Err(e) = self.commit_partitions(Some(partitions)).await
+        {
+            tracing::warn!(group = %self.group, error = %e, "commit on revoke failed");
+        }
+        self.drop_slots(partitions);
+    }
+
+    fn drop_slots(&mut self, partitions: &[TopicPartition]) {
+        if partitions.is_empty() {
+            return;
+        }
+        self.settle_handed();
+        let gone: BTreeSet<&TopicPartition> = partitions.iter().collect();
+        let mut kept = Vec::with_capacity(self.slots.len());
+        let mut renumber = BTreeMap::new();
+        for (old, slot) in std::mem::take(&mut self.slots).into_iter().enumerate() {
+            if gone.contains(&slot.tp) {
+                slot.consumer.close();
+            } else {
+                renumber.insert(old, kept.len());
+                kept.push(slot);
+            }
+        }
+        self.slots = kept;
+        self.pending = std::mem::take(&mut self.pending)
+            .into_iter()
+            .filter_map(|(i, m)| renumber.get(&i).map(|&j| (j, m)))
+            .collect();
+        self.turn = 0;
+    }
+
+    async fn call_listener(&mut self, callback: Callback, partitions: &[TopicPartition]) {
+        if partitions.is_empty() {
+            return;
+        }
+        let Some(mut listener) = self.listener.take() else {
+            return;
+        };
+        match callback {
+            Callback::Assigned => listener.on_assigned(self, partitions).await,
+            Callback::Revoked => listener.on_revoked(self, partitions).await,
+            Callback::Lost => listener.on_lost(self, partitions).await,
+        }
+        self.listener = Some(listener);
+    }
+
+    /// Commits what the application consumed from every assigned partition (where it
+    /// moved since the last commit), and waits for the answer.
+    pub async fn commit(&mut self) -> Result<()> {
+        self.commit_partitions(None).await
+    }
+
+    async fn commit_partitions(&mut self, only: Option<&[TopicPartition]>) -> Result<()> {
+        self.settle_handed();
+        let offsets: BTreeMap<TopicPartition, OffsetAndMetadata> = self
+            .slots
+            .iter()
+            .filter(|s| only.is_none_or(|o| o.contains(&s.tp)))
+            .filter(|s| s.committed != Some(s.consumed))
+            .map(|s| {
+                (
+                    s.tp.clone(),
+                    OffsetAndMetadata {
+                        offset: s.consumed,
+                        metadata: String::new(),
+                    },
+                )
+            })
+            .collect();
+        self.commit_offsets_now(offsets).await
+    }
+
+    /// Commits these offsets (each the next offset to consume) with their metadata.
+    /// Every partition must be assigned to this member.
+    pub async fn commit_offsets(
+        &mut self,
+        offsets: &[(TopicPartition, OffsetAndMetadata)],
+    ) -> Result<()> {
+        for (tp, o) in offsets {
+            self.slot_of(&tp.topic, tp.partition)?;
+            if o.offset < 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "offset {} for {tp} is negative",
+                    o.offset
+                )));
+            }
+        }
+        self.commit_offsets_now(offsets.iter().cloned().collect())
+            .await
+    }
+
+    async fn commit_offsets_now(
+        &mut self,
+        offsets: BTreeMap<TopicPartition, OffsetAndMetadata>,
+    ) -> Result<()> {
+        if offsets.is_empty() {
+            return Ok(());
+        }
+        self.note_poll();
+        let Some(generation) = self.current_generation() else {
+            return Err(Error::CommitFenced {
+                group: self.group.clone(),
+                code: crate::protocol::KafkaCode::REBALANCE_IN_PROGRESS,
+            });
+        };
+        let result = offsets::commit(
+            &self.client,
+            &self.group,
+            &generation,
+            self.instance_id.as_deref(),
+            &offsets,
+        )
+        .await;
+        match result {
+            Ok(()) => {
+                for (tp, o) in &offsets {
+                    if let Some(s) = self.slots.iter_mut().find(|s| &s.tp == tp) {
+                        s.committed = Some(o.offset);
+                    }
+                }
+                Ok(())
+            }
+            Err(CommitRefusal::Fenced(code)) => {
+                let _ = self.commands.send(FromConsumer::CommitFenced(code));
+                Err(Error::CommitFenced {
+                    group: self.group.clone(),
+                    code,
+                })
+            }
+            Err(CommitRefusal::Failed(e)) => Err(e),
+        }
+    }
+
+    /// Starts committing what was consumed and returns at once; the returned future
+    /// gives the outcome (drop it to ignore it). Commits started later are sent after
+    /// this one.
+    pub fn commit_async(&mut self) -> CommitFuture {
+        self.settle_handed();
+        let (tx, rx) = oneshot::channel();
+        let offsets: BTreeMap<TopicPartition, OffsetAndMetadata> = self
+            .slots
+            .iter()
+            .filter(|s| s.committed != Some(s.consumed))
+            .map(|s| {
+                (
+                    s.tp.clone(),
+                    OffsetAndMetadata {
+                        offset: s.consumed,
+                        metadata: String::new(),
+                    },
+                )
+            })
+            .collect();
+        for s in &mut self.slots {
+            s.committed = Some(s.consumed);
+        }
+        let client = self.client.clone();
+        let group = self.group.clone();
+        let instance = self.instance_id.clone();
+        let generation = self.current_generation();
+        let commands = self.commands.clone();
+        let runtime = self.client.runtime();
+        let spawned = runtime.spawn_on(runtime.worker_for(-1), move |_| async move {
+            let result = match generation {
+                None => Err(Error::CommitFenced {
+                    group: group.clone(),
+                    code: crate::protocol::KafkaCode::REBALANCE_IN_PROGRESS,
+                }),
+                Some(g) => {
+                    match offsets::commit(&client, &group, &g, instance.as_deref(), &offsets).await
+                    {
+                        Ok(()) => Ok(()),
+                        Err(CommitRefusal::Fenced(code)) => {
+                            let _ = commands.send(FromConsumer::CommitFenced(code));
+                            Err(Error::CommitFenced { group, code })
+                        }
+                        Err(CommitRefusal::Failed(e)) => Err(e),
+                    }
+                }
+            };
+            let _ = tx.send(result);
+        });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "async commit not started");
+        }
+        CommitFuture { rx }
+    }
+
+    /// Leaves the group: revokes every partition (the listener, then auto-commit), then
+    /// sends LeaveGroup (a static member does not: its partitions wait for it until
+    /// its session times out) and waits for the answer, up to the request timeout.
+    pub async fn close(mut self) -> Result<()> {
+        if let Err(e) = self.finish_event().await {
+            tracing::debug!(group = %self.group, error = %e, "closing after a failed event");
+        }
+        let all = self.assignment();
+        if self.failed.is_none() {
+            self.revoke(&all).await;
+        }
+        let _ = self.commands.send(FromConsumer::Leave);
+        let wait = self.client.config().net.request_timeout;
+        let deadline = Instant::now() + wait;
+        while !self.left {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                break;
+            }
+            let next = self.recv_event(remaining).await;
+            match next {
+                Some(ToConsumer::Member(MemberEvent::Left | MemberEvent::Failed(_))) | None => {
+                    self.left = true;
+                }
+                Some(_) => {}
+            }
+        }
+        match self.failed.take() {
+            Some(Error::Group(e)) => Err(Error::Group(e)),
+            _ => Ok(()),
+        }
+    }
+
+    async fn recv_event(&mut self, within: Duration) -> Option<ToConsumer> {
+        let (tx, rx) = oneshot::channel::<()>();
+        let runtime = self.client.runtime();
+        let _ = runtime.spawn_on(runtime.worker_for(-1), move |_| async move {
+            tokio::time::sleep(within).await;
+            let _ = tx.send(());
+        });
+        tokio::select! {
+            e = self.events.recv() => e,
+            _ = rx => None,
+        }
+    }
+}
+
+impl Drop for GroupConsumer {
+    fn drop(&mut self) {
+        if !self.left {
+            let _ = self.commands.send(FromConsumer::Leave);
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Callback {
+    Assigned,
+    Revoked,
+    Lost,
+}
+
+/// A batch from a group consumer: the partition it came from and the borrowed batch.
+#[derive(Debug)]
+pub struct GroupBatch<'a> {
+    /// The topic.
+    pub topic: &'a str,
+    /// The partition.
+    pub partition: i32,
+    /// The records.
+    pub batch: FetchedBatch<'a>,
+}
+
+/// The outcome of a [`GroupConsumer::commit_async`].
+#[derive(Debug)]
+pub struct CommitFuture {
+    rx: oneshot::Receiver<Result<()>>,
+}
+
+impl Future for CommitFuture {
+    type Output = Result<()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.rx)
+            .poll(cx)
+            .map(|r| r.unwrap_or(Err(Error::ShuttingDown)))
+    }
+}

