@@ -45,7 +45,11 @@ fn produce(client: &Client, topic: &str, partitions: i32, per_partition: usize) 
 fn group_config(group: &str, assignor: &str) -> Config {
     let mut c = config();
     c.group.group_id = Some(group.to_string());
-    c.group.assignment_strategies = vec![assignor.to_string()];
+    if assignor == "kip848" {
+        c.group.protocol = kring::config::GroupProtocol::Consumer;
+    } else {
+        c.group.assignment_strategies = vec![assignor.to_string()];
+    }
     c.group.heartbeat_interval = Duration::from_millis(300);
     c.group.session_timeout = Duration::from_secs(10);
     c.group.rebalance_timeout = Duration::from_secs(30);
@@ -218,4 +222,9 @@ fn three_members_share_with_sticky() {
 #[test]
 fn three_members_share_with_cooperative_sticky() {
     three_members_share("cooperative-sticky");
+}
+
+#[test]
+fn three_members_share_with_kip848() {
+    three_members_share("kip848");
 }

@@ -285,8 +285,30 @@ pub struct GroupConfig {
     /// How long a rebalance may wait for members (`max.poll.interval.ms`, 5 min).
     pub rebalance_timeout: Duration,
     /// Assignors in preference order (`partition.assignment.strategy`, range then
-    /// cooperative-sticky as in the Java client 4.0).
+    /// cooperative-sticky as in the Java client 4.0). Classic protocol only.
     pub assignment_strategies: Vec<String>,
+    /// The rebalance protocol (`group.protocol`, classic as in the Java client 4.x).
+    pub protocol: GroupProtocol,
+    /// The broker-side assignor a KIP-848 member asks for (`group.remote.assignor`,
+    /// none: the broker's default, `uniform`).
+    pub remote_assignor: Option<String>,
+}
+
+/// Which rebalance protocol a group member speaks.
+///
+/// `Classic` is the default, as in the Java client 4.x: every broker since 0.9 speaks
+/// it, its client-side assignors are the ones mixed groups of older Java, librdkafka
+/// and Sarama members share, and static membership and the cooperative protocol work
+/// with it. `Consumer` (KIP-848) moves assignment to the broker and rebalances without
+/// a group-wide barrier; it needs Kafka 4.0+ — on a coordinator that does not offer
+/// ConsumerGroupHeartbeat the member falls back to the classic protocol and says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GroupProtocol {
+    /// JoinGroup/SyncGroup/Heartbeat with client-side assignors.
+    #[default]
+    Classic,
+    /// KIP-848's ConsumerGroupHeartbeat with a broker-side assignor.
+    Consumer,
 }
 
 /// Admin settings.
@@ -373,6 +395,8 @@ impl Default for GroupConfig {
             heartbeat_interval: Duration::from_secs(3),
             rebalance_timeout: Duration::from_secs(300),
             assignment_strategies: vec!["range".into(), "cooperative-sticky".into()],
+            protocol: GroupProtocol::Classic,
+            remote_assignor: None,
         }
     }
 }

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use super::{
-    Acks, Compression, Config, ConfigurationError, IsolationLevel, OffsetReset, PartitionerKind,
-    is_host_port,
+    Acks, Compression, Config, ConfigurationError, GroupProtocol, IsolationLevel, OffsetReset,
+    PartitionerKind, is_host_port,
 };
 
 /// Every property name [`Config::set`] accepts (Java names, librdkafka aliases, and
@@ -66,6 +66,8 @@ pub const PROPERTIES: &[&str] = &[
     "heartbeat.interval.ms",
     "max.poll.interval.ms",
     "partition.assignment.strategy",
+    "group.protocol",
+    "group.remote.assignor",
     "default.api.timeout.ms",
     "security.protocol",
     "ssl.ca.location",
@@ -339,6 +341,14 @@ impl Config {
                     .map(|n| assignor_name(key, value, n))
                     .collect::<Result<_, _>>()?;
             }
+            "group.protocol" => {
+                self.group.protocol = match value.trim().to_ascii_lowercase().as_str() {
+                    "classic" => GroupProtocol::Classic,
+                    "consumer" => GroupProtocol::Consumer,
+                    _ => return Err(invalid(key, value, "expected classic or consumer")),
+                }
+            }
+            "group.remote.assignor" => self.group.remote_assignor = optional_string(value),
             "default.api.timeout.ms" => self.admin.timeout = parse_ms(key, value)?,
             _ => return Err(ConfigurationError::UnknownProperty(key.to_string())),
         }
@@ -355,6 +365,8 @@ mod tests {
         match name {
             "bootstrap.servers" | "metadata.broker.list" => "a:1,b:2",
             "client.id" | "transactional.id" | "group.id" | "group.instance.id" => "x",
+            "group.protocol" => "consumer",
+            "group.remote.assignor" => "uniform",
             "kring.io.backend" => "epoll",
             "allow.auto.create.topics" => "true",
             "enable.idempotence" | "check.crcs" | "enable.auto.commit" => "false",

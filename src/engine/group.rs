@@ -44,13 +44,17 @@ use crate::protocol::messages::join_group::JoinGroupRequestProtocol;
 use crate::protocol::messages::leave_group::MemberIdentity;
 use crate::protocol::messages::sync_group::SyncGroupRequestAssignment;
 use crate::protocol::messages::{
-    HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
-    LeaveGroupResponse, SyncGroupRequest, SyncGroupResponse,
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, HeartbeatRequest,
+    HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse,
+    SyncGroupRequest, SyncGroupResponse,
 };
 use crate::protocol::{ApiKey, KafkaCode};
 
+pub(crate) mod kip848;
 #[cfg(test)]
 mod tests;
+
+pub(crate) use kip848::ConsumerMember;
 
 /// What the member needs to know about its group.
 #[derive(Debug, Clone)]
@@ -67,6 +71,8 @@ pub(crate) struct MemberSettings {
     pub assignors: Vec<Assignor>,
     pub retry_backoff: Duration,
     pub rack: Option<String>,
+    /// KIP-848 only: the broker-side assignor to ask for.
+    pub server_assignor: Option<String>,
 }
 
 /// The member's identity in one generation: what commits must carry.
@@ -84,6 +90,8 @@ pub(crate) enum Outgoing {
     Sync(SyncGroupRequest),
     Heartbeat(HeartbeatRequest),
     Leave(LeaveGroupRequest),
+    /// KIP-848's one request.
+    ConsumerHeartbeat(ConsumerGroupHeartbeatRequest),
 }
 
 impl Outgoing {
@@ -113,6 +121,9 @@ pub(crate) enum MemberEvent {
     /// The leader needs the partition counts of these topics:
     /// [`Member::handle_metadata`].
     NeedMetadata(Vec<String>),
+    /// A KIP-848 assignment names topics by ids the member cannot name:
+    /// [`ConsumerMember::handle_topic_names`].
+    NeedTopicNames(Vec<crate::protocol::Uuid>),
     /// Find the coordinator again, then [`Member::handle_coordinator_found`].
     CoordinatorLost,
     /// The member ended; nothing more will come.
@@ -988,6 +999,128 @@ impl Member {
     pub fn session_expired(&self, now: Instant) -> bool {
         matches!(self.state, State::Stable)
             && now >= self.last_heartbeat_ok + self.settings.session_timeout
+    }
+}
+
+/// A member of either protocol, as the driver sees it.
+#[derive(Debug)]
+pub(crate) enum AnyMember {
+    Classic(Member),
+    Consumer(ConsumerMember),
+}
+
+/// Calls `$method` on whichever member it is.
+macro_rules! either {
+    ($self:ident, $m:ident => $e:expr) => {
+        match $self {
+            AnyMember::Classic($m) => $e,
+            AnyMember::Consumer($m) => $e,
+        }
+    };
+}
+
+impl AnyMember {
+    pub fn settings(&self) -> &MemberSettings {
+        either!(self, m => m.settings())
+    }
+    pub fn generation(&self) -> Option<Generation> {
+        match self {
+            AnyMember::Classic(m) => m.generation().cloned(),
+            AnyMember::Consumer(m) => m.generation(),
+        }
+    }
+    pub fn subscription(&self) -> &BTreeSet<String> {
+        either!(self, m => m.subscription())
+    }
+    pub fn is_done(&self) -> bool {
+        either!(self, m => m.is_done())
+    }
+    pub fn poll_request(&mut self) -> Option<Outgoing> {
+        either!(self, m => m.poll_request())
+    }
+    pub fn poll_event(&mut self) -> Option<MemberEvent> {
+        either!(self, m => m.poll_event())
+    }
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        either!(self, m => m.poll_timeout())
+    }
+    pub fn handle_timeout(&mut self, now: Instant) {
+        either!(self, m => m.handle_timeout(now))
+    }
+    pub fn handle_coordinator_found(&mut self, now: Instant) {
+        either!(self, m => m.handle_coordinator_found(now))
+    }
+    pub fn handle_request_failed(&mut self, now: Instant) {
+        either!(self, m => m.handle_request_failed(now))
+    }
+    pub fn handle_poll(&mut self, now: Instant) {
+        either!(self, m => m.handle_poll(now))
+    }
+    pub fn subscribe(&mut self, topics: BTreeSet<String>, now: Instant) {
+        either!(self, m => m.subscribe(topics, now))
+    }
+    pub fn handle_commit_fenced(&mut self, code: KafkaCode, now: Instant) {
+        either!(self, m => m.handle_commit_fenced(code, now))
+    }
+    pub fn handle_revoked(&mut self, now: Instant) {
+        either!(self, m => m.handle_revoked(now))
+    }
+    pub fn leave(&mut self, now: Instant) {
+        either!(self, m => m.leave(now))
+    }
+    /// Classic only: the session ran out without a heartbeat answer.
+    pub fn session_expired(&self, now: Instant) -> bool {
+        match self {
+            AnyMember::Classic(m) => m.session_expired(now),
+            AnyMember::Consumer(_) => false,
+        }
+    }
+    /// Classic only: the leader's partition counts.
+    pub fn handle_metadata(&mut self, counts: PartitionCounts, now: Instant) {
+        if let AnyMember::Classic(m) = self {
+            m.handle_metadata(counts, now)
+        }
+    }
+    /// Classic only: a refresh's partition counts.
+    pub fn handle_metadata_changed(&mut self, counts: &PartitionCounts, now: Instant) {
+        if let AnyMember::Classic(m) = self {
+            m.handle_metadata_changed(counts, now)
+        }
+    }
+    /// KIP-848 only: names for an assignment's topic ids.
+    pub fn handle_topic_names(
+        &mut self,
+        names: std::collections::HashMap<crate::protocol::Uuid, String>,
+        now: Instant,
+    ) {
+        if let AnyMember::Consumer(m) = self {
+            m.handle_topic_names(names, now)
+        }
+    }
+    pub fn handle_join(&mut self, r: JoinGroupResponse, now: Instant) {
+        if let AnyMember::Classic(m) = self {
+            m.handle_join(r, now)
+        }
+    }
+    pub fn handle_sync(&mut self, r: SyncGroupResponse, now: Instant) {
+        if let AnyMember::Classic(m) = self {
+            m.handle_sync(r, now)
+        }
+    }
+    pub fn handle_heartbeat(&mut self, r: HeartbeatResponse, now: Instant) {
+        if let AnyMember::Classic(m) = self {
+            m.handle_heartbeat(r, now)
+        }
+    }
+    pub fn handle_leave(&mut self, r: LeaveGroupResponse) {
+        if let AnyMember::Classic(m) = self {
+            m.handle_leave(r)
+        }
+    }
+    pub fn handle_consumer_heartbeat(&mut self, r: ConsumerGroupHeartbeatResponse, now: Instant) {
+        if let AnyMember::Consumer(m) = self {
+            m.handle_heartbeat(r, now)
+        }
     }
 }
 

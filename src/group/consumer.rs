@@ -36,9 +36,12 @@ use super::assignor::Assignor;
 use super::driver::{self, FromConsumer, GroupShared, ToConsumer};
 use super::offsets::{self, CommitRefusal, OffsetAndMetadata};
 use crate::client::Client;
+use crate::config::GroupProtocol;
 use crate::config::{Config, ConfigurationError, OffsetReset};
 use crate::consumer::{Consumer, FetchedBatch, Message, Offset, PartitionConsumer};
-use crate::engine::group::{Generation, Member, MemberEvent, MemberSettings};
+use crate::engine::group::{
+    AnyMember, ConsumerMember, Generation, Member, MemberEvent, MemberSettings,
+};
 use crate::error::{Error, Result};
 
 /// What a group consumer subscribes to.
@@ -265,6 +268,7 @@ fn member_settings(config: &Config, group: &str) -> Result<MemberSettings> {
         assignors,
         retry_backoff: config.admin.retry_backoff,
         rack: None,
+        server_assignor: g.remote_assignor.clone(),
     })
 }
 
@@ -300,7 +304,16 @@ impl GroupConsumer {
             .consumer
             .enable_auto_commit
             .then_some(config.consumer.auto_commit_interval);
-        let member = Member::new(settings, subscribed, Instant::now());
+        let now = Instant::now();
+        let member = match config.group.protocol {
+            GroupProtocol::Classic => AnyMember::Classic(Member::new(settings, subscribed, now)),
+            GroupProtocol::Consumer => AnyMember::Consumer(ConsumerMember::new(
+                settings,
+                crate::io::security::random_member_id(),
+                subscribed,
+                now,
+            )),
+        };
         let runtime = client.runtime();
         let (c, t, s) = (client.clone(), topics.clone(), shared.clone());
         runtime.spawn_on(runtime.worker_for(-1), move |_| {
@@ -645,9 +658,11 @@ impl GroupConsumer {
                 self.left = true;
                 Ok(())
             }
-            ToConsumer::Member(MemberEvent::NeedMetadata(_) | MemberEvent::CoordinatorLost) => {
-                Ok(())
-            }
+            ToConsumer::Member(
+                MemberEvent::NeedMetadata(_)
+                | MemberEvent::NeedTopicNames(_)
+                | MemberEvent::CoordinatorLost,
+            ) => Ok(()),
         }
     }
 

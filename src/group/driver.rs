@@ -17,14 +17,15 @@ use tokio::sync::mpsc;
 
 use super::consumer::Topics;
 use crate::client::{Client, CoordinatorKind};
-use crate::engine::group::{Generation, Member, MemberEvent, Outgoing, counts_of};
+use crate::engine::group::{AnyMember, Generation, Member, MemberEvent, Outgoing, counts_of};
 use crate::error::Result;
 use crate::group::assignor::PartitionCounts;
 use crate::io::Broker;
-use crate::protocol::KafkaCode;
 use crate::protocol::messages::{
-    HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, SyncGroupResponse,
+    ConsumerGroupHeartbeatResponse, HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse,
+    SyncGroupResponse,
 };
+use crate::protocol::{ApiKey, KafkaCode, Uuid};
 use crate::runtime::sleep_until;
 
 /// What the driver tells the group consumer.
@@ -62,6 +63,9 @@ enum Answer {
     Sync(std::result::Result<SyncGroupResponse, crate::IoError>),
     Heartbeat(std::result::Result<HeartbeatResponse, crate::IoError>),
     Leave(std::result::Result<LeaveGroupResponse, crate::IoError>),
+    ConsumerHeartbeat(std::result::Result<ConsumerGroupHeartbeatResponse, crate::IoError>),
+    /// Names of topic ids (KIP-848 assignments).
+    TopicNames(std::collections::HashMap<Uuid, String>),
     /// Partition counts for the leader's assignment.
     Counts(PartitionCounts),
     /// A periodic refresh: the topics the subscription matches, and their counts.
@@ -71,7 +75,7 @@ enum Answer {
 /// The driver's state beside the engine.
 struct Driver {
     client: Client,
-    member: Member,
+    member: AnyMember,
     topics: Topics,
     to_consumer: mpsc::UnboundedSender<ToConsumer>,
     shared: Arc<GroupShared>,
@@ -89,7 +93,7 @@ struct Driver {
 /// Runs `member` until it leaves or fails.
 pub(crate) async fn run(
     client: Client,
-    member: Member,
+    member: AnyMember,
     topics: Topics,
     mut commands: mpsc::UnboundedReceiver<FromConsumer>,
     to_consumer: mpsc::UnboundedSender<ToConsumer>,
@@ -146,6 +150,7 @@ impl Driver {
         while let Some(event) = self.member.poll_event() {
             match event {
                 MemberEvent::NeedMetadata(topics) => self.fetch_counts(topics),
+                MemberEvent::NeedTopicNames(ids) => self.fetch_topic_names(ids),
                 MemberEvent::CoordinatorLost => self.lose_coordinator(now),
                 MemberEvent::Left | MemberEvent::Failed(_) => {
                     self.publish_generation();
@@ -173,7 +178,7 @@ impl Driver {
 
     fn publish_generation(&self) {
         if let Ok(mut g) = self.shared.generation.lock() {
-            *g = self.member.generation().cloned();
+            *g = self.member.generation();
         }
     }
 
@@ -224,6 +229,7 @@ impl Driver {
                 self.finding = false;
                 match found {
                     Ok(broker) => {
+                        self.fall_back_to_classic_if_needed(&broker, now);
                         self.coordinator = Some(broker);
                         self.member.handle_coordinator_found(now);
                     }
@@ -237,7 +243,10 @@ impl Driver {
             Answer::Sync(Ok(r)) => self.member.handle_sync(r, now),
             Answer::Heartbeat(Ok(r)) => self.member.handle_heartbeat(r, now),
             Answer::Leave(Ok(r)) => self.member.handle_leave(r),
-            Answer::Join(Err(e))
+            Answer::ConsumerHeartbeat(Ok(r)) => self.member.handle_consumer_heartbeat(r, now),
+            Answer::TopicNames(names) => self.member.handle_topic_names(names, now),
+            Answer::ConsumerHeartbeat(Err(e))
+            | Answer::Join(Err(e))
             | Answer::Sync(Err(e))
             | Answer::Heartbeat(Err(e))
             | Answer::Leave(Err(e)) => {
@@ -272,7 +281,13 @@ impl Driver {
         tokio::task::spawn_local(async move {
             let found = async {
                 let broker = client.coordinator(&group).await?;
-                client.open_dedicated_connection(broker.id())
+                let own = client.open_dedicated_connection(broker.id())?;
+                // Connected, so its API versions are known (the protocol choice needs them).
+                if let Err(e) = own.connect().await {
+                    own.close();
+                    return Err(e.into());
+                }
+                Ok(own)
             }
             .await;
             let _ = answers.send(Answer::Coordinator(found));
@@ -296,8 +311,60 @@ impl Driver {
                     Answer::Heartbeat(broker.send_with_timeout(r, timeout).await)
                 }
                 Outgoing::Leave(r) => Answer::Leave(broker.send_with_timeout(r, timeout).await),
+                Outgoing::ConsumerHeartbeat(r) => {
+                    Answer::ConsumerHeartbeat(broker.send_with_timeout(r, timeout).await)
+                }
             };
             let _ = answers.send(answer);
+        });
+    }
+
+    /// A KIP-848 member whose coordinator does not offer ConsumerGroupHeartbeat (a
+    /// broker before 4.0, or one with the new protocol switched off) becomes a classic
+    /// member, before it ever joined.
+    fn fall_back_to_classic_if_needed(&mut self, broker: &Broker, now: Instant) {
+        let AnyMember::Consumer(m) = &self.member else {
+            return;
+        };
+        let offered = broker
+            .api_versions()
+            .is_some_and(|v| v.version_for(ApiKey::ConsumerGroupHeartbeat).is_some());
+        if offered {
+            return;
+        }
+        tracing::warn!(
+            group = %m.settings().group_id,
+            broker = broker.id(),
+            "group.protocol=consumer, but the coordinator does not offer ConsumerGroupHeartbeat: using the classic protocol"
+        );
+        let settings = m.settings().clone();
+        let topics = m.subscription().clone();
+        self.member = AnyMember::Classic(Member::new(settings, topics, now));
+    }
+
+    /// Names of topic ids, from metadata (refreshed for every topic when one is not
+    /// known yet: a topic just created).
+    fn fetch_topic_names(&mut self, ids: Vec<Uuid>) {
+        let client = self.client.clone();
+        let answers = self.answers.clone();
+        tokio::task::spawn_local(async move {
+            let names = |client: &Client| {
+                let snapshot = client.metadata();
+                snapshot
+                    .topics
+                    .values()
+                    .filter(|t| ids.contains(&t.id))
+                    .map(|t| (t.id, t.name.clone()))
+                    .collect::<std::collections::HashMap<_, _>>()
+            };
+            let mut found = names(&client);
+            if found.len() < ids.len() {
+                if let Err(e) = client.refresh_all_metadata().await {
+                    tracing::warn!(error = %e, "metadata for topic ids failed");
+                }
+                found = names(&client);
+            }
+            let _ = answers.send(Answer::TopicNames(found));
         });
     }
 

@@ -270,6 +270,16 @@ pub fn nonce() -> String {
     base64_url_encode(&bytes)
 }
 
+/// A KIP-848 member id: 16 random bytes as Kafka writes a `Uuid` (URL-safe base64,
+/// 22 characters), as the Java client makes them.
+pub fn random_member_id() -> String {
+    let mut bytes = [0u8; 16];
+    let _ = SystemRandom::new().fill(&mut bytes);
+    let mut id = base64_url_encode(&bytes);
+    id.truncate(22);
+    id
+}
+
 fn seed() -> u64 {
     let mut bytes = [0u8; 8];
     let _ = SystemRandom::new().fill(&mut bytes);
