@@ -328,11 +328,13 @@ impl Member {
     }
 
     /// Whether the member is the group's leader in the current generation.
+    #[allow(dead_code)] // for the unit tests
     pub fn is_leader(&self) -> bool {
         self.is_leader
     }
 
     /// The partitions owned now.
+    #[allow(dead_code)] // for the unit tests
     pub fn owned(&self) -> &BTreeSet<TopicPartition> {
         &self.owned
     }
