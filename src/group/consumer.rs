@@ -490,6 +490,7 @@ impl GroupConsumer {
     async fn until_ready(&mut self) -> Option<Result<usize>> {
         self.settle_handed();
         self.note_poll();
+        let _in_call = InCall::enter(&self.shared);
         loop {
             if let Some(e) = &self.failed {
                 return Some(Err(e.clone()));
@@ -947,6 +948,27 @@ impl Drop for GroupConsumer {
         if !self.left {
             let _ = self.commands.send(FromConsumer::Leave);
         }
+    }
+}
+
+/// Marks the application as inside a waiting call for as long as it lives (dropped
+/// too when the call's future is).
+struct InCall(Arc<GroupShared>);
+
+impl InCall {
+    fn enter(shared: &Arc<GroupShared>) -> InCall {
+        shared
+            .in_call
+            .store(true, std::sync::atomic::Ordering::Release);
+        InCall(shared.clone())
+    }
+}
+
+impl Drop for InCall {
+    fn drop(&mut self) {
+        self.0
+            .in_call
+            .store(false, std::sync::atomic::Ordering::Release);
     }
 }
 

@@ -54,6 +54,10 @@ pub(crate) enum FromConsumer {
 pub(crate) struct GroupShared {
     /// The member's generation while it has one: what commits carry.
     pub generation: Mutex<Option<Generation>>,
+    /// The application is inside a call that waits for records: it is polling, however
+    /// long the wait (as a Java `poll(timeout)` is), so `max.poll.interval.ms` does not
+    /// run out meanwhile.
+    pub in_call: std::sync::atomic::AtomicBool,
 }
 
 /// Answers of the tasks the driver started.
@@ -197,6 +201,13 @@ impl Driver {
     }
 
     fn on_timer(&mut self, now: Instant) {
+        if self
+            .shared
+            .in_call
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            self.member.handle_poll(now);
+        }
         self.member.handle_timeout(now);
         if self.member.session_expired(now) {
             tracing::info!(group = %self.member.settings().group_id, "no heartbeat answer within the session: looking for the coordinator again");
