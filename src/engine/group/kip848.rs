@@ -359,10 +359,16 @@ impl ConsumerMember {
         if !self.in_flight {
             return;
         }
-        self.in_flight = false;
         if self.state == State::Leaving {
-            return self.finish_leaving();
+            // A heartbeat sent before the leave may answer first (with the member's
+            // epoch); the leave's own answer has a leave epoch, or an error.
+            if response.member_epoch < 0 || response.error_code != 0 {
+                self.in_flight = false;
+                self.finish_leaving();
+            }
+            return;
         }
+        self.in_flight = false;
         if self.state == State::PollExpired || self.state == State::Done {
             return;
         }
