@@ -317,11 +317,13 @@ impl Member {
     }
 
     /// Whether the member is the group's leader in the current generation.
+    #[cfg(test)] // read by the tests only, so far
     pub fn is_leader(&self) -> bool {
         self.is_leader
     }
 
     /// The partitions owned now.
+    #[cfg(test)] // read by the tests only, so far
     pub fn owned(&self) -> &BTreeSet<TopicPartition> {
         &self.owned
     }
@@ -432,11 +434,13 @@ impl Member {
     /// or when a topic it subscribes to has metadata now and had none then.
     pub fn handle_metadata_changed(&mut self, counts: &PartitionCounts, now: Instant) {
         if let (true, Some(assigned)) = (self.is_leader, &self.assigned_counts) {
-            let changed = counts.iter().any(|(topic, count)| match assigned.get(topic) {
-                Some(c) => c != count,
-                // A subscribed topic that had no metadata when the leader assigned.
-                None => self.subscription.contains(topic),
-            });
+            let changed = counts
+                .iter()
+                .any(|(topic, count)| match assigned.get(topic) {
+                    Some(c) => c != count,
+                    // A subscribed topic that had no metadata when the leader assigned.
+                    None => self.subscription.contains(topic),
+                });
             if changed {
                 tracing::info!(group = %self.settings.group_id, "partition counts changed: rebalancing");
                 self.rejoin_needed = true;

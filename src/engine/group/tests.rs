@@ -187,7 +187,11 @@ impl Harness {
     }
 
     /// Joins as a follower in `generation` and takes `partitions`; returns the events.
-    fn join_as_follower(&mut self, generation: i32, partitions: &[(&str, i32)]) -> Vec<MemberEvent> {
+    fn join_as_follower(
+        &mut self,
+        generation: i32,
+        partitions: &[(&str, i32)],
+    ) -> Vec<MemberEvent> {
         self.join_request();
         let protocol = self.member.settings().assignors[0].name();
         self.join(join_ok(generation, protocol, OTHER));
@@ -306,7 +310,10 @@ fn static_member_sends_its_instance_id_in_every_request() {
     assert_eq!(h.sync_request().group_instance_id.as_deref(), Some("i-1"));
     h.sync(sync_ok(&[("a", 0)]));
     h.pass_polling(HEARTBEAT);
-    assert_eq!(h.heartbeat_request().group_instance_id.as_deref(), Some("i-1"));
+    assert_eq!(
+        h.heartbeat_request().group_instance_id.as_deref(),
+        Some("i-1")
+    );
 }
 
 // ---- Leader and follower ----
@@ -368,7 +375,14 @@ fn leader_asks_for_metadata_then_syncs_every_members_assignment() {
             (OTHER.to_string(), tps(&[("a", 2), ("a", 3)])),
             (
                 "m-java".to_string(),
-                tps(&[("t1", 0), ("t1", 1), ("t1", 2), ("t1", 3), ("t2", 0), ("t2", 1)])
+                tps(&[
+                    ("t1", 0),
+                    ("t1", 1),
+                    ("t1", 2),
+                    ("t1", 3),
+                    ("t2", 0),
+                    ("t2", 1)
+                ])
             ),
         ])
     );
@@ -386,10 +400,10 @@ fn leader_leaves_topics_without_metadata_out() {
     let mut h = Harness::eager();
     h.found();
     h.join_request();
-    h.join(join_ok(1, "range", ME).with_members(vec![group_member(
-        ME,
-        subscription_bytes(&["a", "b"], &[]),
-    )]));
+    h.join(
+        join_ok(1, "range", ME)
+            .with_members(vec![group_member(ME, subscription_bytes(&["a", "b"], &[]))]),
+    );
     h.events();
     h.member.handle_metadata(counts(&[("a", 2)]), h.now);
     let sync = h.sync_request();
@@ -492,7 +506,10 @@ fn a_retriable_heartbeat_error_retries_after_the_backoff() {
 fn eager_revokes_everything_before_joining() {
     let mut h = Harness::eager().stable(&[("a", 0), ("b", 0)]);
     h.beat(KafkaCode::REBALANCE_IN_PROGRESS);
-    assert_eq!(h.events(), [MemberEvent::Revoke(tps(&[("a", 0), ("b", 0)]))]);
+    assert_eq!(
+        h.events(),
+        [MemberEvent::Revoke(tps(&[("a", 0), ("b", 0)]))]
+    );
     // No join until the consumer has committed and stopped them.
     h.pass_polling(HEARTBEAT * 2);
     h.no_request();
@@ -631,8 +648,8 @@ fn answer_with(h: &mut Harness, api: ApiKey, code: KafkaCode) {
 #[test]
 fn fenced_instance_id_ends_the_member() {
     for api in [ApiKey::Heartbeat, ApiKey::SyncGroup, ApiKey::JoinGroup] {
-        let mut h = Harness::new(&[Assignor::CooperativeSticky], Some("i-1"), &["a"])
-            .stable(&[("a", 0)]);
+        let mut h =
+            Harness::new(&[Assignor::CooperativeSticky], Some("i-1"), &["a"]).stable(&[("a", 0)]);
         answer_with(&mut h, api, KafkaCode::FENCED_INSTANCE_ID);
         let events = h.events();
         assert_eq!(
@@ -666,7 +683,10 @@ fn authorization_failure_ends_the_member_naming_the_request() {
                 code: KafkaCode::GROUP_AUTHORIZATION_FAILED
             }
         );
-        assert!(error.to_string().contains("GROUP_AUTHORIZATION_FAILED"), "{error}");
+        assert!(
+            error.to_string().contains("GROUP_AUTHORIZATION_FAILED"),
+            "{error}"
+        );
         assert!(h.member.is_done());
         h.pass_polling(HEARTBEAT * 10);
         h.no_request();
@@ -720,7 +740,10 @@ fn coordinator_errors_ask_for_the_coordinator_and_retry_once_found() {
         assert_eq!(h.events(), [MemberEvent::CoordinatorLost], "{code}");
         h.pass_polling(HEARTBEAT * 2);
         h.no_request();
-        assert!(h.deadline_ahead(), "{code}: no deadline in the past while lost");
+        assert!(
+            h.deadline_ahead(),
+            "{code}: no deadline in the past while lost"
+        );
         h.found();
         assert_eq!(h.heartbeat_request().generation_id, 1);
         assert_eq!(h.member.owned().len(), 1);
@@ -813,7 +836,10 @@ fn session_runs_out_without_heartbeat_answers() {
     let synced = h.now;
     h.pass_polling(HEARTBEAT);
     h.heartbeat_request();
-    assert!(!h.member.session_expired(synced + SESSION - Duration::from_millis(1)));
+    assert!(
+        !h.member
+            .session_expired(synced + SESSION - Duration::from_millis(1))
+    );
     assert!(h.member.session_expired(synced + SESSION));
 }
 
@@ -842,8 +868,7 @@ fn a_dynamic_member_that_stops_polling_leaves_and_rejoins_on_the_next_poll() {
     assert_eq!(leave.members[0].member_id, ME);
     assert_eq!(h.events(), [MemberEvent::Lost(tps(&[("a", 0), ("a", 1)]))]);
     assert_eq!(h.member.generation(), None);
-    h.member
-        .handle_leave(LeaveGroupResponse::default());
+    h.member.handle_leave(LeaveGroupResponse::default());
     assert!(!h.member.is_done(), "out of the group, not ended");
     assert!(h.events().is_empty());
     // Out of the group: no heartbeats, no join, no wake-ups until the application
@@ -927,10 +952,10 @@ fn the_poll_interval_runs_out_while_the_leader_waits_for_metadata() {
     let mut h = Harness::eager();
     h.found();
     h.join_request();
-    h.join(join_ok(1, "range", ME).with_members(vec![group_member(
-        ME,
-        subscription_bytes(&["a"], &[]),
-    )]));
+    h.join(
+        join_ok(1, "range", ME)
+            .with_members(vec![group_member(ME, subscription_bytes(&["a"], &[]))]),
+    );
     h.events();
     h.pass(REBALANCE);
     assert!(
@@ -1032,10 +1057,10 @@ fn stable_leader(subscribed: &[&str], known: &[(&str, i32)]) -> Harness {
     let mut h = Harness::new(&[Assignor::Range], None, subscribed);
     h.found();
     h.join_request();
-    h.join(join_ok(1, "range", ME).with_members(vec![group_member(
-        ME,
-        subscription_bytes(subscribed, &[]),
-    )]));
+    h.join(
+        join_ok(1, "range", ME)
+            .with_members(vec![group_member(ME, subscription_bytes(subscribed, &[]))]),
+    );
     h.events();
     h.member.handle_metadata(counts(known), h.now);
     let sync = h.sync_request();
@@ -1049,10 +1074,15 @@ fn stable_leader(subscribed: &[&str], known: &[(&str, i32)]) -> Harness {
 #[test]
 fn the_leader_rejoins_when_partition_counts_change() {
     let mut h = stable_leader(&["a"], &[("a", 2)]);
-    h.member.handle_metadata_changed(&counts(&[("a", 2)]), h.now);
+    h.member
+        .handle_metadata_changed(&counts(&[("a", 2)]), h.now);
     h.no_request();
-    h.member.handle_metadata_changed(&counts(&[("a", 3)]), h.now);
-    assert_eq!(h.events(), [MemberEvent::Revoke(tps(&[("a", 0), ("a", 1)]))]);
+    h.member
+        .handle_metadata_changed(&counts(&[("a", 3)]), h.now);
+    assert_eq!(
+        h.events(),
+        [MemberEvent::Revoke(tps(&[("a", 0), ("a", 1)]))]
+    );
     h.member.handle_revoked(h.now);
     h.join_request();
 }
@@ -1064,7 +1094,10 @@ fn the_leader_rejoins_when_a_subscribed_topic_appears() {
     let mut h = stable_leader(&["a", "b"], &[("a", 2)]);
     h.member
         .handle_metadata_changed(&counts(&[("a", 2), ("b", 4)]), h.now);
-    assert_eq!(h.events(), [MemberEvent::Revoke(tps(&[("a", 0), ("a", 1)]))]);
+    assert_eq!(
+        h.events(),
+        [MemberEvent::Revoke(tps(&[("a", 0), ("a", 1)]))]
+    );
 }
 
 #[test]
@@ -1092,7 +1125,10 @@ fn a_new_subscription_rejoins_with_the_new_topics() {
     h.no_request();
     assert!(h.events().is_empty(), "the same topics change nothing");
     h.member.subscribe(topics(&["a", "c"]), h.now);
-    assert_eq!(h.events(), [MemberEvent::Revoke(tps(&[("a", 0), ("b", 0)]))]);
+    assert_eq!(
+        h.events(),
+        [MemberEvent::Revoke(tps(&[("a", 0), ("b", 0)]))]
+    );
     h.member.handle_revoked(h.now);
     assert_eq!(decoded(&h.join_request(), 0).topics, ["a", "c"]);
 }
@@ -1132,17 +1168,20 @@ fn a_fenced_commit_moves_the_member_as_a_heartbeat_would() {
     assert_eq!(h.join_request().member_id, ME);
 
     let mut h = Harness::cooperative().stable(&[("a", 0)]);
-    h.member.handle_commit_fenced(KafkaCode::UNKNOWN_MEMBER_ID, h.now);
+    h.member
+        .handle_commit_fenced(KafkaCode::UNKNOWN_MEMBER_ID, h.now);
     assert_eq!(h.events(), [MemberEvent::Lost(tps(&[("a", 0)]))]);
     assert_eq!(h.join_request().member_id, "");
 
     let mut h = Harness::cooperative().stable(&[("a", 0)]);
-    h.member.handle_commit_fenced(KafkaCode::ILLEGAL_GENERATION, h.now);
+    h.member
+        .handle_commit_fenced(KafkaCode::ILLEGAL_GENERATION, h.now);
     assert_eq!(h.events(), [MemberEvent::Lost(tps(&[("a", 0)]))]);
     assert_eq!(h.join_request().member_id, ME);
 
     let mut h = Harness::new(&[Assignor::Range], Some("i-1"), &["a"]).stable(&[("a", 0)]);
-    h.member.handle_commit_fenced(KafkaCode::FENCED_INSTANCE_ID, h.now);
+    h.member
+        .handle_commit_fenced(KafkaCode::FENCED_INSTANCE_ID, h.now);
     let events = h.events();
     assert!(matches!(failed(&events), GroupError::FencedInstance { .. }));
 }
