@@ -328,13 +328,13 @@ impl Member {
     }
 
     /// Whether the member is the group's leader in the current generation.
-    #[allow(dead_code)] // for the unit tests
+    #[cfg(test)] // read by the tests only, so far
     pub fn is_leader(&self) -> bool {
         self.is_leader
     }
 
     /// The partitions owned now.
-    #[allow(dead_code)] // for the unit tests
+    #[cfg(test)] // read by the tests only, so far
     pub fn owned(&self) -> &BTreeSet<TopicPartition> {
         &self.owned
     }
@@ -410,7 +410,7 @@ impl Member {
     /// The request in flight got no answer (the connection broke or timed out).
     pub fn handle_request_failed(&mut self, now: Instant) {
         let was = self.in_flight.take();
-        if was == Some(InFlight::Leave) {
+        if was == Some(InFlight::Leave) && self.state == State::Leaving {
             return self.finish_leaving();
         }
         self.coordinator_lost(now);
@@ -441,12 +441,17 @@ impl Member {
         self.advance(now);
     }
 
-    /// Fresh partition counts: the leader rejoins when those it assigned with changed.
+    /// Fresh partition counts: the leader rejoins when those it assigned with changed,
+    /// or when a topic it subscribes to has metadata now and had none then.
     pub fn handle_metadata_changed(&mut self, counts: &PartitionCounts, now: Instant) {
         if let (true, Some(assigned)) = (self.is_leader, &self.assigned_counts) {
-            let changed = assigned
+            let changed = counts
                 .iter()
-                .any(|(topic, count)| counts.get(topic).is_some_and(|c| c != count));
+                .any(|(topic, count)| match assigned.get(topic) {
+                    Some(c) => c != count,
+                    // A subscribed topic that had no metadata when the leader assigned.
+                    None => self.subscription.contains(topic),
+                });
             if changed {
                 tracing::info!(group = %self.settings.group_id, "partition counts changed: rebalancing");
                 self.rejoin_needed = true;
@@ -497,15 +502,21 @@ impl Member {
             return;
         }
         self.owned.clear();
-        let dynamic = self.settings.instance_id.is_none();
         self.state = State::Leaving;
+        self.send_leave_or_finish();
+        let _ = now;
+    }
+
+    /// Sends LeaveGroup for a dynamic member the coordinator knows; otherwise ends once
+    /// no request is out.
+    fn send_leave_or_finish(&mut self) {
+        let dynamic = self.settings.instance_id.is_none();
         if dynamic && !self.member_id.is_empty() && self.coordinator_known {
             self.outgoing = Some(self.leave_request("the consumer is closing"));
             self.in_flight = Some(InFlight::Leave);
         } else if self.in_flight.is_none() {
             self.finish_leaving();
         }
-        let _ = now;
     }
 
     fn finish_leaving(&mut self) {
@@ -538,14 +549,12 @@ impl Member {
         let poll_expiry = self.last_poll + self.settings.rebalance_timeout;
         let timer = match &self.state {
             State::Unjoined { not_before } if self.coordinator_known => Some(*not_before),
-            State::Stable | State::Revoking { then_join: false } => Some(self.next_heartbeat),
+            State::Stable | State::Revoking { then_join: false } if self.coordinator_known => {
+                Some(self.next_heartbeat)
+            }
             _ => None,
         };
-        let joined = !matches!(
-            self.state,
-            State::Done | State::Leaving | State::PollExpired
-        );
-        [timer, joined.then_some(poll_expiry)]
+        [timer, self.polls_expected().then_some(poll_expiry)]
             .into_iter()
             .flatten()
             .min()
@@ -590,11 +599,7 @@ impl Member {
     /// Leaves the group when the application has not polled for the rebalance
     /// timeout. Returns whether it did.
     fn check_poll_interval(&mut self, now: Instant) -> bool {
-        let joined = matches!(
-            self.state,
-            State::Stable | State::Syncing | State::Joining | State::Revoking { .. }
-        );
-        if !joined || now < self.last_poll + self.settings.rebalance_timeout {
+        if !self.polls_expected() || now < self.last_poll + self.settings.rebalance_timeout {
             return false;
         }
         tracing::warn!(
@@ -613,6 +618,16 @@ impl Member {
         self.lose_everything(true, now);
         self.state = State::PollExpired;
         true
+    }
+
+    /// Whether the application must keep polling: in the group or on the way in (the
+    /// states [`Member::poll_timeout`] reports the poll deadline for, and the ones
+    /// `check_poll_interval` acts in, so that deadline always moves the member on).
+    fn polls_expected(&self) -> bool {
+        !matches!(
+            self.state,
+            State::Done | State::Leaving | State::PollExpired
+        )
     }
 
     fn send_heartbeat(&mut self, now: Instant) {
@@ -712,7 +727,11 @@ impl Member {
         }
         self.in_flight = None;
         if self.state != State::Joining {
-            // Left, or failed, while the join was out.
+            // Left, or failed, while the join was out. Leaving during a first join: the
+            // answer names the member the coordinator now knows, which must leave.
+            if self.state == State::Leaving && self.member_id.is_empty() {
+                self.member_id = response.member_id;
+            }
             return self.after_stray_answer(now);
         }
         let code = KafkaCode(response.error_code);
@@ -758,11 +777,9 @@ impl Member {
 
     fn after_stray_answer(&mut self, now: Instant) {
         if self.state == State::Leaving {
-            self.leave(now);
-            if self.in_flight.is_none() && self.state == State::Leaving {
-                self.finish_leaving();
-            }
+            self.send_leave_or_finish();
         }
+        let _ = now;
     }
 
     fn join_failed(&mut self, code: KafkaCode, member_id: String, now: Instant) {
@@ -999,7 +1016,9 @@ impl Member {
     /// Whether a session is running out without a heartbeat answer (the coordinator may
     /// have forgotten the member); the driver looks for the coordinator again.
     pub fn session_expired(&self, now: Instant) -> bool {
-        matches!(self.state, State::Stable)
+        // Without a coordinator the driver is looking for one already.
+        self.coordinator_known
+            && matches!(self.state, State::Stable)
             && now >= self.last_heartbeat_ok + self.settings.session_timeout
     }
 }
