@@ -23,6 +23,7 @@ fn settings(assignors: &[Assignor], instance_id: Option<&str>) -> MemberSettings
         assignors: assignors.to_vec(),
         retry_backoff: BACKOFF,
         rack: None,
+        server_assignor: None,
     }
 }
 
