@@ -261,3 +261,48 @@ fn a_producer_follows_the_leader_the_old_one_names_without_metadata() {
         client.close();
     });
 }
+
+/// (current leader epoch, last fetched epoch) of every Fetch for t-0 the cluster got.
+fn fetch_epochs(cluster: &FakeCluster) -> Vec<(i32, i32)> {
+    use kring::protocol::messages::FetchRequest;
+    cluster
+        .history()
+        .iter()
+        .filter_map(|r| r.decode::<FetchRequest>())
+        .flat_map(|f| f.topics.into_iter().flat_map(|t| t.partitions))
+        .filter(|p| p.partition == 0)
+        .map(|p| (p.current_leader_epoch, p.last_fetched_epoch))
+        .collect()
+}
+
+#[test]
+fn a_fenced_leader_epoch_is_followed_by_fetches_at_the_new_one() {
+    watchdog("fenced epoch", || {
+        let cluster = cluster();
+        let client = client(&cluster, OffsetReset::None);
+        let consumer = Consumer::new(client.clone()).unwrap();
+        append(&cluster, "v", 50);
+        let mut pc = consumer
+            .consume_partition_blocking("t", 0, Offset::Oldest)
+            .unwrap();
+        assert_eq!(read(&mut pc, 50), expected(0, "v", 50));
+        // A new epoch on the same leader: our Fetches at epoch 0 are fenced.
+        let leader = cluster.leader("t", 0).unwrap();
+        cluster.move_leader("t", 0, leader).unwrap();
+        assert_eq!(cluster.leader_epoch("t", 0), Some(1));
+        append(&cluster, "w", 50);
+        assert_eq!(read(&mut pc, 50), expected(50, "w", 50));
+        let sent = fetch_epochs(&cluster);
+        assert_eq!(sent.first(), Some(&(0, -1)), "the first fetch: {sent:?}");
+        assert!(sent.contains(&(0, 0)), "epoch 0 with what it fetched: {sent:?}");
+        assert!(
+            sent.iter().any(|&(current, _)| current == 1),
+            "after the fence, the new epoch: {sent:?}"
+        );
+        assert!(
+            !sent.iter().any(|&(current, _)| current < 0),
+            "the epoch is always sent: {sent:?}"
+        );
+        client.close();
+    });
+}
