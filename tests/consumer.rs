@@ -621,7 +621,13 @@ fn a_caught_up_partition_sees_new_data_while_others_stay_full() {
 
 /// A raw Fetch of `topic`-0 from `offset` at the leader, with `current` as the current
 /// leader epoch and `last_fetched` as the last fetched epoch: the partition's error code.
-fn fetch_code(client: &Client, topic: &str, offset: i64, current: i32, last_fetched: i32) -> KafkaCode {
+fn fetch_code(
+    client: &Client,
+    topic: &str,
+    offset: i64,
+    current: i32,
+    last_fetched: i32,
+) -> KafkaCode {
     use kring::protocol::messages::FetchRequest;
     use kring::protocol::messages::fetch::{FetchPartition, FetchTopic};
     let topic_id = client.metadata().topics[topic].id;
@@ -677,7 +683,10 @@ fn the_broker_accepts_the_leader_epochs_the_consumer_uses() {
         assert_eq!(header.partition_leader_epoch(), epoch);
         read_count += batch.records().count();
     }
-    assert_eq!(fetch_code(&client, &topic, 20, epoch, epoch), KafkaCode::NONE);
+    assert_eq!(
+        fetch_code(&client, &topic, 20, epoch, epoch),
+        KafkaCode::NONE
+    );
     assert_eq!(
         fetch_code(&client, &topic, 20, epoch + 1, epoch),
         KafkaCode::UNKNOWN_LEADER_EPOCH

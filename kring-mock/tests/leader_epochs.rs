@@ -70,10 +70,8 @@ fn client(cluster: &FakeCluster, reset: OffsetReset) -> Client {
 fn append(cluster: &FakeCluster, prefix: &str, n: usize) {
     for chunk in (0..n).collect::<Vec<_>>().chunks(10) {
         let values: Vec<String> = chunk.iter().map(|i| format!("{prefix}{i}")).collect();
-        let records: Vec<(Option<&[u8]>, Option<&[u8]>)> = values
-            .iter()
-            .map(|v| (None, Some(v.as_bytes())))
-            .collect();
+        let records: Vec<(Option<&[u8]>, Option<&[u8]>)> =
+            values.iter().map(|v| (None, Some(v.as_bytes()))).collect();
         cluster.append_records("t", 0, 1, &records).unwrap();
     }
 }
@@ -162,7 +160,11 @@ fn a_truncated_log_with_reset_none_is_reported_on_every_read() {
                     position,
                     divergent_offset,
                     ..
-                } => assert_eq!((position, divergent_offset), (100, Some(60)), "round {round}"),
+                } => assert_eq!(
+                    (position, divergent_offset),
+                    (100, Some(60)),
+                    "round {round}"
+                ),
                 other => panic!("round {round}: expected a log truncation, got {other}"),
             }
         }
@@ -294,7 +296,10 @@ fn a_fenced_leader_epoch_is_followed_by_fetches_at_the_new_one() {
         assert_eq!(read(&mut pc, 50), expected(50, "w", 50));
         let sent = fetch_epochs(&cluster);
         assert_eq!(sent.first(), Some(&(0, -1)), "the first fetch: {sent:?}");
-        assert!(sent.contains(&(0, 0)), "epoch 0 with what it fetched: {sent:?}");
+        assert!(
+            sent.contains(&(0, 0)),
+            "epoch 0 with what it fetched: {sent:?}"
+        );
         assert!(
             sent.iter().any(|&(current, _)| current == 1),
             "after the fence, the new epoch: {sent:?}"

@@ -138,7 +138,11 @@ impl ClusterMetadata {
                 // LEADER_NOT_AVAILABLE for a topic being created: keep what we knew.
                 continue;
             }
-            if let Some(old) = previous.topics.get(&name).filter(|o| same_topic(o.id, t.topic_id)) {
+            if let Some(old) = previous
+                .topics
+                .get(&name)
+                .filter(|o| same_topic(o.id, t.topic_id))
+            {
                 keep_newer_epochs(&mut partitions, &old.partitions);
             }
             topics.insert(
@@ -175,8 +179,8 @@ impl ClusterMetadata {
             let newer = self
                 .partition(&h.topic, h.partition)
                 .is_some_and(|p| h.is_newer_than(p));
-            let known = self.brokers.contains_key(&h.leader)
-                || endpoints.iter().any(|b| b.id == h.leader);
+            let known =
+                self.brokers.contains_key(&h.leader) || endpoints.iter().any(|b| b.id == h.leader);
             if !newer || !known {
                 continue;
             }
@@ -358,7 +362,11 @@ mod tests {
             true,
         );
         let p0 = m2.partition("a", 0).unwrap();
-        assert_eq!((p0.leader, p0.leader_epoch), (2, 5), "the stale answer is ignored");
+        assert_eq!(
+            (p0.leader, p0.leader_epoch),
+            (2, 5),
+            "the stale answer is ignored"
+        );
         let p1 = m2.partition("a", 1).unwrap();
         assert_eq!((p1.leader, p1.leader_epoch), (2, 4));
         // A recreated topic (a new id) starts again.
@@ -379,8 +387,14 @@ mod tests {
             true,
         );
         let hint = |leader, epoch| LeaderHint::new("a".into(), 0, leader, epoch).unwrap();
-        assert!(m1.with_leader_hints(&[hint(2, 5)], &[]).is_none(), "same epoch");
-        assert!(m1.with_leader_hints(&[hint(3, 6)], &[]).is_none(), "unknown broker");
+        assert!(
+            m1.with_leader_hints(&[hint(2, 5)], &[]).is_none(),
+            "same epoch"
+        );
+        assert!(
+            m1.with_leader_hints(&[hint(3, 6)], &[]).is_none(),
+            "unknown broker"
+        );
         let b3 = BrokerInfo {
             id: 3,
             host: "h3".into(),

@@ -189,7 +189,11 @@ impl Shared {
             match broker.send(request.clone()).await {
                 Ok(response) => {
                     self.update_metadata(|previous| {
-                        Some(ClusterMetadata::apply(previous, &response, topics.is_none()))
+                        Some(ClusterMetadata::apply(
+                            previous,
+                            &response,
+                            topics.is_none(),
+                        ))
                     })?;
                     return Ok(());
                 }

@@ -229,7 +229,13 @@ pub(crate) async fn run(
         };
         let outcome = engine.handle_response(response, version, permit, Instant::now());
         if !outcome.moved.is_empty() {
-            reroute_moved(&inner, outcome.moved, &outcome.hints, &outcome.endpoints);
+            reroute_moved(
+                &inner,
+                broker.id(),
+                outcome.moved,
+                &outcome.hints,
+                &outcome.endpoints,
+            );
         }
         for p in outcome.reset {
             if let Err(e) = inner.reset_offset(&p).await {
@@ -242,11 +248,12 @@ pub(crate) async fn run(
     }
 }
 
-/// Sends partitions whose leader moved to their new leader: at once for those a broker
-/// named the new leader of (KIP-951, applied to the metadata cache first), after a
-/// metadata refresh for the others.
+/// Sends partitions whose leader moved to their new leader: at once for those the
+/// broker (`from`) named another leader of (KIP-951, applied to the metadata cache
+/// first), after a metadata refresh for the others.
 fn reroute_moved(
     inner: &ConsumerInner,
+    from: i32,
     moved: Vec<Arc<PartitionShared>>,
     hints: &[LeaderHint],
     endpoints: &[BrokerInfo],
@@ -257,6 +264,7 @@ fn reroute_moved(
         hints.iter().any(|h| {
             *h.topic == *p.topic
                 && h.partition == p.partition
+                && (h.leader != from || h.leader_epoch > p.leader_epoch.load(Ordering::Acquire))
                 && metadata
                     .partition(&p.topic, p.partition)
                     .is_some_and(|m| m.leader == h.leader && m.leader_epoch == h.leader_epoch)

@@ -326,7 +326,8 @@ impl ConsumerInner {
     /// the leader's epoch is new to it.
     async fn attach(&self, shared: Arc<PartitionShared>) -> Result<()> {
         let (leader, leader_epoch) = self.client.leader(&shared.topic, shared.partition).await?;
-        self.validate_position(&leader, &shared, leader_epoch).await?;
+        self.validate_position(&leader, &shared, leader_epoch)
+            .await?;
         shared.leader_epoch.store(leader_epoch, Ordering::Release);
         let tx = {
             let mut fetchers = self.fetchers.lock().map_err(|_| Error::ShuttingDown)?;

@@ -559,7 +559,12 @@ impl<P: FetchTarget> Fetcher<P> {
             }
         }
         let diverged = outcome.diverged.iter().map(|(p, _)| p);
-        for p in outcome.moved.iter().chain(outcome.reset.iter()).chain(diverged) {
+        for p in outcome
+            .moved
+            .iter()
+            .chain(outcome.reset.iter())
+            .chain(diverged)
+        {
             self.session.sent.remove(&key(&**p));
         }
         if !outcome.hints.is_empty() {
@@ -599,9 +604,12 @@ impl<P: FetchTarget> Fetcher<P> {
         }
         if is_stale_metadata(code) {
             let leader = &data.current_leader;
-            if let Some(hint) =
-                LeaderHint::new(p.topic().clone(), p.partition(), leader.leader_id, leader.leader_epoch)
-            {
+            if let Some(hint) = LeaderHint::new(
+                p.topic().clone(),
+                p.partition(),
+                leader.leader_id,
+                leader.leader_epoch,
+            ) {
                 outcome.hints.push(hint);
             }
             outcome.moved.push(p.clone());

@@ -219,7 +219,10 @@ impl ProducerShared {
                     // The partitions move at the next drain; the refresh their error
                     // asked for still runs, in the background.
                     if self.client.apply_leader_hints(&hints, &endpoints) {
-                        tracing::debug!(partitions = hints.len(), "leaders moved, as the broker said");
+                        tracing::debug!(
+                            partitions = hints.len(),
+                            "leaders moved, as the broker said"
+                        );
                         sink_woken = true;
                     }
                 }

@@ -553,9 +553,8 @@ fn a_diverging_epoch_is_handed_back_and_nothing_is_delivered() {
     fetcher.add(p.clone());
     fetch(&mut fetcher, now);
     let mut r = response(vec![(0, 0, 80, batch_in_epoch(60, 5, 5))], 44);
-    r.responses[0].partitions[0].diverging_epoch = EpochEndOffset::default()
-        .with_epoch(4)
-        .with_end_offset(60);
+    r.responses[0].partitions[0].diverging_epoch =
+        EpochEndOffset::default().with_epoch(4).with_end_offset(60);
     let outcome = fetcher.handle_response(r, 12, permit(), now);
     assert_eq!(outcome.diverged.len(), 1);
     assert!(Arc::ptr_eq(&outcome.diverged[0].0, &p));
@@ -566,7 +565,10 @@ fn a_diverging_epoch_is_handed_back_and_nothing_is_delivered() {
             end_offset: 60
         }
     );
-    assert!(p.queue().is_empty(), "nothing past the divergence is delivered");
+    assert!(
+        p.queue().is_empty(),
+        "nothing past the divergence is delivered"
+    );
     assert_eq!(p.fetch_position(), 100, "the driver decides where to go");
     // Left as it is (reset none), it is fetched again, in full, after the backoff.
     let until = now + settings().error_backoff;

@@ -618,7 +618,10 @@ mod tests {
             }
         }
         let (hints, endpoints) = hinted.expect("the new leader is passed on");
-        assert_eq!(hints, vec![LeaderHint::new(Arc::from("t"), 0, 2, 4).unwrap()]);
+        assert_eq!(
+            hints,
+            vec![LeaderHint::new(Arc::from("t"), 0, 2, 4).unwrap()]
+        );
         assert_eq!(endpoints.len(), 1);
         assert_eq!(endpoints[0].addr(), "h2:9093");
     }
