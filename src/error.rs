@@ -152,6 +152,24 @@ pub enum Error {
     /// A partition consumer's error, as a group consumer reports it.
     #[error(transparent)]
     Partition(Box<crate::consumer::ConsumerError>),
+    /// The partition's log was truncated below the consumer's position (an unclean
+    /// leader election, KIP-320) and `auto.offset.reset` is `none`, so the consumer does
+    /// not move on by itself: Java's `LogTruncationException`. The records from
+    /// `divergent_offset` on that the consumer fetched are not in the log any more.
+    #[error(
+        "{topic}-{partition}: log truncated below the fetch position {position}{}; auto.offset.reset is none",
+        divergent_offset.map(|o| format!(" (the logs diverge from offset {o})")).unwrap_or_default()
+    )]
+    LogTruncation {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The fetch position that was found truncated.
+        position: i64,
+        /// The first offset known to diverge, when the leader said.
+        divergent_offset: Option<i64>,
+    },
     /// An operation did not finish in time.
     #[error("timed out: {0}")]
     Timeout(String),

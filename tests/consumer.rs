@@ -618,3 +618,98 @@ fn a_caught_up_partition_sees_new_data_while_others_stay_full() {
         assert_eq!(got.value.as_deref(), Some(value.as_bytes()));
     }
 }
+
+/// A raw Fetch of `topic`-0 from `offset` at the leader, with `current` as the current
+/// leader epoch and `last_fetched` as the last fetched epoch: the partition's error code.
+fn fetch_code(
+    client: &Client,
+    topic: &str,
+    offset: i64,
+    current: i32,
+    last_fetched: i32,
+) -> KafkaCode {
+    use kring::protocol::messages::FetchRequest;
+    use kring::protocol::messages::fetch::{FetchPartition, FetchTopic};
+    let topic_id = client.metadata().topics[topic].id;
+    let (leader, _) = kring::client::block_on(client.leader(topic, 0)).unwrap();
+    let request = FetchRequest::default()
+        .with_replica_id(-1)
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![
+            FetchTopic::default()
+                .with_topic(topic.into())
+                .with_topic_id(topic_id)
+                .with_partitions(vec![
+                    FetchPartition::default()
+                        .with_partition(0)
+                        .with_current_leader_epoch(current)
+                        .with_last_fetched_epoch(last_fetched)
+                        .with_fetch_offset(offset)
+                        .with_partition_max_bytes(1 << 20),
+                ]),
+        ]);
+    let response = leader.send_blocking(request).unwrap();
+    KafkaCode(response.responses[0].partitions[0].error_code)
+}
+
+/// KIP-320 at the real broker: every batch the consumer reads carries the partition's
+/// leader epoch as metadata gives it (the epoch the consumer keeps for its position and
+/// sends as the current leader epoch); the broker serves a Fetch with those epochs,
+/// answers UNKNOWN_LEADER_EPOCH to a newer one, and OffsetForLeaderEpoch for the
+/// position's epoch (what the consumer asks after a leader change) ends at the log end,
+/// so nothing counts as truncated.
+#[test]
+fn the_broker_accepts_the_leader_epochs_the_consumer_uses() {
+    use kring::protocol::messages::OffsetForLeaderEpochRequest;
+    use kring::protocol::messages::offset_for_leader_epoch::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    let (client, consumer) = consumer_for(config());
+    let topic = unique("kring-epochs");
+    create_topic(&client, &topic, 1, 1, &[]);
+    let values: Vec<String> = (0..20).map(|i| format!("v{i}")).collect();
+    produce(&client, &topic, &values);
+    let (leader, epoch) = kring::client::block_on(client.leader(&topic, 0)).unwrap();
+    assert!(epoch >= 0, "metadata names the leader epoch");
+    let mut pc = consumer
+        .consume_partition_blocking(&topic, 0, Offset::Oldest)
+        .unwrap();
+    let mut read_count = 0;
+    while read_count < 20 {
+        let batch = pc.next_batch_blocking().expect("alive").expect("no error");
+        let header = batch.header().expect("a v2 batch");
+        assert_eq!(header.partition_leader_epoch(), epoch);
+        read_count += batch.records().count();
+    }
+    assert_eq!(
+        fetch_code(&client, &topic, 20, epoch, epoch),
+        KafkaCode::NONE
+    );
+    assert_eq!(
+        fetch_code(&client, &topic, 20, epoch + 1, epoch),
+        KafkaCode::UNKNOWN_LEADER_EPOCH
+    );
+    let request = OffsetForLeaderEpochRequest::default()
+        .with_replica_id(-1)
+        .with_topics(vec![
+            OffsetForLeaderTopic::default()
+                .with_topic(topic.clone())
+                .with_partitions(vec![
+                    OffsetForLeaderPartition::default()
+                        .with_partition(0)
+                        .with_current_leader_epoch(epoch)
+                        .with_leader_epoch(epoch),
+                ]),
+        ]);
+    let answer = leader.send_blocking(request).unwrap();
+    let end = &answer.topics[0].partitions[0];
+    assert_eq!(KafkaCode(end.error_code), KafkaCode::NONE);
+    assert_eq!((end.leader_epoch, end.end_offset), (epoch, 20));
+    // The consumer, fetching with these epochs all along, still reads new records.
+    produce(&client, &topic, &["late".to_string()]);
+    let batch = pc.next_batch_blocking().expect("alive").expect("no error");
+    assert_eq!(batch.records().next().unwrap().unwrap().offset(), 20);
+    client.close();
+}

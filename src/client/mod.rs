@@ -29,7 +29,7 @@ pub use crate::io::{
     BlockingConnection, Broker, ConnectionConfig, ConnectionState, PendingResponse,
 };
 pub use blocking::block_on;
-pub use metadata::{BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo};
+pub use metadata::{BrokerInfo, ClusterMetadata, LeaderHint, PartitionInfo, TopicInfo};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -188,13 +188,13 @@ impl Shared {
             self.metadata_requests.fetch_add(1, Ordering::Relaxed);
             match broker.send(request.clone()).await {
                 Ok(response) => {
-                    let previous = self.snapshot();
-                    let next = ClusterMetadata::apply(&previous, &response, topics.is_none());
-                    log_changes(&previous, &next);
-                    self.sync_brokers(&next)?;
-                    if let Ok(mut m) = self.metadata.write() {
-                        *m = Arc::new(next);
-                    }
+                    self.update_metadata(|previous| {
+                        Some(ClusterMetadata::apply(
+                            previous,
+                            &response,
+                            topics.is_none(),
+                        ))
+                    })?;
                     return Ok(());
                 }
                 Err(e) => {
@@ -204,6 +204,25 @@ impl Shared {
             }
         }
         Err(Error::OutOfBrokers(attempts.join("; ")))
+    }
+}
+
+impl Shared {
+    /// Replaces the snapshot with what `next` makes of the current one (`None`: no
+    /// change), under the write lock, so a refresh and a leader hint applied at the same
+    /// time do not lose each other's update.
+    fn update_metadata(
+        &self,
+        next: impl FnOnce(&ClusterMetadata) -> Option<ClusterMetadata>,
+    ) -> Result<bool> {
+        let mut m = self.metadata.write().map_err(|_| Error::ShuttingDown)?;
+        let Some(next) = next(&m) else {
+            return Ok(false);
+        };
+        log_changes(&m, &next);
+        self.sync_brokers(&next)?;
+        *m = Arc::new(next);
+        Ok(true)
     }
 }
 
@@ -402,6 +421,19 @@ impl Client {
     pub async fn refresh_after_error(&self, topics: &[&str]) -> Result<()> {
         self.demand_refresh(Some(topics.iter().map(|t| t.to_string()).collect()), true)
             .await
+    }
+
+    /// Applies leader hints from Produce or Fetch answers (KIP-951) to the metadata
+    /// cache, so requests go to the new leader without waiting for a Metadata round
+    /// trip; `endpoints` are the brokers the answer named. Hints older than what is
+    /// cached are ignored. Whether anything changed.
+    pub fn apply_leader_hints(&self, hints: &[LeaderHint], endpoints: &[BrokerInfo]) -> bool {
+        if hints.is_empty() || self.is_closed() {
+            return false;
+        }
+        self.shared()
+            .update_metadata(|m| m.with_leader_hints(hints, endpoints))
+            .unwrap_or(false)
     }
 
     /// Every topic in the cluster (fetches the full topic list).

@@ -5,13 +5,14 @@
 //! offset out of range). Partitions reach it over a channel; consumers wake it when they
 //! take a chunk, pause, resume or close.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, mpsc};
 
 use crate::buf::MemoryBudget;
+use crate::client::{BrokerInfo, LeaderHint};
 use crate::config::{Config, IsolationLevel, OffsetReset};
 use crate::engine::fetch::{Chunk, FetchSettings, FetchTarget, Fetcher, Next};
 use crate::error::Error;
@@ -37,6 +38,12 @@ pub(crate) struct PartitionShared {
     pub partition: i32,
     /// The next offset to fetch.
     pub fetch_position: AtomicI64,
+    /// The leader epoch of the last batch fetched before `fetch_position` (KIP-320), -1
+    /// when unknown.
+    pub fetch_epoch: AtomicI32,
+    /// The leader epoch of the leader the partition is attached to (from metadata or a
+    /// leader hint), -1 before the first attachment.
+    pub leader_epoch: AtomicI32,
     pub high_watermark: AtomicI64,
     pub paused: AtomicBool,
     pub closed: AtomicBool,
@@ -70,8 +77,17 @@ impl FetchTarget for PartitionShared {
         self.fetch_position.load(Ordering::Acquire)
     }
 
-    fn set_fetch_position(&self, offset: i64) {
+    fn fetch_epoch(&self) -> i32 {
+        self.fetch_epoch.load(Ordering::Acquire)
+    }
+
+    fn set_fetch_position(&self, offset: i64, epoch: i32) {
+        self.fetch_epoch.store(epoch, Ordering::Release);
         self.fetch_position.store(offset, Ordering::Release);
+    }
+
+    fn current_leader_epoch(&self) -> i32 {
+        self.leader_epoch.load(Ordering::Acquire)
     }
 
     fn high_watermark(&self) -> i64 {
@@ -207,19 +223,59 @@ pub(crate) async fn run(
                 tracing::debug!(broker = broker.addr(), error = %e, "fetch failed");
                 drop(permit);
                 // The connection broke or timed out: partitions find their leader again.
-                inner.reroute(engine.handle_failure(), Duration::from_millis(100));
+                inner.reroute(engine.handle_failure(), Duration::from_millis(100), false);
                 return;
             }
         };
         let outcome = engine.handle_response(response, version, permit, Instant::now());
         if !outcome.moved.is_empty() {
-            inner.reroute(outcome.moved, inner.config.metadata.refresh_backoff);
+            reroute_moved(
+                &inner,
+                broker.id(),
+                outcome.moved,
+                &outcome.hints,
+                &outcome.endpoints,
+            );
         }
         for p in outcome.reset {
             if let Err(e) = inner.reset_offset(&p).await {
                 p.report(e);
             }
         }
+        for (p, end) in outcome.diverged {
+            inner.handle_divergence(&p, end).await;
+        }
+    }
+}
+
+/// Sends partitions whose leader moved to their new leader: at once for those the
+/// broker (`from`) named another leader of (KIP-951, applied to the metadata cache
+/// first), after a metadata refresh for the others.
+fn reroute_moved(
+    inner: &ConsumerInner,
+    from: i32,
+    moved: Vec<Arc<PartitionShared>>,
+    hints: &[LeaderHint],
+    endpoints: &[BrokerInfo],
+) {
+    inner.client.apply_leader_hints(hints, endpoints);
+    let metadata = inner.client.metadata();
+    let (hinted, others): (Vec<_>, Vec<_>) = moved.into_iter().partition(|p| {
+        hints.iter().any(|h| {
+            *h.topic == *p.topic
+                && h.partition == p.partition
+                && (h.leader != from || h.leader_epoch > p.leader_epoch.load(Ordering::Acquire))
+                && metadata
+                    .partition(&p.topic, p.partition)
+                    .is_some_and(|m| m.leader == h.leader && m.leader_epoch == h.leader_epoch)
+        })
+    });
+    drop(metadata);
+    if !hinted.is_empty() {
+        inner.reroute(hinted, Duration::ZERO, true);
+    }
+    if !others.is_empty() {
+        inner.reroute(others, inner.config.metadata.refresh_backoff, false);
     }
 }
 

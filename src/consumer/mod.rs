@@ -13,6 +13,16 @@
 //!
 //! Control batches are skipped; under read_committed, records of aborted transactions
 //! are filtered with the response's aborted-transaction list, as the Java client does.
+//!
+//! Leader epochs (KIP-320): a partition's fetch position carries the leader epoch of the
+//! batch fetched just before it. When the partition is attached to a leader of a new
+//! epoch (after a leader change or a FENCED_LEADER_EPOCH), OffsetForLeaderEpoch asks the
+//! leader where that epoch ends; an end below the position (or a Fetch's
+//! `diverging_epoch`) means the log was truncated, and the position moves back to the
+//! first offset known to diverge (with a reset policy) or the consumer reports
+//! [`Error::LogTruncation`] (reset `none`), as the Java client does. A Fetch answer that
+//! names the new leader (KIP-951) moves the partition there without waiting for a
+//! Metadata round trip.
 
 mod api;
 pub(crate) mod fetcher;
@@ -37,10 +47,13 @@ use crate::buf::MemoryBudget;
 use crate::client::Client;
 use crate::config::{Config, IsolationLevel, OffsetReset};
 use crate::engine::fetch::FetchTarget;
+use crate::engine::fetch::epochs::{self, EpochEnd, Validation};
 use crate::error::{Error, Result};
+use crate::io::Broker;
 use crate::protocol::messages::{
-    ListOffsetsRequest,
+    ListOffsetsRequest, OffsetForLeaderEpochRequest,
     list_offsets::{ListOffsetsPartition, ListOffsetsTopic},
+    offset_for_leader_epoch::{OffsetForLeaderPartition, OffsetForLeaderTopic},
 };
 use crate::protocol::{ApiKey, KafkaCode};
 use fetcher::{Command, Delivery, PartitionShared};
@@ -179,14 +192,143 @@ impl ConsumerInner {
         };
         let offset = self.list_offset(&p.topic, p.partition, ts).await?;
         tracing::info!(topic = %p.topic, partition = p.partition, offset, "offset out of range: reset");
-        p.fetch_position.store(offset, Ordering::Release);
+        p.set_fetch_position(offset, -1);
         let _ = p.tx.send(Delivery::Reset(offset)).await;
         Ok(())
     }
 
-    /// Attaches a partition to its leader's fetcher.
+    /// Whether `auto.offset.reset` names a policy (not `none`).
+    fn has_reset_policy(&self) -> bool {
+        fetcher::reset_timestamp(self.config.consumer.auto_offset_reset).is_some()
+    }
+
+    /// Acts on what the leader said of the partition's fetch position (see
+    /// [`epochs::judge`]): a truncated log moves the position back to the first offset
+    /// known to diverge, or, with reset `none`, is reported.
+    async fn apply_validation(&self, p: &PartitionShared, end: EpochEnd) -> Result<()> {
+        let position = p.fetch_position();
+        match epochs::judge(position, end, self.has_reset_policy()) {
+            Validation::Valid => Ok(()),
+            Validation::ResetTo {
+                offset,
+                leader_epoch,
+            } => {
+                tracing::warn!(topic = %p.topic, partition = p.partition, position, offset, "log truncated: resetting to the first offset known to diverge");
+                p.set_fetch_position(offset, leader_epoch);
+                let _ = p.tx.send(Delivery::Reset(offset)).await;
+                Ok(())
+            }
+            Validation::ApplyResetPolicy => {
+                tracing::warn!(topic = %p.topic, partition = p.partition, position, "the leader does not know the position's epoch: applying the reset policy");
+                self.reset_offset(p).await
+            }
+            Validation::Truncated { divergent_offset } => {
+                tracing::warn!(topic = %p.topic, partition = p.partition, position, ?divergent_offset, "log truncated and auto.offset.reset is none");
+                Err(Error::LogTruncation {
+                    topic: p.topic.to_string(),
+                    partition: p.partition,
+                    position,
+                    divergent_offset,
+                })
+            }
+        }
+    }
+
+    /// A Fetch said the leader's log diverges below the position (`diverging_epoch`).
+    pub(crate) async fn handle_divergence(&self, p: &PartitionShared, end: EpochEnd) {
+        if let Err(e) = self.apply_validation(p, end).await {
+            p.report(e);
+        }
+    }
+
+    /// OffsetForLeaderEpoch at `leader` for the position's epoch: where it ends in the
+    /// leader's log. `None` when the leader does not speak the API (nothing to check
+    /// against); a retriable error when the leader or its epoch is not the one asked
+    /// (the caller refreshes metadata and tries again).
+    async fn epoch_end(
+        &self,
+        leader: &Broker,
+        p: &PartitionShared,
+        leader_epoch: i32,
+    ) -> Result<Option<EpochEnd>> {
+        let request = OffsetForLeaderEpochRequest::default()
+            .with_replica_id(-1)
+            .with_topics(vec![
+                OffsetForLeaderTopic::default()
+                    .with_topic(p.topic.to_string())
+                    .with_partitions(vec![
+                        OffsetForLeaderPartition::default()
+                            .with_partition(p.partition)
+                            .with_current_leader_epoch(leader_epoch)
+                            .with_leader_epoch(p.fetch_epoch()),
+                    ]),
+            ]);
+        let response = match leader.send(request).await {
+            Ok(r) => r,
+            Err(crate::io::IoError::UnsupportedApi { .. }) => return Ok(None),
+            Err(e) => return Err(Error::Io(e)),
+        };
+        let Some(answer) = response
+            .topics
+            .iter()
+            .filter(|t| *t.topic == *p.topic)
+            .flat_map(|t| t.partitions.iter())
+            .find(|a| a.partition == p.partition)
+        else {
+            return Err(Error::Incomplete {
+                api: ApiKey::OffsetForLeaderEpoch,
+                resource: format!("{}-{}", p.topic, p.partition),
+            });
+        };
+        let code = KafkaCode(answer.error_code);
+        if !code.is_ok() {
+            return Err(Error::broker(
+                code,
+                ApiKey::OffsetForLeaderEpoch,
+                Some(&p.topic),
+                Some(p.partition),
+            ));
+        }
+        Ok(Some(EpochEnd {
+            leader_epoch: answer.leader_epoch,
+            end_offset: answer.end_offset,
+        }))
+    }
+
+    /// Before a partition is fetched from a leader of a new epoch: validates its position
+    /// there (KIP-320). A truncation with reset `none` is reported, and the partition is
+    /// fetched on: each Fetch's `diverging_epoch` reports it again until the application
+    /// moves on.
+    async fn validate_position(
+        &self,
+        leader: &Broker,
+        p: &PartitionShared,
+        leader_epoch: i32,
+    ) -> Result<()> {
+        let previous = p.leader_epoch.load(Ordering::Acquire);
+        if !epochs::needs_validation(previous, leader_epoch, p.fetch_epoch()) {
+            return Ok(());
+        }
+        tracing::debug!(topic = %p.topic, partition = p.partition, previous, leader_epoch, position = p.fetch_position(), "validating the position after a leader change");
+        let Some(end) = self.epoch_end(leader, p, leader_epoch).await? else {
+            return Ok(());
+        };
+        match self.apply_validation(p, end).await {
+            Err(e @ Error::LogTruncation { .. }) => {
+                p.report(e);
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    /// Attaches a partition to its leader's fetcher, its position validated first when
+    /// the leader's epoch is new to it.
     async fn attach(&self, shared: Arc<PartitionShared>) -> Result<()> {
-        let (leader, _) = self.client.leader(&shared.topic, shared.partition).await?;
+        let (leader, leader_epoch) = self.client.leader(&shared.topic, shared.partition).await?;
+        self.validate_position(&leader, &shared, leader_epoch)
+            .await?;
+        shared.leader_epoch.store(leader_epoch, Ordering::Release);
         let tx = {
             let mut fetchers = self.fetchers.lock().map_err(|_| Error::ShuttingDown)?;
             match fetchers.get(&leader.id()) {
@@ -211,21 +353,32 @@ impl ConsumerInner {
             .map_err(|_| Error::ShuttingDown)
     }
 
-    /// Moves partitions whose leader changed (or whose fetcher broke) to their new leader.
-    fn reroute(&self, partitions: Vec<Arc<PartitionShared>>, delay: Duration) {
+    /// Moves partitions whose leader changed (or whose fetcher broke) to their new leader:
+    /// after `delay` and a metadata refresh, or, when `hinted` (the metadata already
+    /// holds the new leader a broker named, KIP-951), at once, with the refresh in the
+    /// background.
+    fn reroute(&self, partitions: Vec<Arc<PartitionShared>>, delay: Duration, hinted: bool) {
         let Some(this) = self.this.upgrade() else {
             return;
         };
         tokio::task::spawn_local(async move {
-            tokio::time::sleep(delay).await;
             let topics: Vec<String> = partitions
                 .iter()
                 .map(|p| p.topic.to_string())
                 .collect::<HashSet<_>>()
                 .into_iter()
                 .collect();
-            let names: Vec<&str> = topics.iter().map(String::as_str).collect();
-            let _ = this.client.refresh_after_error(&names).await;
+            if hinted {
+                let client = this.client.clone();
+                tokio::task::spawn_local(async move {
+                    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+                    let _ = client.refresh_after_error(&names).await;
+                });
+            } else {
+                tokio::time::sleep(delay).await;
+                let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+                let _ = this.client.refresh_after_error(&names).await;
+            }
             for p in partitions {
                 if p.closed.load(Ordering::Acquire) {
                     continue;
@@ -347,6 +500,8 @@ impl Consumer {
             topic: Arc::from(topic),
             partition,
             fetch_position: AtomicI64::new(offset),
+            fetch_epoch: std::sync::atomic::AtomicI32::new(-1),
+            leader_epoch: std::sync::atomic::AtomicI32::new(-1),
             high_watermark: AtomicI64::new(-1),
             paused: AtomicBool::new(false),
             closed: AtomicBool::new(false),

@@ -15,8 +15,15 @@
 //! - In an incremental session a partition is sent only when its fetch position
 //!   changed; partitions that left are listed as forgotten; session errors fall back to
 //!   a full fetch.
-//! - Errors that mean the leader moved hand the partition back to the driver;
+//! - Errors that mean the leader moved hand the partition back to the driver, with the
+//!   new leader when the broker named it (KIP-951's `current_leader`);
 //!   OFFSET_OUT_OF_RANGE hands it back for the reset policy.
+//! - Leader epochs (KIP-320): each partition is fetched with the leader epoch it was
+//!   attached under and, from v12, the epoch of the last batch fetched before its
+//!   position. FENCED_LEADER_EPOCH (our epoch is old) hands it back like a moved leader;
+//!   UNKNOWN_LEADER_EPOCH (the broker is behind) backs it off and fetches it again; a
+//!   `diverging_epoch` (the log was truncated below what we fetched) hands it back for
+//!   [`epochs::judge`].
 //! - A partition whose fetch failed (an error code, OFFSET_OUT_OF_RANGE, a malformed
 //!   batch at its position) is left out of fetches for a backoff that doubles from
 //!   `retry.backoff.ms` to `retry.backoff.max.ms` while the same position keeps failing;
@@ -30,11 +37,15 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use crate::buf::Permit;
+use crate::client::{BrokerInfo, LeaderHint};
 use crate::error::Error;
 use crate::protocol::messages::fetch::{FetchPartition, FetchTopic, ForgottenTopic};
 use crate::protocol::messages::{FetchRequest, FetchResponse};
 use crate::protocol::{ApiKey, KafkaCode, Uuid, is_stale_metadata};
 use crate::record::{BatchRef, BatchSpan};
+
+pub(crate) mod epochs;
+use epochs::EpochEnd;
 
 /// A partition's fetched data: a slice of one response, with its complete batches.
 #[derive(Debug)]
@@ -55,7 +66,14 @@ pub(crate) trait FetchTarget {
     fn partition(&self) -> i32;
     /// The next offset to fetch.
     fn fetch_position(&self) -> i64;
-    fn set_fetch_position(&self, offset: i64);
+    /// The leader epoch of the last batch fetched before the position (-1 when unknown:
+    /// nothing fetched yet, a reset, a legacy message).
+    fn fetch_epoch(&self) -> i32;
+    /// Moves the position, with the leader epoch of what lies just before it.
+    fn set_fetch_position(&self, offset: i64, epoch: i32);
+    /// The leader epoch the partition is fetched under (from metadata when it was
+    /// attached to this broker; -1 when unknown, which the broker does not check).
+    fn current_leader_epoch(&self) -> i32;
     /// -1 until a fetch reported it.
     fn high_watermark(&self) -> i64;
     fn set_high_watermark(&self, offset: i64);
@@ -120,10 +138,29 @@ pub(crate) enum Next {
 /// Partitions handed back by a response.
 #[derive(Debug)]
 pub(crate) struct FetchOutcome<P> {
-    /// Their leader moved (or is unknown): find it again.
+    /// Their leader moved (or is unknown), or our leader epoch is old: find it again.
     pub moved: Vec<Arc<P>>,
     /// OFFSET_OUT_OF_RANGE: apply the reset policy.
     pub reset: Vec<Arc<P>>,
+    /// The leader's log diverges below their fetch position (Fetch v12+'s
+    /// `diverging_epoch`): judge it with [`epochs::judge`].
+    pub diverged: Vec<(Arc<P>, EpochEnd)>,
+    /// Who leads the moved partitions now, where the broker said (KIP-951).
+    pub hints: Vec<LeaderHint>,
+    /// The brokers the hints name (Fetch v16+'s `node_endpoints`).
+    pub endpoints: Vec<BrokerInfo>,
+}
+
+impl<P> FetchOutcome<P> {
+    fn new() -> Self {
+        FetchOutcome {
+            moved: Vec::new(),
+            reset: Vec::new(),
+            diverged: Vec::new(),
+            hints: Vec::new(),
+            endpoints: Vec::new(),
+        }
+    }
 }
 
 /// Session state (KIP-227).
@@ -365,12 +402,17 @@ impl<P: FetchTarget> Fetcher<P> {
             if !full && self.session.sent.get(&k) == Some(&offset) {
                 continue;
             }
-            let part = FetchPartition::default()
+            let mut part = FetchPartition::default()
                 .with_partition(p.partition())
-                .with_current_leader_epoch(-1)
+                .with_current_leader_epoch(p.current_leader_epoch())
                 .with_fetch_offset(offset)
                 .with_log_start_offset(-1)
                 .with_partition_max_bytes(s.partition_max_bytes);
+            if version >= 12 {
+                // The broker checks it against its log and answers `diverging_epoch`
+                // when the log was truncated below the position.
+                part.last_fetched_epoch = p.fetch_epoch();
+            }
             let id = if by_id {
                 topic_id(p.topic())
             } else {
@@ -462,10 +504,7 @@ impl<P: FetchTarget> Fetcher<P> {
         mut permit: Permit,
         now: Instant,
     ) -> FetchOutcome<P> {
-        let mut outcome = FetchOutcome {
-            moved: Vec::new(),
-            reset: Vec::new(),
-        };
+        let mut outcome = FetchOutcome::new();
         let code = KafkaCode(response.error_code);
         if code == KafkaCode::FETCH_SESSION_ID_NOT_FOUND
             || code == KafkaCode::INVALID_FETCH_SESSION_EPOCH
@@ -495,6 +534,7 @@ impl<P: FetchTarget> Fetcher<P> {
             .sum();
         permit.shrink_to(used.max(1));
         let permit = Arc::new(permit);
+        let response_endpoints = response.node_endpoints;
         for topic in response.responses {
             let name = if version >= 13 {
                 self.topic_names.get(&topic.topic_id).cloned()
@@ -518,8 +558,17 @@ impl<P: FetchTarget> Fetcher<P> {
                 }
             }
         }
-        for p in outcome.moved.iter().chain(outcome.reset.iter()) {
+        let diverged = outcome.diverged.iter().map(|(p, _)| p);
+        for p in outcome
+            .moved
+            .iter()
+            .chain(outcome.reset.iter())
+            .chain(diverged)
+        {
             self.session.sent.remove(&key(&**p));
+        }
+        if !outcome.hints.is_empty() {
+            outcome.endpoints = endpoints_of(&response_endpoints);
         }
         let moved = &outcome.moved;
         self.partitions
@@ -547,7 +596,22 @@ impl<P: FetchTarget> Fetcher<P> {
             outcome.reset.push(p.clone());
             return false;
         }
+        if code == KafkaCode::UNKNOWN_LEADER_EPOCH {
+            // KIP-320: the broker has not caught up with the leader epoch our metadata
+            // names; it will. Fetched again after the backoff, not an error to report.
+            tracing::debug!(topic = %p.topic(), partition = p.partition(), epoch = p.current_leader_epoch(), "broker behind our leader epoch");
+            return false;
+        }
         if is_stale_metadata(code) {
+            let leader = &data.current_leader;
+            if let Some(hint) = LeaderHint::new(
+                p.topic().clone(),
+                p.partition(),
+                leader.leader_id,
+                leader.leader_epoch,
+            ) {
+                outcome.hints.push(hint);
+            }
             outcome.moved.push(p.clone());
             return true;
         }
@@ -561,6 +625,17 @@ impl<P: FetchTarget> Fetcher<P> {
             return false;
         }
         p.set_high_watermark(data.high_watermark);
+        let diverging = &data.diverging_epoch;
+        if diverging.epoch >= 0 || diverging.end_offset >= 0 {
+            outcome.diverged.push((
+                p.clone(),
+                EpochEnd {
+                    leader_epoch: diverging.epoch,
+                    end_offset: diverging.end_offset,
+                },
+            ));
+            return false;
+        }
         let records = data.records.unwrap_or_default();
         if records.is_empty() {
             return true;
@@ -575,12 +650,14 @@ impl<P: FetchTarget> Fetcher<P> {
                 p.partition()
             )));
         });
-        let Some(next) = batches.back().map(BatchSpan::next_offset) else {
+        let Some(last) = batches.back() else {
             return !malformed;
         };
+        let next = last.next_offset();
         if next <= start {
             return !malformed;
         }
+        let epoch = leader_epoch_of(&records, last);
         let chunk = Chunk {
             records: records.slice(..complete),
             batches,
@@ -594,10 +671,32 @@ impl<P: FetchTarget> Fetcher<P> {
         };
         // No room after all (or gone): fetched again later from the same position.
         if p.deliver(chunk) {
-            p.set_fetch_position(next);
+            p.set_fetch_position(next, epoch);
         }
         true
     }
+}
+
+/// The partition leader epoch of a v2 batch (-1 for a legacy message): read from its
+/// header once per chunk, for the position after it.
+fn leader_epoch_of(records: &Bytes, span: &BatchSpan) -> i32 {
+    match BatchRef::from_span(records, *span) {
+        Some(BatchRef::V2(b)) => b.partition_leader_epoch(),
+        _ => -1,
+    }
+}
+
+/// The brokers a response names (KIP-951), as metadata describes them.
+fn endpoints_of(endpoints: &[crate::protocol::messages::fetch::NodeEndpoint]) -> Vec<BrokerInfo> {
+    endpoints
+        .iter()
+        .map(|e| BrokerInfo {
+            id: e.node_id,
+            host: e.host.clone(),
+            port: e.port,
+            rack: e.rack.clone(),
+        })
+        .collect()
 }
 
 fn topic_entry(name: &str, id: Uuid, by_id: bool) -> FetchTopic {

@@ -192,8 +192,11 @@ impl ProducerShared {
         self.identity.lock().ok().and_then(|p| *p)
     }
 
-    fn handle_events(self: &Arc<Self>, sink: &mut Sink) {
+    /// Acts on what the sink asked for; whether the sink should drain again at once
+    /// (leaders moved).
+    fn handle_events(self: &Arc<Self>, sink: &mut Sink) -> bool {
         let mut stale: Vec<Arc<str>> = Vec::new();
+        let mut sink_woken = false;
         while let Some(event) = sink.poll_event() {
             match event {
                 SinkEvent::Moved(p) => {
@@ -212,6 +215,17 @@ impl ProducerShared {
                     }
                 }
                 SinkEvent::BumpEpoch => self.request_bump(),
+                SinkEvent::LeaderHints { hints, endpoints } => {
+                    // The partitions move at the next drain; the refresh their error
+                    // asked for still runs, in the background.
+                    if self.client.apply_leader_hints(&hints, &endpoints) {
+                        tracing::debug!(
+                            partitions = hints.len(),
+                            "leaders moved, as the broker said"
+                        );
+                        sink_woken = true;
+                    }
+                }
             }
         }
         if !stale.is_empty() {
@@ -221,6 +235,7 @@ impl ProducerShared {
                 let _ = client.refresh_after_error(&names).await;
             });
         }
+        sink_woken
     }
 }
 
@@ -252,7 +267,11 @@ async fn run_sink(
             sink.fail_unsent(&Error::ClosedClient, Instant::now());
         }
         drain(&shared, &mut sink, &mut answers, &addr);
-        shared.handle_events(&mut sink);
+        if shared.handle_events(&mut sink) {
+            // Leader hints applied: the moved partitions leave at this drain.
+            drain(&shared, &mut sink, &mut answers, &addr);
+            shared.handle_events(&mut sink);
+        }
         if shared.closed.load(Ordering::Acquire) && answers.is_empty() && !sink.has_pending() {
             break;
         }

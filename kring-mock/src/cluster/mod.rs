@@ -22,7 +22,11 @@
 //! Faults are scripted through control hooks ([`FakeCluster::control`]), which see every
 //! request before the cluster does and may answer it, drop the connection, delay it
 //! or let it through, and through calls that move a partition's leader
-//! ([`FakeCluster::move_leader`]) or take a broker down ([`FakeCluster::take_down`]).
+//! ([`FakeCluster::move_leader`]), elect one uncleanly, truncating the log
+//! ([`FakeCluster::unclean_election`]), or take a broker down ([`FakeCluster::take_down`]).
+//! Fetch and OffsetForLeaderEpoch check leader epochs as a broker does (KIP-320: FENCED
+//! or UNKNOWN_LEADER_EPOCH, `diverging_epoch` from v12), and Fetch and Produce name the
+//! new leader on NOT_LEADER_OR_FOLLOWER (KIP-951).
 
 mod group;
 mod handlers;
@@ -678,6 +682,23 @@ impl FakeCluster {
         })?;
         self.changed();
         Ok(())
+    }
+
+    /// An unclean leader election: `broker` becomes the leader of `topic`-`partition`
+    /// (with a new leader epoch) holding only the log up to the last batch boundary at
+    /// or below `log_end`; the records after it are gone, as when an out-of-sync replica
+    /// is elected. Consumers that fetched past the cut find out through Fetch's
+    /// `diverging_epoch` or OffsetForLeaderEpoch (KIP-320). Returns the new log end.
+    pub fn unclean_election(
+        &self,
+        topic: &str,
+        partition: i32,
+        broker: i32,
+        log_end: i64,
+    ) -> Result<i64, MockError> {
+        let end = self.with_partition(topic, partition, |p, _| Ok(p.log.truncate_to(log_end)))?;
+        self.move_leader(topic, partition, broker)?;
+        Ok(end)
     }
 
     /// Takes broker `id` down: its listener closes (new connections are refused), its

@@ -208,6 +208,19 @@ impl Log {
         self.batches.retain(|b| b.next_offset > offset);
     }
 
+    /// Cuts the log back to the last batch boundary at or below `offset` (what an
+    /// unclean leader election does to the records the new leader never had), and
+    /// returns the new log end.
+    pub(crate) fn truncate_to(&mut self, offset: i64) -> i64 {
+        self.batches.retain(|b| b.next_offset <= offset);
+        self.high_watermark = self
+            .batches
+            .last()
+            .map_or(self.log_start, |b| b.next_offset)
+            .max(self.log_start);
+        self.high_watermark
+    }
+
     /// Index of the batch holding `offset`.
     pub(crate) fn batch_index(&self, offset: i64) -> usize {
         self.batches.partition_point(|b| b.next_offset <= offset)
@@ -723,6 +736,11 @@ mod tests {
         assert_eq!(log.batch_index(3), 1);
         assert_eq!(log.end_offset_for_epoch(3, 4), (3, 2));
         assert_eq!(log.end_offset_for_epoch(1, 4), (-1, -1));
+        // An unclean election cuts back to a batch boundary.
+        let mut cut = log.clone();
+        assert_eq!(cut.truncate_to(3), 2);
+        assert_eq!(cut.batches.len(), 1);
+        assert_eq!(cut.end_offset_for_epoch(3, 5), (3, 2));
         log.delete_before(3);
         assert_eq!((log.log_start, log.batches.len()), (3, 1));
     }

@@ -2,7 +2,7 @@
 //! capacity (the consumer's room), errors are kept, everything else is plain atomics.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{Chunk, FetchTarget};
@@ -13,6 +13,8 @@ pub(crate) struct TestTarget {
     topic: Arc<str>,
     partition: i32,
     position: AtomicI64,
+    pub fetch_epoch: AtomicI32,
+    pub leader_epoch: AtomicI32,
     pub high_watermark: AtomicI64,
     pub paused: AtomicBool,
     pub closed: AtomicBool,
@@ -28,6 +30,8 @@ impl TestTarget {
             topic: Arc::from(topic),
             partition,
             position: AtomicI64::new(position),
+            fetch_epoch: AtomicI32::new(-1),
+            leader_epoch: AtomicI32::new(-1),
             high_watermark: AtomicI64::new(-1),
             paused: AtomicBool::new(false),
             closed: AtomicBool::new(false),
@@ -59,8 +63,15 @@ impl FetchTarget for TestTarget {
     fn fetch_position(&self) -> i64 {
         self.position.load(Ordering::SeqCst)
     }
-    fn set_fetch_position(&self, offset: i64) {
+    fn fetch_epoch(&self) -> i32 {
+        self.fetch_epoch.load(Ordering::SeqCst)
+    }
+    fn set_fetch_position(&self, offset: i64, epoch: i32) {
         self.position.store(offset, Ordering::SeqCst);
+        self.fetch_epoch.store(epoch, Ordering::SeqCst);
+    }
+    fn current_leader_epoch(&self) -> i32 {
+        self.leader_epoch.load(Ordering::SeqCst)
     }
     fn high_watermark(&self) -> i64 {
         self.high_watermark.load(Ordering::SeqCst)

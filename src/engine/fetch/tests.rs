@@ -404,7 +404,7 @@ fn a_partition_whose_fetch_failed_waits_growing_while_the_others_are_fetched() {
     let until = t + settings().error_backoff_max.min(base * 8);
     assert_eq!(fetcher.poll_next(t, 1 << 20), Next::Wait { until });
     // A new position (the reset policy, or a seek) ends the wait at once.
-    failing.set_fetch_position(50);
+    failing.set_fetch_position(50, -1);
     assert_eq!(sent_partitions(&fetch(&mut fetcher, t)), vec![(0, 50)]);
 }
 
@@ -425,4 +425,153 @@ fn a_malformed_batch_at_the_position_backs_off() {
         fetcher.poll_next(until, 1 << 20),
         Next::Fetch { .. }
     ));
+}
+
+fn batch_in_epoch(base_offset: i64, records: usize, epoch: i32) -> Vec<u8> {
+    let mut b = BatchBuilder::new(
+        Vec::with_capacity(4096),
+        BatchOptions::default()
+            .with_base_offset(base_offset)
+            .with_partition_leader_epoch(epoch),
+    )
+    .unwrap();
+    for i in 0..records {
+        b.append(1, None, Some(format!("v{i}").as_bytes()), &[])
+            .unwrap();
+    }
+    b.seal().unwrap().into_inner()
+}
+
+/// (current leader epoch, last fetched epoch) of each partition sent.
+fn sent_epochs(request: &FetchRequest) -> Vec<(i32, i32)> {
+    request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (p.current_leader_epoch, p.last_fetched_epoch))
+        })
+        .collect()
+}
+
+#[test]
+fn fetches_carry_the_leader_epoch_and_the_epoch_of_the_last_batch_fetched() {
+    let now = Instant::now();
+    let mut fetcher = Fetcher::new(settings());
+    let p = target(0, 0);
+    p.leader_epoch.store(7, Ordering::SeqCst);
+    fetcher.add(p.clone());
+    let first = fetch(&mut fetcher, now);
+    assert_eq!(sent_epochs(&first), vec![(7, -1)], "nothing fetched yet");
+    let mut records = batch_in_epoch(0, 3, 5);
+    records.extend(batch_in_epoch(3, 2, 6));
+    fetcher.handle_response(response(vec![(0, 0, 5, records)], 0), 12, permit(), now);
+    assert_eq!((p.fetch_position(), p.fetch_epoch()), (5, 6));
+    let second = fetch(&mut fetcher, now);
+    assert_eq!(sent_epochs(&second), vec![(7, 6)]);
+    // Before v12 there is no last fetched epoch to send; the request still encodes.
+    fetcher.handle_response(response(vec![], 0), 12, permit(), now);
+    let Next::Fetch { max_bytes, .. } = fetcher.poll_next(now, 1 << 20) else {
+        panic!("expected a fetch")
+    };
+    let v11 = fetcher.build_request(11, max_bytes, false, &no_ids);
+    assert_eq!(sent_epochs(&v11), vec![(7, -1)]);
+    let mut buf = bytes::BytesMut::new();
+    crate::protocol::Encode::encode(&v11, &mut buf, 11).unwrap();
+}
+
+#[test]
+fn a_fenced_epoch_hands_the_partition_back_with_the_leader_the_broker_names() {
+    use crate::protocol::messages::fetch::{LeaderIdAndEpoch, NodeEndpoint};
+    let now = Instant::now();
+    let mut fetcher = Fetcher::new(settings());
+    let (a, b) = (target(0, 10), target(1, 10));
+    fetcher.add(a.clone());
+    fetcher.add(b.clone());
+    fetch(&mut fetcher, now);
+    let mut r = response(
+        vec![
+            (0, KafkaCode::FENCED_LEADER_EPOCH.code(), -1, Vec::new()),
+            (1, KafkaCode::NOT_LEADER_OR_FOLLOWER.code(), -1, Vec::new()),
+        ],
+        0,
+    );
+    r.responses[0].partitions[0].current_leader = LeaderIdAndEpoch::default()
+        .with_leader_id(2)
+        .with_leader_epoch(8);
+    r.node_endpoints = vec![
+        NodeEndpoint::default()
+            .with_node_id(2)
+            .with_host("h2".into())
+            .with_port(9093),
+    ];
+    let outcome = fetcher.handle_response(r, 12, permit(), now);
+    assert_eq!(outcome.moved.len(), 2, "both go to find their leader");
+    assert_eq!(
+        outcome.hints,
+        vec![LeaderHint::new(Arc::from("t"), 0, 2, 8).unwrap()],
+        "only the one the broker named a leader for"
+    );
+    assert_eq!(outcome.endpoints.len(), 1);
+    assert_eq!(outcome.endpoints[0].addr(), "h2:9093");
+    assert!(a.errors().is_empty() && b.errors().is_empty());
+    assert_eq!(fetcher.poll_next(now, 1 << 20), Next::Idle);
+}
+
+#[test]
+fn an_unknown_leader_epoch_is_fetched_again_after_a_backoff_without_an_error() {
+    let now = Instant::now();
+    let mut fetcher = Fetcher::new(settings());
+    let p = target(0, 10);
+    p.leader_epoch.store(9, Ordering::SeqCst);
+    fetcher.add(p.clone());
+    fetch(&mut fetcher, now);
+    let outcome = fetcher.handle_response(
+        response(
+            vec![(0, KafkaCode::UNKNOWN_LEADER_EPOCH.code(), -1, Vec::new())],
+            0,
+        ),
+        12,
+        permit(),
+        now,
+    );
+    assert!(outcome.moved.is_empty(), "the broker is behind, not us");
+    assert!(p.errors().is_empty(), "{:?}", p.errors());
+    let until = now + settings().error_backoff;
+    assert_eq!(fetcher.poll_next(now, 1 << 20), Next::Wait { until });
+    assert_eq!(sent_epochs(&fetch(&mut fetcher, until)), vec![(9, -1)]);
+}
+
+#[test]
+fn a_diverging_epoch_is_handed_back_and_nothing_is_delivered() {
+    use crate::protocol::messages::fetch::EpochEndOffset;
+    let now = Instant::now();
+    let mut fetcher = Fetcher::new(settings());
+    let p = target(0, 100);
+    p.fetch_epoch.store(4, Ordering::SeqCst);
+    fetcher.add(p.clone());
+    fetch(&mut fetcher, now);
+    let mut r = response(vec![(0, 0, 80, batch_in_epoch(60, 5, 5))], 44);
+    r.responses[0].partitions[0].diverging_epoch =
+        EpochEndOffset::default().with_epoch(4).with_end_offset(60);
+    let outcome = fetcher.handle_response(r, 12, permit(), now);
+    assert_eq!(outcome.diverged.len(), 1);
+    assert!(Arc::ptr_eq(&outcome.diverged[0].0, &p));
+    assert_eq!(
+        outcome.diverged[0].1,
+        EpochEnd {
+            leader_epoch: 4,
+            end_offset: 60
+        }
+    );
+    assert!(
+        p.queue().is_empty(),
+        "nothing past the divergence is delivered"
+    );
+    assert_eq!(p.fetch_position(), 100, "the driver decides where to go");
+    // Left as it is (reset none), it is fetched again, in full, after the backoff.
+    let until = now + settings().error_backoff;
+    assert_eq!(fetcher.poll_next(now, 1 << 20), Next::Wait { until });
+    assert_eq!(sent_partitions(&fetch(&mut fetcher, until)), vec![(0, 100)]);
 }

@@ -26,7 +26,10 @@
 //!
 //! A partition whose leader is now another broker leaves the sink as
 //! [`SinkEvent::Moved`]; the driver hands it to that broker's sink, where it waits for
-//! its batches still on the wire here before sending more (see `partition.rs`).
+//! its batches still on the wire here before sending more (see `partition.rs`). When the
+//! broker's NOT_LEADER_OR_FOLLOWER names the new leader (Produce v10+, KIP-951), the
+//! sink passes it on as [`SinkEvent::LeaderHints`], so the driver can update the
+//! metadata and the partition moves at its next drain without a Metadata round trip.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -36,6 +39,7 @@ use super::arenas::ArenaPools;
 use super::completion::BatchAck;
 use super::partition::{Outgoing, ProducePartition, ProduceSettings, ProducerId, Verdict, Wake};
 use super::request::{PartitionBatch, ProduceBatches};
+use crate::client::{BrokerInfo, LeaderHint};
 use crate::engine::connection::RawResponse;
 use crate::engine::error::IoError;
 use crate::error::Error;
@@ -71,6 +75,12 @@ pub(crate) enum SinkEvent {
     Refresh(Arc<str>),
     /// The idempotent producer's epoch must be bumped before anything more is sent.
     BumpEpoch,
+    /// The broker named the new leaders of partitions it does not lead (KIP-951), and
+    /// the brokers they are.
+    LeaderHints {
+        hints: Vec<LeaderHint>,
+        endpoints: Vec<BrokerInfo>,
+    },
 }
 
 /// One broker's sink.
@@ -266,6 +276,7 @@ impl Sink {
                 }),
         };
         let mut bump = false;
+        let mut hints = Vec::new();
         for b in batches {
             let verdict = match &response {
                 Err(v) => v.clone(),
@@ -274,7 +285,10 @@ impl Sink {
                     log_append_time: -1,
                 }),
                 Ok(Some(r)) => match find_partition(r, &b) {
-                    Some(p) => verdict_for(&b, p),
+                    Some(p) => {
+                        hints.extend(leader_hint(&b, p));
+                        verdict_for(&b, p)
+                    }
                     None => Verdict::Fatal(Error::Batch(format!(
                         "the broker's answer left out {}-{}",
                         b.partition.topic, b.partition.index
@@ -291,6 +305,12 @@ impl Sink {
         }
         if bump {
             self.events.push_back(SinkEvent::BumpEpoch);
+        }
+        if let (false, Ok(Some(r))) = (hints.is_empty(), &response) {
+            self.events.push_back(SinkEvent::LeaderHints {
+                hints,
+                endpoints: endpoints_of(r),
+            });
         }
     }
 
@@ -362,6 +382,34 @@ fn find_partition<'r>(
         .filter(|t| t.name == *b.partition.topic)
         .flat_map(|t| t.partition_responses.iter())
         .find(|p| p.index == b.partition.index)
+}
+
+/// KIP-951: the new leader a NOT_LEADER_OR_FOLLOWER (or FENCED_LEADER_EPOCH) answer
+/// names, if it names one.
+fn leader_hint(b: &Outgoing, p: &PartitionProduceResponse) -> Option<LeaderHint> {
+    let code = KafkaCode(p.error_code);
+    if code != KafkaCode::NOT_LEADER_OR_FOLLOWER && code != KafkaCode::FENCED_LEADER_EPOCH {
+        return None;
+    }
+    LeaderHint::new(
+        b.partition.topic.clone(),
+        b.partition.index,
+        p.current_leader.leader_id,
+        p.current_leader.leader_epoch,
+    )
+}
+
+/// The brokers a Produce answer names (v10+), as metadata describes them.
+fn endpoints_of(r: &ProduceResponse) -> Vec<BrokerInfo> {
+    r.node_endpoints
+        .iter()
+        .map(|e| BrokerInfo {
+            id: e.node_id,
+            host: e.host.clone(),
+            port: e.port,
+            rack: e.rack.clone(),
+        })
+        .collect()
 }
 
 fn verdict_for(b: &Outgoing, p: &PartitionProduceResponse) -> Verdict {
@@ -524,5 +572,57 @@ mod tests {
         assert!(outcome(&shared).is_none(), "still pending: it goes again");
         assert!(sink.has_pending());
         assert!(failures.take().is_none());
+    }
+
+    #[test]
+    fn a_not_leader_answer_naming_the_new_leader_is_passed_on() {
+        use crate::protocol::Encode;
+        use crate::protocol::messages::produce::{
+            LeaderIdAndEpoch, NodeEndpoint, TopicProduceResponse,
+        };
+        let (mut sink, token, shared, _) = one_request_in_flight(2);
+        let response = ProduceResponse::default()
+            .with_responses(vec![
+                TopicProduceResponse::default()
+                    .with_name("t".into())
+                    .with_partition_responses(vec![
+                        PartitionProduceResponse::default()
+                            .with_index(0)
+                            .with_error_code(KafkaCode::NOT_LEADER_OR_FOLLOWER.code())
+                            .with_current_leader(
+                                LeaderIdAndEpoch::default()
+                                    .with_leader_id(2)
+                                    .with_leader_epoch(4),
+                            ),
+                    ]),
+            ])
+            .with_node_endpoints(vec![
+                NodeEndpoint::default()
+                    .with_node_id(2)
+                    .with_host("h2".into())
+                    .with_port(9093),
+            ]);
+        let mut body = bytes::BytesMut::new();
+        response.encode(&mut body, 11).unwrap();
+        let raw = RawResponse {
+            api: ApiKey::Produce,
+            version: 11,
+            body: body.freeze(),
+        };
+        sink.handle_response(token, Ok(raw), Instant::now(), &settings());
+        assert!(outcome(&shared).is_none(), "retried, at the new leader");
+        let mut hinted = None;
+        while let Some(event) = sink.poll_event() {
+            if let SinkEvent::LeaderHints { hints, endpoints } = event {
+                hinted = Some((hints, endpoints));
+            }
+        }
+        let (hints, endpoints) = hinted.expect("the new leader is passed on");
+        assert_eq!(
+            hints,
+            vec![LeaderHint::new(Arc::from("t"), 0, 2, 4).unwrap()]
+        );
+        assert_eq!(endpoints.len(), 1);
+        assert_eq!(endpoints[0].addr(), "h2:9093");
     }
 }

@@ -922,6 +922,9 @@ impl World {
                         self.log(|| "epoch bump wanted".into());
                         self.producer.bump_needed = true;
                     }
+                    // The simulated cluster names no new leaders (KIP-951): the
+                    // metadata refresh the error asked for moves the partition.
+                    SinkEvent::LeaderHints { .. } => {}
                 }
             }
         }

@@ -67,7 +67,10 @@ fn fetch_once(
                         Err(code) => {
                             out.error_code = code.code();
                             any_error = true;
-                            if code == KafkaCode::NOT_LEADER_OR_FOLLOWER {
+                            // KIP-951: say who leads now.
+                            if code == KafkaCode::NOT_LEADER_OR_FOLLOWER
+                                || code == KafkaCode::FENCED_LEADER_EPOCH
+                            {
                                 if let Some(p) = topic.and_then(|t| {
                                     usize::try_from(fp.partition)
                                         .ok()
@@ -88,6 +91,13 @@ fn fetch_once(
                     out.high_watermark = log.high_watermark;
                     out.last_stable_offset = log.high_watermark;
                     out.log_start_offset = log.log_start;
+                    if version >= 12
+                        && let Some(diverging) = diverging_epoch(p, fp)
+                    {
+                        out.diverging_epoch = diverging;
+                        any_error = true;
+                        return out;
+                    }
                     if fp.fetch_offset < log.log_start || fp.fetch_offset > log.high_watermark {
                         out.error_code = KafkaCode::OFFSET_OUT_OF_RANGE.code();
                         any_error = true;
@@ -134,6 +144,27 @@ fn fetch_once(
         total,
         any_error,
     )
+}
+
+/// KIP-320 (Fetch v12+): when the log holds no batch of the last fetched epoch up to
+/// the fetch offset (its epoch ended earlier, or the records were truncated), the end
+/// of that epoch in this log, which the consumer truncates to, as a broker answers it
+/// before reading the log.
+fn diverging_epoch(
+    p: &crate::cluster::state::Partition,
+    fp: &fetch::FetchPartition,
+) -> Option<fetch::EpochEndOffset> {
+    if fp.last_fetched_epoch < 0 {
+        return None;
+    }
+    let (epoch, end) = p
+        .log
+        .end_offset_for_epoch(fp.last_fetched_epoch, p.leader_epoch);
+    (epoch < fp.last_fetched_epoch || end < fp.fetch_offset).then(|| {
+        fetch::EpochEndOffset::default()
+            .with_epoch(epoch)
+            .with_end_offset(end)
+    })
 }
 
 pub(crate) fn fetch(cx: &Ctx<'_>, r: &FetchRequest) -> ResponseKind {
