@@ -439,15 +439,19 @@ mod tests {
         assert_eq!(c.consumer.auto_offset_reset, OffsetReset::Earliest);
         assert_eq!(c.net.workers, 2);
         assert_eq!(c.consumer.fetch_max_decompressed_bytes, 8 << 20);
-        // Group settings parse onto their fields (validation refuses them until consumer
-        // groups exist).
+        // Group settings parse onto their fields and validate.
         let mut g = Config::new(["k1:9092"]);
         g.set("partition.assignment.strategy", "roundrobin")
             .unwrap();
         g.set("max.poll.interval.ms", "60000").unwrap();
+        g.set("group.protocol", "consumer").unwrap();
+        g.set("group.remote.assignor", "range").unwrap();
         assert_eq!(g.group.assignment_strategies, vec!["roundrobin"]);
         assert_eq!(g.group.rebalance_timeout, Duration::from_secs(60));
-        assert!(g.validate().is_err());
+        assert_eq!(g.group.protocol, GroupProtocol::Consumer);
+        assert_eq!(g.group.remote_assignor.as_deref(), Some("range"));
+        g.validate().unwrap();
+        assert!(g.set("group.protocol", "eager").is_err());
     }
 
     #[test]
