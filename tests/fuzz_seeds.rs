@@ -15,7 +15,9 @@ use kring::fuzzing::connection::{
     self, ConnectionScript, END_WITH_CLOSE, NO_HANDSHAKE, Op, READ_WITH, SASL_PLAIN, SASL_SCRAM,
 };
 use kring::fuzzing::decompress::{self, LEGACY_LZ4, RELEASE, op_of};
-use kring::fuzzing::fetch::{self, CHECK_CRCS, FetchScript, OWNED, READ_COMMITTED, Round, SKIP_BAD};
+use kring::fuzzing::fetch::{
+    self, CHECK_CRCS, FetchScript, OWNED, READ_COMMITTED, Round, SKIP_BAD,
+};
 use kring::protocol::messages::api_versions::ApiVersion;
 use kring::protocol::messages::{
     ApiVersionsResponse, FetchResponse, MetadataResponse, ProduceResponse,
@@ -136,14 +138,21 @@ fn connection_seeds() -> Vec<(&'static str, ConnectionScript)> {
     let fetch_version = ApiKey::Fetch.max_stable_version();
     let metadata_v = ApiKey::Metadata.versions().min.max(4);
     let mut stream = frame(&MetadataResponse::default(), metadata_v, 0);
-    stream.extend(frame(&small_fetch_response(fetch_version), fetch_version, 1));
+    stream.extend(frame(
+        &small_fetch_response(fetch_version),
+        fetch_version,
+        1,
+    ));
     seeds.push((
         "no_handshake_explicit",
         ConnectionScript {
             flags: NO_HANDSHAKE | READ_WITH,
             max_in_flight: 7,
             read_chunk: 0,
-            ops: vec![Op::Send(explicit(0, metadata_v)), Op::Send(explicit(3, fetch_version))],
+            ops: vec![
+                Op::Send(explicit(0, metadata_v)),
+                Op::Send(explicit(3, fetch_version)),
+            ],
             stream,
         },
     ));
@@ -163,7 +172,11 @@ fn connection_seeds() -> Vec<(&'static str, ConnectionScript)> {
     first.extend(frame(&MetadataResponse::default(), metadata, 3));
     let mut stream = first.clone();
     stream.extend(frame(&mechanism, handshake_v, 4));
-    stream.extend(frame(&SaslAuthenticateResponse::default(), authenticate_v, 5));
+    stream.extend(frame(
+        &SaslAuthenticateResponse::default(),
+        authenticate_v,
+        5,
+    ));
     stream.extend(frame(&MetadataResponse::default(), metadata, 6));
     seeds.push((
         "sasl_plain_reauth",
@@ -183,7 +196,10 @@ fn connection_seeds() -> Vec<(&'static str, ConnectionScript)> {
 
     // SCRAM-SHA-256 up to a server-final whose signature is wrong.
     let mechanism = SaslHandshakeResponse::default().with_mechanisms(vec!["SCRAM-SHA-256".into()]);
-    let server_first = format!("r={}3rfcNHYJY1ZVvWVs7j,s=QSXCR+Q6sek8bf92,i=4096", connection::NONCE);
+    let server_first = format!(
+        "r={}3rfcNHYJY1ZVvWVs7j,s=QSXCR+Q6sek8bf92,i=4096",
+        connection::NONCE
+    );
     let mut stream = handshake_frame();
     stream.extend(frame(&mechanism, handshake_v, 1));
     stream.extend(frame(
@@ -232,7 +248,10 @@ fn connection_seeds() -> Vec<(&'static str, ConnectionScript)> {
             flags: NO_HANDSHAKE | END_WITH_CLOSE,
             max_in_flight: 3,
             read_chunk: 9,
-            ops: vec![Op::Send(explicit(0, metadata_v)), Op::Send(explicit(3, fetch_version))],
+            ops: vec![
+                Op::Send(explicit(0, metadata_v)),
+                Op::Send(explicit(3, fetch_version)),
+            ],
             stream,
         },
     ));
@@ -254,8 +273,13 @@ fn batch(base: i64, count: usize, transactional: bool, codec: Compression) -> Ve
         let key = format!("k{offset}");
         let value = format!("value {offset} ").repeat(4);
         let headers = [Header::new("h", b"x")];
-        b.append(i as i64, Some(key.as_bytes()), Some(value.as_bytes()), &headers)
-            .expect("fits");
+        b.append(
+            i as i64,
+            Some(key.as_bytes()),
+            Some(value.as_bytes()),
+            &headers,
+        )
+        .expect("fits");
     }
     if codec == Compression::None {
         return b.seal().expect("seals").into_inner();
@@ -467,15 +491,24 @@ fn decompress_seeds() -> Vec<(&'static str, Vec<u8>)> {
         every.push((op_of(codec), compressed(codec, &long)));
         every.push((op_of(codec), compressed(codec, &short)));
     }
-    every.push((op_of(Compression::Zstd) | RELEASE, compressed(Compression::Zstd, &long)));
-    every.push((op_of(Compression::Lz4) | LEGACY_LZ4, compressed(Compression::Lz4, &short)));
+    every.push((
+        op_of(Compression::Zstd) | RELEASE,
+        compressed(Compression::Zstd, &long),
+    ));
+    every.push((
+        op_of(Compression::Lz4) | LEGACY_LZ4,
+        compressed(Compression::Lz4, &short),
+    ));
 
     let zstd = compressed(Compression::Zstd, &long);
     let gzip = compressed(Compression::Gzip, &long);
     let two_members = [gzip.clone(), compressed(Compression::Gzip, &short)].concat();
     let cut_and_whole = vec![
         (op_of(Compression::Zstd), zstd[..zstd.len() / 2].to_vec()),
-        (op_of(Compression::Zstd), compressed(Compression::Zstd, &short)),
+        (
+            op_of(Compression::Zstd),
+            compressed(Compression::Zstd, &short),
+        ),
         (op_of(Compression::Gzip), gzip[..gzip.len() - 3].to_vec()),
         (op_of(Compression::Gzip), two_members),
         (op_of(Compression::Zstd), zstd),
@@ -525,7 +558,10 @@ fn committed_seeds_are_what_the_encoders_write() {
 
 /// Every file in `fuzz/seeds/TARGET` (generated seeds and kept crash inputs) through
 /// `run`.
-fn replay<R: std::fmt::Debug, E: std::fmt::Display>(target: &str, run: impl Fn(&[u8]) -> Result<R, E>) {
+fn replay<R: std::fmt::Debug, E: std::fmt::Display>(
+    target: &str,
+    run: impl Fn(&[u8]) -> Result<R, E>,
+) {
     let dir = seeds_dir(target);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -595,9 +631,17 @@ fn connection_seeds_reach_answers_sasl_and_the_end() {
 #[test]
 fn fetch_seeds_reach_records_transactions_and_errors() {
     let r = fetch_report("partial_trailing_batch");
-    assert_eq!((r.fetches, r.chunks, r.records, r.position), (2, 2, 8, 8), "{r:?}");
+    assert_eq!(
+        (r.fetches, r.chunks, r.records, r.position),
+        (2, 2, 8, 8),
+        "{r:?}"
+    );
     let r = fetch_report("read_committed");
-    assert_eq!((r.records, r.position), (3, 7), "aborted ones left out: {r:?}");
+    assert_eq!(
+        (r.records, r.position),
+        (3, 7),
+        "aborted ones left out: {r:?}"
+    );
     let r = fetch_report("read_uncommitted_oldest_owned");
     assert_eq!((r.records, r.position), (5, 7), "{r:?}");
     let r = fetch_report("every_codec_owned");

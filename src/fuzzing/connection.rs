@@ -32,8 +32,8 @@ use crate::engine::connection::{
 use crate::engine::error::IoError;
 use crate::engine::sasl::{CredentialSource, SaslMechanism, SaslSetup, Secret};
 use crate::protocol::messages::{
-    ApiVersionsRequest, FetchRequest, FindCoordinatorRequest, ListOffsetsRequest,
-    MetadataRequest, ProduceRequest,
+    ApiVersionsRequest, FetchRequest, FindCoordinatorRequest, ListOffsetsRequest, MetadataRequest,
+    ProduceRequest,
 };
 use crate::protocol::{ApiKey, Request, ResponseKind};
 
@@ -111,7 +111,12 @@ impl ConnectionScript {
     /// The input bytes.
     pub fn to_bytes(&self) -> Vec<u8> {
         let ops = &self.ops[..self.ops.len().min(255)];
-        let mut out = vec![self.flags, self.max_in_flight, self.read_chunk, ops.len() as u8];
+        let mut out = vec![
+            self.flags,
+            self.max_in_flight,
+            self.read_chunk,
+            ops.len() as u8,
+        ];
         for op in ops {
             out.extend_from_slice(&op.encode().to_be_bytes());
         }
@@ -234,7 +239,12 @@ impl Harness {
                 nonce: NONCE.into(),
                 seed: 0,
             };
-            Connection::start(Arc::from(ADDR), config.clone(), now + config.connect_timeout, start)
+            Connection::start(
+                Arc::from(ADDR),
+                config.clone(),
+                now + config.connect_timeout,
+                start,
+            )
         } else {
             Connection::without_handshake(Arc::from(ADDR), config, now)
         };
@@ -385,7 +395,8 @@ impl Harness {
                     username: "fuzz".into(),
                     password: Secret::new("fuzz"),
                 };
-                self.conn.reauthenticate(credentials, NONCE.into(), self.now);
+                self.conn
+                    .reauthenticate(credentials, NONCE.into(), self.now);
             }
         }
         Ok(())
@@ -397,7 +408,9 @@ impl Harness {
         result: Result<crate::engine::connection::RawResponse, IoError>,
     ) -> Result<(), Violation> {
         let Some(sent) = self.sent.get_mut(token) else {
-            return Err(violation(format!("an outcome for token {token}, never sent")));
+            return Err(violation(format!(
+                "an outcome for token {token}, never sent"
+            )));
         };
         sent.outcomes += 1;
         if sent.outcomes > 1 {
@@ -410,7 +423,9 @@ impl Harness {
             return Err(violation(format!("token {token} answered after the end")));
         }
         if !self.ready {
-            return Err(violation(format!("token {token} answered before the handshake")));
+            return Err(violation(format!(
+                "token {token} answered before the handshake"
+            )));
         }
         if raw.api != sent.api || sent.version.is_some_and(|v| v != raw.version) {
             return Err(violation(format!(
@@ -467,12 +482,14 @@ impl Harness {
         self.report.ended = ended;
         Ok(())
     }
-
 }
 
 /// The request `Op::Send` picked, at `version` (negotiated when `None`).
 fn request_of(which: usize, version: Option<i16>) -> Box<dyn EncodeRequest> {
-    fn typed<R: Request + Send + 'static>(request: R, version: Option<i16>) -> Box<dyn EncodeRequest> {
+    fn typed<R: Request + Send + 'static>(
+        request: R,
+        version: Option<i16>,
+    ) -> Box<dyn EncodeRequest> {
         Box::new(TypedRequest {
             request,
             version,

@@ -70,7 +70,11 @@ pub struct DecompressReport {
 /// The zstd window a decompressor with output cap `cap` accepts, as `unzstd` sets it,
 /// and the context's tables beside it.
 fn state_bound(cap: usize) -> usize {
-    let window_log = cap.max(1).next_power_of_two().trailing_zeros().clamp(23, 27);
+    let window_log = cap
+        .max(1)
+        .next_power_of_two()
+        .trailing_zeros()
+        .clamp(23, 27);
     (2usize << window_log) + (1 << 20)
 }
 

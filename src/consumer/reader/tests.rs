@@ -501,8 +501,13 @@ fn a_record_repeating_an_offset_is_bad_not_read_again_and_again() {
     // bad record, and handed out "AAAA" again on every read, never reporting the error.
     let mut b = BatchBuilder::new(Vec::with_capacity(4096), BatchOptions::default()).unwrap();
     b.append(1, None, Some(b"AAAA"), &[]).unwrap();
-    b.append(1, None, Some(b"BBBB"), &[crate::record::Header::new("h", b"x")])
-        .unwrap();
+    b.append(
+        1,
+        None,
+        Some(b"BBBB"),
+        &[crate::record::Header::new("h", b"x")],
+    )
+    .unwrap();
     b.append(1, None, Some(b"CCCC"), &[]).unwrap();
     let mut b = with_offset_delta(b.seal().unwrap().into_inner(), b"BBBB", 0);
     let at = b.windows(4).position(|w| w == b"BBBB").unwrap() + 4;
@@ -515,7 +520,11 @@ fn a_record_repeating_an_offset_is_bad_not_read_again_and_again() {
     reader.push_chunk(chunk(&batches, vec![]));
     assert_eq!(read_once(&mut reader), Ok(vec!["AAAA".into()]));
     for _ in 0..3 {
-        assert_eq!(read_once(&mut reader), Err((0, 2)), "AAAA is not handed out twice");
+        assert_eq!(
+            read_once(&mut reader),
+            Err((0, 2)),
+            "AAAA is not handed out twice"
+        );
         assert_eq!(reader.position(), 1);
     }
     assert_eq!(reader.skip_bad_batch(), Some((0, 2)));
@@ -534,11 +543,19 @@ fn borrowed_records_out_of_offset_order_end_the_batch_with_an_error() {
     reader.push_chunk(chunk(&[b], vec![]));
     assert!(matches!(reader.advance(), Advance::Ready));
     let batch = reader.take_ready().unwrap().unwrap();
-    let offsets: Vec<Result<i64, RecordError>> = batch.records().map(|r| r.map(|r| r.offset())).collect();
+    let offsets: Vec<Result<i64, RecordError>> =
+        batch.records().map(|r| r.map(|r| r.offset())).collect();
     assert_eq!(offsets.len(), 2, "{offsets:?}");
     assert_eq!(offsets[0], Ok(0));
     assert!(
-        matches!(offsets[1], Err(RecordError::OffsetDelta { delta: 0, min: 1, last: 2 })),
+        matches!(
+            offsets[1],
+            Err(RecordError::OffsetDelta {
+                delta: 0,
+                min: 1,
+                last: 2
+            })
+        ),
         "{offsets:?}"
     );
 }
