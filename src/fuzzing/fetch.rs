@@ -17,9 +17,9 @@
 //! again by the next read, the position staying at it (never passed over); all memory
 //! charged to the consumer's budget comes back once everything is dropped.
 
-use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -161,12 +161,20 @@ enum Delivery {
 }
 
 /// The partition as its fetcher sees it: a queue of two chunks (the consumer's room).
+/// (Atomics and a mutex only because the fetcher holds its partitions in `Arc`s; one
+/// thread runs everything.)
 struct Partition {
     topic: Arc<str>,
-    position: Cell<i64>,
-    high_watermark: Cell<i64>,
-    queue: RefCell<VecDeque<Delivery>>,
-    errors: Cell<usize>,
+    position: AtomicI64,
+    high_watermark: AtomicI64,
+    queue: Mutex<VecDeque<Delivery>>,
+    errors: AtomicUsize,
+}
+
+impl Partition {
+    fn queue(&self) -> MutexGuard<'_, VecDeque<Delivery>> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl FetchTarget for Partition {
@@ -177,22 +185,22 @@ impl FetchTarget for Partition {
         0
     }
     fn fetch_position(&self) -> i64 {
-        self.position.get()
+        self.position.load(Relaxed)
     }
     fn set_fetch_position(&self, offset: i64) {
-        self.position.set(offset);
+        self.position.store(offset, Relaxed);
     }
     fn high_watermark(&self) -> i64 {
-        self.high_watermark.get()
+        self.high_watermark.load(Relaxed)
     }
     fn set_high_watermark(&self, offset: i64) {
-        self.high_watermark.set(offset);
+        self.high_watermark.store(offset, Relaxed);
     }
     fn paused(&self) -> bool {
         false
     }
     fn has_room(&self) -> bool {
-        self.queue.borrow().len() < 2
+        self.queue().len() < 2
     }
     fn is_closed(&self) -> bool {
         false
@@ -201,11 +209,11 @@ impl FetchTarget for Partition {
         if !self.has_room() {
             return false;
         }
-        self.queue.borrow_mut().push_back(Delivery::Chunk(chunk));
+        self.queue().push_back(Delivery::Chunk(chunk));
         true
     }
     fn report(&self, _error: Error) {
-        self.errors.set(self.errors.get() + 1);
+        self.errors.fetch_add(1, Relaxed);
     }
 }
 
@@ -237,7 +245,7 @@ struct Harness {
 
 fn run_script(script: &FetchScript, budget: &MemoryBudget) -> Result<FetchReport, Violation> {
     let range = ApiKey::Fetch.versions();
-    let span = i16::try_from(range.max - range.min + 1).unwrap_or(1).max(1);
+    let span = (range.max - range.min).saturating_add(1).max(1);
     let version = range.min + (i16::from(script.version) % span);
     let read_committed = script.flags & READ_COMMITTED != 0;
     let settings = FetchSettings {
@@ -251,10 +259,10 @@ fn run_script(script: &FetchScript, budget: &MemoryBudget) -> Result<FetchReport
     };
     let partition = Arc::new(Partition {
         topic: Arc::from(TOPIC),
-        position: Cell::new(script.start),
-        high_watermark: Cell::new(-1),
-        queue: RefCell::new(VecDeque::new()),
-        errors: Cell::new(0),
+        position: AtomicI64::new(script.start),
+        high_watermark: AtomicI64::new(-1),
+        queue: Mutex::new(VecDeque::new()),
+        errors: AtomicUsize::new(0),
     });
     let mut fetcher = Fetcher::new(settings);
     fetcher.add(partition.clone());
@@ -284,7 +292,7 @@ fn run_script(script: &FetchScript, budget: &MemoryBudget) -> Result<FetchReport
         h.fetch(round, budget)?;
         h.read(steps)?;
     }
-    h.report.fetch_errors = h.partition.errors.get();
+    h.report.fetch_errors = h.partition.errors.load(Relaxed);
     h.report.position = h.reader.position();
     Ok(h.report)
 }
@@ -311,16 +319,16 @@ impl Harness {
         };
         self.report.fetches += 1;
         let response = response_of(round, self.version);
-        let queued = self.partition.queue.borrow().len();
+        let queued = self.partition.queue().len();
         let outcome = self
             .fetcher
             .handle_response(response, self.version, permit, self.now);
-        self.report.chunks += self.partition.queue.borrow().len().saturating_sub(queued);
+        self.report.chunks += self.partition.queue().len().saturating_sub(queued);
         for p in outcome.reset {
             // The reset policy (earliest): back to where the consumer started.
             self.report.resets += 1;
             p.set_fetch_position(self.start);
-            p.queue.borrow_mut().push_back(Delivery::Reset(self.start));
+            p.queue().push_back(Delivery::Reset(self.start));
         }
         for p in outcome.moved {
             // Rerouted to the same broker.
@@ -353,7 +361,7 @@ impl Harness {
         for _ in 0..limit {
             match self.reader.advance() {
                 Advance::NeedChunk => {
-                    let next = self.partition.queue.borrow_mut().pop_front();
+                    let next = self.partition.queue().pop_front();
                     match next {
                         Some(Delivery::Chunk(chunk)) => self.reader.push_chunk(chunk),
                         Some(Delivery::Reset(offset)) => self.reader.reset(offset),
