@@ -18,5 +18,11 @@ fuzz_target!(|data: &[u8]| {
     if let Err(violation) = result {
         panic!("{violation}");
     }
-    peak::check("connection", data.len(), held, 32, 4 * MAX_RESPONSE_SIZE + (1 << 20));
+    peak::check(
+        "connection",
+        data.len(),
+        held,
+        32,
+        4 * MAX_RESPONSE_SIZE + (1 << 20),
+    );
 });

@@ -24,7 +24,13 @@ fuzz_target!(|data: &[u8]| {
     let version = range.min + (u16::from_be_bytes([data[2], data[3]]) % span) as i16;
     let mut body = Bytes::copy_from_slice(&data[4..]);
     let (decoded, held) = peak::peak_of(|| ResponseKind::decode(api, &mut body, version));
-    peak::check(&format!("{api:?} v{version}"), data.len(), held, 32, 64 << 10);
+    peak::check(
+        &format!("{api:?} v{version}"),
+        data.len(),
+        held,
+        32,
+        64 << 10,
+    );
     let Ok(decoded) = decoded else {
         return;
     };
