@@ -42,6 +42,10 @@ pub mod config;
 pub mod consumer;
 pub(crate) mod engine;
 pub mod error;
+/// Harnesses for the fuzz targets (`fuzz/`): not part of the API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 /// Consumer groups (issue 15): so far only the classic consumer protocol's embedded
 /// formats and the client-side assignors; the group consumer itself is not built yet.
 pub mod group;

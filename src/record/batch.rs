@@ -348,6 +348,10 @@ pub struct Records<'a> {
     base_timestamp: i64,
     /// For log-append-time batches every record's timestamp is the batch's max.
     log_append_time: Option<i64>,
+    /// The lowest offset delta the next record may have, and the batch's last delta:
+    /// offsets strictly increase within the batch's range.
+    min_delta: i64,
+    last_delta: i32,
     failed: bool,
 }
 
@@ -373,6 +377,8 @@ impl<'a> Records<'a> {
             base_timestamp: batch.base_timestamp(),
             log_append_time: (batch.timestamp_type() == TimestampType::LogAppendTime)
                 .then(|| batch.max_timestamp()),
+            min_delta: 0,
+            last_delta: batch.last_offset_delta(),
             failed: false,
         })
     }
@@ -411,6 +417,14 @@ impl<'a> Records<'a> {
         body = tail;
         let ts_delta = varint::read_varlong(&mut body).map_err(varint_err("timestamp delta"))?;
         let offset_delta = varint::read_varint(&mut body).map_err(varint_err("offset delta"))?;
+        if i64::from(offset_delta) < self.min_delta || offset_delta > self.last_delta {
+            return Err(RecordError::OffsetDelta {
+                delta: offset_delta,
+                min: self.min_delta,
+                last: self.last_delta,
+            });
+        }
+        self.min_delta = i64::from(offset_delta) + 1;
         let key = read_nullable(&mut body, "record key")?;
         let value = read_nullable(&mut body, "record value")?;
         let header_count = varint::read_varint(&mut body).map_err(varint_err("header count"))?;

@@ -198,6 +198,18 @@ pub enum RecordError {
     /// A header key is not UTF-8.
     #[error("record header key is not valid UTF-8")]
     HeaderKeyUtf8,
+    /// A record's offset delta is not above the previous record's, or lies past the
+    /// batch's last offset delta: offsets increase within a batch (compaction leaves
+    /// gaps, never repeats), so such a record would repeat or overtake an offset.
+    #[error("record offset delta {delta} out of order: expected {min}..={last}")]
+    OffsetDelta {
+        /// The record's delta.
+        delta: i32,
+        /// The lowest delta it could have (one above the previous record's).
+        min: i64,
+        /// The batch's last offset delta.
+        last: i32,
+    },
 }
 
 /// Reads a big-endian integer at `at` from a slice already checked to be long enough.

@@ -482,3 +482,80 @@ fn a_bad_record_after_the_last_offset_is_still_reported() {
     assert_eq!(read_once(&mut reader), Err((0, 1)));
     assert_eq!(read_once(&mut reader), Ok(vec!["CCCC".into()]));
 }
+
+/// `batch` (from [`batch_of`]) with the offset delta of the record whose value is
+/// `value` set to `delta` (a one-byte zigzag varint), its CRC fixed.
+fn with_offset_delta(mut batch: Vec<u8>, value: &[u8], delta: u8) -> Vec<u8> {
+    let at = batch.windows(value.len()).position(|w| w == value).unwrap();
+    // [offset delta][key: null][value length] value
+    assert_eq!(&batch[at - 2..at], &[0x01, (value.len() as u8) * 2]);
+    batch[at - 3] = delta * 2;
+    fix_crc(&mut batch);
+    batch
+}
+
+#[test]
+fn a_record_repeating_an_offset_is_bad_not_read_again_and_again() {
+    // Found by the fetch fuzz target: the second record repeats offset 0 and its header
+    // does not parse. The owned read handed out "AAAA", went back to offset 0 for the
+    // bad record, and handed out "AAAA" again on every read, never reporting the error.
+    let mut b = BatchBuilder::new(Vec::with_capacity(4096), BatchOptions::default()).unwrap();
+    b.append(1, None, Some(b"AAAA"), &[]).unwrap();
+    b.append(
+        1,
+        None,
+        Some(b"BBBB"),
+        &[crate::record::Header::new("h", b"x")],
+    )
+    .unwrap();
+    b.append(1, None, Some(b"CCCC"), &[]).unwrap();
+    let mut b = with_offset_delta(b.seal().unwrap().into_inner(), b"BBBB", 0);
+    let at = b.windows(4).position(|w| w == b"BBBB").unwrap() + 4;
+    // [header count 1][key length 1] "h" [value length 1] "x": the key now claims 63 bytes.
+    assert_eq!(&b[at..at + 3], &[2, 2, b'h']);
+    b[at + 1] = 0x7e;
+    fix_crc(&mut b);
+    let batches = [b, batch_of(3, &[b"DDDD"], Compression::None)];
+    let mut reader = PartitionReader::new(0, false, true, 1 << 20, MemoryBudget::unlimited());
+    reader.push_chunk(chunk(&batches, vec![]));
+    assert_eq!(read_once(&mut reader), Ok(vec!["AAAA".into()]));
+    for _ in 0..3 {
+        assert_eq!(
+            read_once(&mut reader),
+            Err((0, 2)),
+            "AAAA is not handed out twice"
+        );
+        assert_eq!(reader.position(), 1);
+    }
+    assert_eq!(reader.skip_bad_batch(), Some((0, 2)));
+    assert_eq!(read_once(&mut reader), Ok(vec!["DDDD".into()]));
+}
+
+#[test]
+fn borrowed_records_out_of_offset_order_end_the_batch_with_an_error() {
+    // Offsets 0, 0, 2: the repeated offset is an error, not a second record at 0.
+    let b = with_offset_delta(
+        batch_of(0, &[b"AAAA", b"BBBB", b"CCCC"], Compression::None),
+        b"BBBB",
+        0,
+    );
+    let mut reader = PartitionReader::new(0, false, true, 1 << 20, MemoryBudget::unlimited());
+    reader.push_chunk(chunk(&[b], vec![]));
+    assert!(matches!(reader.advance(), Advance::Ready));
+    let batch = reader.take_ready().unwrap().unwrap();
+    let offsets: Vec<Result<i64, RecordError>> =
+        batch.records().map(|r| r.map(|r| r.offset())).collect();
+    assert_eq!(offsets.len(), 2, "{offsets:?}");
+    assert_eq!(offsets[0], Ok(0));
+    assert!(
+        matches!(
+            offsets[1],
+            Err(RecordError::OffsetDelta {
+                delta: 0,
+                min: 1,
+                last: 2
+            })
+        ),
+        "{offsets:?}"
+    );
+}
