@@ -66,7 +66,8 @@ fn group_config(group: &str, assignor: &str) -> Config {
 }
 
 fn wait_for(what: &str, show: &dyn Fn() -> String, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + LIMIT;
+    let start = Instant::now();
+    let deadline = start + LIMIT;
     while !done() {
         assert!(
             Instant::now() < deadline,
@@ -75,6 +76,7 @@ fn wait_for(what: &str, show: &dyn Fn() -> String, mut done: impl FnMut() -> boo
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    eprintln!("{what}: {:?}", start.elapsed());
 }
 
 /// The group as DescribeGroups shows it (`None` while the coordinator can't answer).
@@ -183,10 +185,12 @@ impl Member {
 
     /// Stops the member (it closes its consumer: revoke, commit, leave) and waits.
     fn stop(mut self) -> Arc<Mutex<View>> {
+        let start = Instant::now();
         self.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
             t.join().unwrap();
         }
+        eprintln!("member stopped: {:?}", start.elapsed());
         let failure = self.view.lock().unwrap().failure.clone();
         assert_eq!(failure, None, "member failed");
         self.view.clone()
@@ -348,9 +352,11 @@ fn mixed_group(kring_assignor: &str, java_assignor: &str) {
             describe(&admin, &group)
         )
     };
-    wait_for("the mixed group to settle, 4 partitions each", &show, || {
-        settled(&describe(&admin, &group), &members, &java_id)
-    });
+    wait_for(
+        "the mixed group to settle, 4 partitions each",
+        &show,
+        || settled(&describe(&admin, &group), &members, &java_id),
+    );
     let description = describe(&admin, &group).unwrap();
     assert_eq!(description.protocol, kring_assignor);
     let java_assignment: BTreeSet<i32> = description
@@ -397,7 +403,8 @@ fn mixed_group(kring_assignor: &str, java_assignor: &str) {
     }
     let twice: Vec<_> = all.iter().filter(|(_, who)| who.len() > 1).collect();
     assert!(twice.is_empty(), "read more than once: {twice:?}");
-    let expected: BTreeSet<(i32, i64)> = (0..12).flat_map(|p| (0..50).map(move |o| (p, o))).collect();
+    let expected: BTreeSet<(i32, i64)> =
+        (0..12).flat_map(|p| (0..50).map(move |o| (p, o))).collect();
     assert_eq!(all.keys().copied().collect::<BTreeSet<_>>(), expected);
     assert_eq!(java_read.len(), 200, "the Java member's 4 partitions");
     admin.client().close();
@@ -464,7 +471,10 @@ fn static_member_restarted_within_session_keeps_partitions_without_rebalance() {
         c
     };
     let a = Member::spawn(static_config(), Topics::names([topic.clone()]));
-    let b = Member::spawn(group_config(&group, "range"), Topics::names([topic.clone()]));
+    let b = Member::spawn(
+        group_config(&group, "range"),
+        Topics::names([topic.clone()]),
+    );
     let show = |a: &Member, b: &Member| {
         format!(
             "a: {}; b: {}; group {:?}",
@@ -495,13 +505,18 @@ fn static_member_restarted_within_session_keeps_partitions_without_rebalance() {
     );
 
     let a = Member::spawn(static_config(), Topics::names([topic.clone()]));
-    wait_for("the static member back with partitions", &|| show(&a, &b), || {
-        !a.assignment().is_empty()
-    });
+    wait_for(
+        "the static member back with partitions",
+        &|| show(&a, &b),
+        || !a.assignment().is_empty(),
+    );
     assert_eq!(a.assignment(), a_before, "the same partitions back");
     let (a_generation, a_new_member) = a.generation().unwrap();
     assert_eq!(a_generation, generation, "no new generation");
-    assert_ne!(a_new_member, a_member, "the broker gave the instance a new member id");
+    assert_ne!(
+        a_new_member, a_member,
+        "the broker gave the instance a new member id"
+    );
     assert_eq!(
         b.view.lock().unwrap().generations,
         vec![b_before.clone()],
@@ -563,7 +578,8 @@ fn commit_after_the_member_was_put_out_is_fenced() {
             let alone = describe(&admin, &group).is_some_and(|d| {
                 d.state == "Stable"
                     && d.members.len() == 1
-                    && b.generation().is_some_and(|(_, id)| d.members[0].member_id == id)
+                    && b.generation()
+                        .is_some_and(|(_, id)| d.members[0].member_id == id)
             });
             alone && b.assignment().len() == 4
         },
@@ -647,23 +663,41 @@ fn pattern_subscription_picks_up_new_topics_and_partitions() {
     let other = format!("{prefix}x-c");
     create_topic(admin.client(), &other, 1, 1, &[]);
     create_topic(admin.client(), &second, 2, 1, &[]);
-    let both: Vec<TopicPartition> = tps(&first, 0..2).into_iter().chain(tps(&second, 0..2)).collect();
+    let both: Vec<TopicPartition> = tps(&first, 0..2)
+        .into_iter()
+        .chain(tps(&second, 0..2))
+        .collect();
     wait_for("the new matching topic assigned", &show, || {
         member.assignment() == both
     });
     produce(admin.client(), &second, &[1], 3);
     wait_for("records of the new topic read", &show, || {
-        (0..3).all(|o| member.view.lock().unwrap().seen.contains_key(&(second.clone(), 1, o)))
+        (0..3).all(|o| {
+            member
+                .view
+                .lock()
+                .unwrap()
+                .seen
+                .contains_key(&(second.clone(), 1, o))
+        })
     });
 
     block_on(admin.create_partitions(&first, 4, false)).unwrap();
-    let grown: Vec<TopicPartition> = tps(&first, 0..4).into_iter().chain(tps(&second, 0..2)).collect();
+    let grown: Vec<TopicPartition> = tps(&first, 0..4)
+        .into_iter()
+        .chain(tps(&second, 0..2))
+        .collect();
     wait_for("the added partitions assigned", &show, || {
         member.assignment() == grown
     });
     let view = member.stop();
     assert!(
-        !view.lock().unwrap().seen.keys().any(|(t, _, _)| t == &other),
+        !view
+            .lock()
+            .unwrap()
+            .seen
+            .keys()
+            .any(|(t, _, _)| t == &other),
         "read a topic the pattern does not match"
     );
     admin.client().close();
@@ -695,10 +729,7 @@ fn bad_group_input_is_refused_clearly() {
     let (field, reason) = inconsistent_field(Client::connect_blocking(c.clone()));
     assert_eq!(field, "group.assignment_strategies");
     assert!(reason.contains("\"fair\""), "{reason}");
-    let bad_class = c.set(
-        "partition.assignment.strategy",
-        "org.example.FairAssignor",
-    );
+    let bad_class = c.set("partition.assignment.strategy", "org.example.FairAssignor");
     c.group.assignment_strategies = vec!["range".into()];
     match bad_class {
         Err(e) => assert!(e.to_string().contains("FairAssignor"), "{e}"),
@@ -712,14 +743,20 @@ fn bad_group_input_is_refused_clearly() {
     // A pattern that does not compile.
     match Topics::pattern("orders-(") {
         Err(Error::InvalidArgument(m)) => {
-            assert!(m.contains("orders-(") && m.contains("does not compile"), "{m}")
+            assert!(
+                m.contains("orders-(") && m.contains("does not compile"),
+                "{m}"
+            )
         }
         other => panic!("expected InvalidArgument, got {other:?}"),
     }
 
     // A group consumer without group.id (also when the property is given empty).
     let no_group = client(config());
-    match block_on(GroupConsumer::subscribe(no_group.clone(), Topics::names(["t"]))) {
+    match block_on(GroupConsumer::subscribe(
+        no_group.clone(),
+        Topics::names(["t"]),
+    )) {
         Err(Error::Configuration(ConfigurationError::Inconsistent { field, reason })) => {
             assert_eq!(field, "group.group_id");
             assert!(reason.contains("group.id"), "{reason}");
@@ -731,8 +768,14 @@ fn bad_group_input_is_refused_clearly() {
     c.set("group.id", "").unwrap();
     let empty_property = client(c);
     assert!(matches!(
-        block_on(GroupConsumer::subscribe(empty_property.clone(), Topics::names(["t"]))),
-        Err(Error::Configuration(ConfigurationError::Inconsistent { field: "group.group_id", .. }))
+        block_on(GroupConsumer::subscribe(
+            empty_property.clone(),
+            Topics::names(["t"])
+        )),
+        Err(Error::Configuration(ConfigurationError::Inconsistent {
+            field: "group.group_id",
+            ..
+        }))
     ));
     empty_property.close();
 
@@ -756,8 +799,11 @@ fn operations_on_partitions_not_assigned_are_refused() {
     create_topic(admin.client(), &topic, 2, 1, &[]);
     let group = unique("unassigned");
     let c = client(group_config(&group, "range"));
-    let mut gc = block_on(GroupConsumer::subscribe(c.clone(), Topics::names([topic.clone()])))
-        .unwrap();
+    let mut gc = block_on(GroupConsumer::subscribe(
+        c.clone(),
+        Topics::names([topic.clone()]),
+    ))
+    .unwrap();
     let deadline = Instant::now() + LIMIT;
     while gc.assignment().len() != 2 {
         assert!(Instant::now() < deadline, "never assigned");
@@ -766,7 +812,10 @@ fn operations_on_partitions_not_assigned_are_refused() {
         }
     }
     let not_assigned = |r: kring::Result<()>, partition: i32| match r {
-        Err(Error::NotAssigned { topic: t, partition: p }) => {
+        Err(Error::NotAssigned {
+            topic: t,
+            partition: p,
+        }) => {
             assert_eq!((t.as_str(), p), (topic.as_str(), partition))
         }
         other => panic!("expected NotAssigned, got {other:?}"),
@@ -812,8 +861,15 @@ fn operations_on_partitions_not_assigned_are_refused() {
             metadata: String::new(),
         },
     )]));
-    assert!(matches!(&negative, Err(Error::InvalidArgument(m)) if m.contains("-5")), "{negative:?}");
-    assert_eq!(committed_offsets(&admin, &group), BTreeMap::new(), "nothing committed");
+    assert!(
+        matches!(&negative, Err(Error::InvalidArgument(m)) if m.contains("-5")),
+        "{negative:?}"
+    );
+    assert_eq!(
+        committed_offsets(&admin, &group),
+        BTreeMap::new(),
+        "nothing committed"
+    );
     block_on(gc.close()).unwrap();
     c.close();
     admin.client().close();
@@ -864,8 +920,11 @@ fn per_partition_controls_and_prompt_close() {
     // Far longer than the test: only a LeaveGroup can move partitions quickly.
     a_config.group.session_timeout = Duration::from_secs(120);
     let c = client(a_config);
-    let mut gc = block_on(GroupConsumer::subscribe(c.clone(), Topics::names([topic.clone()])))
-        .unwrap();
+    let mut gc = block_on(GroupConsumer::subscribe(
+        c.clone(),
+        Topics::names([topic.clone()]),
+    ))
+    .unwrap();
 
     let read = read_until(&mut gc, &c, "the first 20 records", |r| r.len() == 20);
     assert_eq!(offsets_of(&read, 0), (0..10).collect::<Vec<_>>());
@@ -890,19 +949,28 @@ fn per_partition_controls_and_prompt_close() {
     .unwrap();
     assert_eq!(gc.committed(&topic, 0).unwrap(), Some(7));
     let committed = committed_offsets(&admin, &group);
-    assert_eq!(committed.get(&(topic.clone(), 0)), Some(&(7, "manual".to_string())));
+    assert_eq!(
+        committed.get(&(topic.clone(), 0)),
+        Some(&(7, "manual".to_string()))
+    );
     assert_eq!(committed.get(&(topic.clone(), 1)).map(|c| c.0), Some(10));
 
     // Pause partition 0: partition 1 goes on, 0 stays where it was.
     gc.pause(&topic, 0).unwrap();
     produce(admin.client(), &topic, &[1], 10);
-    let read = read_until(&mut gc, &c, "partition 1 while 0 is paused", |r| r.len() == 10);
+    let read = read_until(&mut gc, &c, "partition 1 while 0 is paused", |r| {
+        r.len() == 10
+    });
     assert_eq!(offsets_of(&read, 1), (10..20).collect::<Vec<_>>());
     produce(admin.client(), &topic, &[0, 1], 10);
     let read = read_until(&mut gc, &c, "more of partition 1 while 0 is paused", |r| {
         offsets_of(r, 1).len() == 10
     });
-    assert_eq!(offsets_of(&read, 0), Vec::<i64>::new(), "read a paused partition");
+    assert_eq!(
+        offsets_of(&read, 0),
+        Vec::<i64>::new(),
+        "read a paused partition"
+    );
     assert_eq!(offsets_of(&read, 1), (20..30).collect::<Vec<_>>());
     assert_eq!(gc.position(&topic, 0).unwrap(), 10);
     assert_eq!(gc.position(&topic, 1).unwrap(), 30);
@@ -921,13 +989,25 @@ fn per_partition_controls_and_prompt_close() {
     assert_eq!(gc.position(&topic, 1).unwrap(), 4);
     assert_eq!(gc.lag(&topic, 1).unwrap(), 26);
     block_on(gc.commit()).unwrap();
-    assert_eq!(gc.committed(&topic, 1).unwrap(), Some(4), "a seek is consumed-up-to");
+    assert_eq!(
+        gc.committed(&topic, 1).unwrap(),
+        Some(4),
+        "a seek is consumed-up-to"
+    );
 
     // Another member joins; the first one reads on until they share the topic.
-    let b = Member::spawn(group_config(&group, "range"), Topics::names([topic.clone()]));
+    let b = Member::spawn(
+        group_config(&group, "range"),
+        Topics::names([topic.clone()]),
+    );
     let deadline = Instant::now() + LIMIT;
     while !(gc.assignment().len() == 1 && b.assignment().len() == 1) {
-        assert!(Instant::now() < deadline, "never shared: a {:?}, b {}", gc.assignment(), b.show());
+        assert!(
+            Instant::now() < deadline,
+            "never shared: a {:?}, b {}",
+            gc.assignment(),
+            b.show()
+        );
         if let Some(Err(e)) = block_on(next_within(&mut gc, &c, Duration::from_millis(200))) {
             panic!("{e}");
         }
@@ -936,10 +1016,16 @@ fn per_partition_controls_and_prompt_close() {
     block_on(gc.close()).unwrap();
     let d = describe(&admin, &group).unwrap();
     let ids: Vec<&str> = d.members.iter().map(|m| m.member_id.as_str()).collect();
-    assert_eq!(ids, vec![b_member.as_str()], "the closed member left: {d:?}");
-    wait_for("the remaining member with both partitions", &|| b.show(), || {
-        b.assignment().len() == 2
-    });
+    assert_eq!(
+        ids,
+        vec![b_member.as_str()],
+        "the closed member left: {d:?}"
+    );
+    wait_for(
+        "the remaining member with both partitions",
+        &|| b.show(),
+        || b.assignment().len() == 2,
+    );
     b.stop();
     c.close();
     admin.client().close();
