@@ -1030,3 +1030,63 @@ fn per_partition_controls_and_prompt_close() {
     c.close();
     admin.client().close();
 }
+
+// ------------------------------------------------------------------ cancelled calls
+
+/// An application that cuts every call short (a `select!` with a 100 ms timer) while
+/// the commit on revoke waits behind a fetch's long poll on the same connection (3 s):
+/// the rebalance must still complete, each call taking the commit further instead of
+/// starting it again.
+#[test]
+fn rebalance_completes_when_every_call_is_cut_short() {
+    let admin = Admin::new(client(config()));
+    let topic = unique("cut-short");
+    create_topic(admin.client(), &topic, 2, 1, &[]);
+    produce(admin.client(), &topic, &[0, 1], 5);
+    let group = unique("cut-short");
+    let mut a_config = group_config(&group, "range");
+    a_config.consumer.fetch_max_wait = Duration::from_secs(3);
+    let c = client(a_config);
+    let mut gc = block_on(GroupConsumer::subscribe(
+        c.clone(),
+        Topics::names([topic.clone()]),
+    ))
+    .unwrap();
+    let cut = Duration::from_millis(100);
+    let mut read = 0;
+    let deadline = Instant::now() + LIMIT;
+    while read < 10 {
+        assert!(Instant::now() < deadline, "read {read} of 10");
+        if let Some(m) = block_on(next_within(&mut gc, &c, cut)) {
+            m.unwrap();
+            read += 1;
+        }
+    }
+    let b = Member::spawn(
+        group_config(&group, "range"),
+        Topics::names([topic.clone()]),
+    );
+    let deadline = Instant::now() + LIMIT;
+    while !(gc.assignment().len() == 1 && b.assignment().len() == 1) {
+        assert!(
+            Instant::now() < deadline,
+            "the rebalance never completed: a {:?}, b {}, group {:?}",
+            gc.assignment(),
+            b.show(),
+            describe(&admin, &group)
+        );
+        if let Some(Err(e)) = block_on(next_within(&mut gc, &c, cut)) {
+            panic!("{e}");
+        }
+    }
+    let committed = committed_offsets(&admin, &group);
+    assert_eq!(
+        committed.values().map(|(o, _)| *o).collect::<Vec<_>>(),
+        vec![5, 5],
+        "the commit on revoke landed"
+    );
+    block_on(gc.close()).unwrap();
+    b.stop();
+    c.close();
+    admin.client().close();
+}
