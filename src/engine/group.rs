@@ -526,10 +526,11 @@ impl Member {
     }
 
     fn leave_request(&self, reason: &str) -> Outgoing {
+        // Version 3+ (Kafka 2.4+) names the member in `members` only: a top-level
+        // member id as well fails to encode at every version, and no LeaveGroup is sent.
         Outgoing::Leave(
             LeaveGroupRequest::default()
                 .with_group_id(self.group())
-                .with_member_id(self.member_id.clone())
                 .with_members(vec![
                     MemberIdentity::default()
                         .with_member_id(self.member_id.clone())

@@ -221,6 +221,8 @@ pub struct GroupConsumer {
     auto_commit: bool,
     reset: OffsetReset,
     failed: Option<Error>,
+    /// The commit on revoke, once started: a call cut short waits for it next time.
+    revoke_commit: Option<CommitFuture>,
     left: bool,
     last_poll_note: Instant,
 }
@@ -337,6 +339,7 @@ impl GroupConsumer {
             auto_commit: config.consumer.enable_auto_commit,
             reset: config.consumer.auto_offset_reset,
             failed: None,
+            revoke_commit: None,
             left: false,
             last_poll_note: Instant::now(),
         })
@@ -706,11 +709,21 @@ impl GroupConsumer {
     /// what was consumed, then their consumers stop.
     async fn revoke(&mut self, partitions: &[TopicPartition]) {
         self.settle_handed();
-        self.call_listener(Callback::Revoked, partitions).await;
-        if self.auto_commit
-            && let Err(e) = self.commit_partitions(Some(partitions)).await
-        {
-            tracing::warn!(group = %self.group, error = %e, "commit on revoke failed");
+        if self.revoke_commit.is_none() {
+            self.call_listener(Callback::Revoked, partitions).await;
+            if self.auto_commit {
+                // Started once and kept: a call cut short (a `select!` with a timer
+                // shorter than the commit's round trip) waits for this same commit
+                // next time instead of sending it again, so the revoke ends.
+                self.revoke_commit = Some(self.start_commit(Some(partitions)));
+            }
+        }
+        if let Some(commit) = self.revoke_commit.as_mut() {
+            let result = commit.await;
+            self.revoke_commit = None;
+            if let Err(e) = result {
+                tracing::warn!(group = %self.group, error = %e, "commit on revoke failed");
+            }
         }
         self.drop_slots(partitions);
     }
@@ -845,11 +858,18 @@ impl GroupConsumer {
     /// gives the outcome (drop it to ignore it). Commits started later are sent after
     /// this one.
     pub fn commit_async(&mut self) -> CommitFuture {
+        self.start_commit(None)
+    }
+
+    /// Starts committing what was consumed from `only` (every assigned partition when
+    /// `None`) on a worker.
+    fn start_commit(&mut self, only: Option<&[TopicPartition]>) -> CommitFuture {
         self.settle_handed();
         let (tx, rx) = oneshot::channel();
         let offsets: BTreeMap<TopicPartition, OffsetAndMetadata> = self
             .slots
             .iter()
+            .filter(|s| only.is_none_or(|o| o.contains(&s.tp)))
             .filter(|s| s.committed != Some(s.consumed))
             .map(|s| {
                 (
@@ -862,7 +882,9 @@ impl GroupConsumer {
             })
             .collect();
         for s in &mut self.slots {
-            s.committed = Some(s.consumed);
+            if only.is_none_or(|o| o.contains(&s.tp)) {
+                s.committed = Some(s.consumed);
+            }
         }
         let client = self.client.clone();
         let group = self.group.clone();
