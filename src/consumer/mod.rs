@@ -589,6 +589,11 @@ impl PartitionConsumer {
         self.shared.paused.store(true, Ordering::Release);
     }
 
+    /// Whether [`PartitionConsumer::pause`] is in force.
+    pub fn is_paused(&self) -> bool {
+        self.shared.paused.load(Ordering::Acquire)
+    }
+
     /// Resumes fetching.
     pub fn resume(&self) {
         self.shared.paused.store(false, Ordering::Release);

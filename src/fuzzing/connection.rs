@@ -494,6 +494,7 @@ fn request_of(which: usize, version: Option<i16>) -> Box<dyn EncodeRequest> {
             request,
             version,
             addr: Arc::from(ADDR),
+            timeout: None,
         })
     }
     match which {

@@ -187,8 +187,14 @@ impl FetchTarget for Partition {
     fn fetch_position(&self) -> i64 {
         self.position.load(Relaxed)
     }
-    fn set_fetch_position(&self, offset: i64) {
+    fn fetch_epoch(&self) -> i32 {
+        -1
+    }
+    fn set_fetch_position(&self, offset: i64, _epoch: i32) {
         self.position.store(offset, Relaxed);
+    }
+    fn current_leader_epoch(&self) -> i32 {
+        -1
     }
     fn high_watermark(&self) -> i64 {
         self.high_watermark.load(Relaxed)
@@ -327,7 +333,7 @@ impl Harness {
         for p in outcome.reset {
             // The reset policy (earliest): back to where the consumer started.
             self.report.resets += 1;
-            p.set_fetch_position(self.start);
+            p.set_fetch_position(self.start, -1);
             p.queue().push_back(Delivery::Reset(self.start));
         }
         for p in outcome.moved {

@@ -408,7 +408,8 @@ impl GroupConsumer {
         })
     }
 
-    /// Stops fetching a partition (it stays assigned).
+    /// Stops a partition (it stays assigned): nothing more is fetched for it and
+    /// nothing it already fetched is handed out until [`GroupConsumer::resume`].
     pub fn pause(&self, topic: &str, partition: i32) -> Result<()> {
         self.slots[self.slot_of(topic, partition)?].consumer.pause();
         Ok(())
@@ -524,6 +525,10 @@ impl GroupConsumer {
         let n = self.slots.len();
         for k in 0..n {
             let i = (self.turn + k) % n;
+            if self.slots[i].consumer.is_paused() {
+                // As in Java, a paused partition gives nothing, fetched or not.
+                continue;
+            }
             match self.slots[i].consumer.poll_ready(cx) {
                 Poll::Ready(Some(Ok(()))) => {
                     self.turn = i + 1;
@@ -581,7 +586,7 @@ impl GroupConsumer {
     /// The next owned message.
     pub async fn next_message(&mut self) -> Option<Result<Message>> {
         loop {
-            if let Some((i, m)) = self.pending.pop_front() {
+            if let Some((i, m)) = self.take_pending() {
                 self.settle_handed();
                 self.note_poll();
                 self.handed = Some(Handed::Message(i, m.offset + 1));
@@ -596,6 +601,15 @@ impl GroupConsumer {
                 Err(e) => return Some(Err(Error::Partition(Box::new(e)))),
             }
         }
+    }
+
+    /// The first owned message waiting whose partition is not paused.
+    fn take_pending(&mut self) -> Option<(usize, Message)> {
+        let at = self
+            .pending
+            .iter()
+            .position(|(i, _)| !self.slots[*i].consumer.is_paused())?;
+        self.pending.remove(at)
     }
 
     /// Handles pending group events (a rebalance, an auto-commit) without waiting for
