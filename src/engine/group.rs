@@ -501,11 +501,13 @@ impl Member {
         self.events.push_back(MemberEvent::Left);
     }
 
+    /// LeaveGroup v3+ (KIP-345, brokers 2.4 and later): the member goes in `members`
+    /// only, since the top-level `member_id` is v0-2 and a version that cannot carry a
+    /// set field refuses to encode it (LeaveGroupRequest.json).
     fn leave_request(&self, reason: &str) -> Outgoing {
         Outgoing::Leave(
             LeaveGroupRequest::default()
                 .with_group_id(self.group())
-                .with_member_id(self.member_id.clone())
                 .with_members(vec![
                     MemberIdentity::default()
                         .with_member_id(self.member_id.clone())
