@@ -23,6 +23,12 @@ use std::time::{Duration, Instant};
 
 use kring::producer::{Producer, ProducerRecord};
 
+/// The `kring` binary: `$KRING_CLI_BIN` when set (a private copy, since every worktree
+/// sharing the target directory rebuilds `target/debug/kring`), else cargo's.
+fn kring_bin() -> String {
+    std::env::var("KRING_CLI_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_kring").to_string())
+}
+
 /// Runs kring to completion and expects success; answers stdout and stderr.
 fn ok(args: &[&str]) -> (String, String) {
     let out = guarded(args, Duration::from_secs(120));
@@ -38,7 +44,7 @@ fn ok(args: &[&str]) -> (String, String) {
 /// Runs kring with a hang guard: a child still running after `limit` is killed and the
 /// test fails (a guard against a hang, not a timing assertion).
 fn guarded(args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kring"))
+    let mut child = Command::new(kring_bin())
         .args(args)
         .env("KRING_BOOTSTRAP", common::bootstrap())
         .stdin(Stdio::null())
@@ -123,7 +129,7 @@ fn described_rows(group: &str, topic: &str) -> BTreeMap<i32, (String, String, St
 
 fn produce_lines(topic: &str, partition: i32, lines: usize) {
     let input: String = (0..lines).map(|i| format!("v{i}\n")).collect();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kring"))
+    let mut child = Command::new(kring_bin())
         .args(["produce", "-t", topic, "-p", &partition.to_string()])
         .env("KRING_BOOTSTRAP", common::bootstrap())
         .stdin(Stdio::piped())
@@ -242,11 +248,13 @@ struct MemberLog {
     /// assigned, or from a commit line).
     last_commit: BTreeMap<i32, i64>,
     commits: usize,
+    /// Stderr ended: the process exited.
+    exited: bool,
 }
 
 impl Member {
     fn start(name: &str, group: &str, topic: &str, extra: &[&str]) -> Member {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_kring"))
+        let mut child = Command::new(kring_bin())
             .args(["consume", "-G", group, "-t", topic, "-o", "beginning"])
             .args(["-f", "%p %o\\n", "--commit-log"])
             .args(extra)
@@ -266,7 +274,10 @@ impl Member {
             },
             {
                 let log = log.clone();
-                std::thread::spawn(move || read_lines(err, |l| log.lock().unwrap().event(l)))
+                std::thread::spawn(move || {
+                    read_lines(err, |l| log.lock().unwrap().event(l));
+                    log.lock().unwrap().exited = true;
+                })
             },
         ];
         Member {
@@ -378,13 +389,23 @@ impl MemberLog {
     }
 }
 
-fn wait_for(what: &str, show: &dyn Fn() -> String, mut done: impl FnMut() -> bool) {
+/// Waits until `done`, failing at once when one of `members` exits.
+fn wait_for(what: &str, members: &[&Member], mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(120);
     while !done() {
+        for m in members {
+            let log = m.log();
+            assert!(
+                !log.exited,
+                "{} exited while waiting for {what}: {}",
+                m.name,
+                log.stderr.join("\n")
+            );
+        }
         assert!(
             Instant::now() < deadline,
             "timed out waiting for {what}: {}",
-            show()
+            show(members)
         );
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -441,7 +462,7 @@ fn two_members_share_a_topic_and_leave_on_sigterm() {
     extra.extend(["-X", "partition.assignment.strategy=roundrobin"]);
     let a = Member::start("a", &group, &topic, &extra);
     let b = Member::start("b", &group, &topic, &extra);
-    wait_for("a balanced assignment", &|| show(&[&a, &b]), || {
+    wait_for("a balanced assignment", &[&a, &b], || {
         balanced(&[&a, &b], 6)
     });
     let (described, _) = ok(&["groups", "describe", &group]);
@@ -491,7 +512,7 @@ fn two_members_share_a_topic_and_leave_on_sigterm() {
         all.extend(b.log().printed.iter().copied());
         all
     };
-    wait_for("every record printed", &|| show(&[&a, &b]), || {
+    wait_for("every record printed", &[&a, &b], || {
         union().len() >= produced.len()
     });
     let (a, b) = (a.terminate(), b.terminate());
@@ -569,30 +590,30 @@ fn sigkill_mid_stream_loses_nothing_and_duplicates_only_since_the_last_commit() 
     let victim = Member::start("victim", &group, &topic, MEMBER_SETTINGS);
     let b = Member::start("b", &group, &topic, MEMBER_SETTINGS);
     let c = Member::start("c", &group, &topic, MEMBER_SETTINGS);
-    wait_for("three members sharing 12 partitions", &|| show(&[&victim, &b, &c]), || {
+    wait_for("three members sharing 12 partitions", &[&victim, &b, &c], || {
         balanced(&[&victim, &b, &c], 12)
     });
     // Mid-stream: the victim has committed what it printed at least once since the
     // assignment settled, and printed more since.
     let settled = victim.log().commits;
-    wait_for("the victim to commit and print more", &|| show(&[&victim]), || {
+    wait_for("the victim to commit and print more", &[&victim], || {
         let log = victim.log();
         log.commits >= settled + 2 && log.printed.len() > 50
     });
     let victim = victim.kill();
     let d = Member::start("d", &group, &topic, MEMBER_SETTINGS);
-    wait_for("three survivors sharing 12 partitions", &|| show(&[&b, &c, &d]), || {
+    wait_for("three survivors sharing 12 partitions", &[&b, &c, &d], || {
         balanced(&[&b, &c, &d], 12)
     });
     // Records keep flowing to the new assignment for a moment before the producer stops.
     let before = d.log().printed.len();
-    wait_for("the new member to print", &|| show(&[&d]), || {
+    wait_for("the new member to print", &[&d], || {
         d.log().printed.len() > before + 12
     });
     stop.store(true, Ordering::Release);
     let produced = producer.join().unwrap();
     let survivors = [&b, &c, &d];
-    wait_for("every record printed", &|| show(&survivors), || {
+    wait_for("every record printed", &survivors, || {
         let mut all: BTreeSet<(i32, i64)> = victim.printed.iter().copied().collect();
         for m in survivors {
             all.extend(m.log().printed.iter().copied());
