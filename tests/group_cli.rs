@@ -106,7 +106,8 @@ fn commits(stderr: &str) -> Vec<(i32, i64)> {
         .lines()
         .filter_map(|l| {
             let w: Vec<&str> = l.split('\t').collect();
-            (w.len() == 4 && w[0] == "commit").then(|| (w[2].parse().unwrap(), w[3].parse().unwrap()))
+            (w.len() == 4 && w[0] == "commit")
+                .then(|| (w[2].parse().unwrap(), w[3].parse().unwrap()))
         })
         .collect()
 }
@@ -197,7 +198,15 @@ fn count_commits_what_was_printed_and_reset_offsets_moves_the_group() {
 
     // Reset offsets of the group the members left.
     let reset = |to: &str| {
-        ok(&["groups", "reset-offsets", &group, "--topic", &topic, "--to", to]);
+        ok(&[
+            "groups",
+            "reset-offsets",
+            &group,
+            "--topic",
+            &topic,
+            "--to",
+            to,
+        ]);
     };
     reset("earliest");
     let (again, _) = member(&["-e"]);
@@ -485,7 +494,9 @@ fn two_members_share_a_topic_and_leave_on_sigterm() {
     let mut shown: Vec<i32> = Vec::new();
     for l in &member_lines {
         let cell = l.split_whitespace().last().unwrap();
-        let (t, ps) = cell.split_once(':').unwrap_or_else(|| panic!("{described}"));
+        let (t, ps) = cell
+            .split_once(':')
+            .unwrap_or_else(|| panic!("{described}"));
         assert_eq!(t, topic, "{described}");
         shown.extend(ps.split(',').map(|p| p.parse::<i32>().unwrap()));
     }
@@ -590,9 +601,11 @@ fn sigkill_mid_stream_loses_nothing_and_duplicates_only_since_the_last_commit() 
     let victim = Member::start("victim", &group, &topic, MEMBER_SETTINGS);
     let b = Member::start("b", &group, &topic, MEMBER_SETTINGS);
     let c = Member::start("c", &group, &topic, MEMBER_SETTINGS);
-    wait_for("three members sharing 12 partitions", &[&victim, &b, &c], || {
-        balanced(&[&victim, &b, &c], 12)
-    });
+    wait_for(
+        "three members sharing 12 partitions",
+        &[&victim, &b, &c],
+        || balanced(&[&victim, &b, &c], 12),
+    );
     // Mid-stream: the victim has committed what it printed at least once since the
     // assignment settled, and printed more since.
     let settled = victim.log().commits;
@@ -602,9 +615,11 @@ fn sigkill_mid_stream_loses_nothing_and_duplicates_only_since_the_last_commit() 
     });
     let victim = victim.kill();
     let d = Member::start("d", &group, &topic, MEMBER_SETTINGS);
-    wait_for("three survivors sharing 12 partitions", &[&b, &c, &d], || {
-        balanced(&[&b, &c, &d], 12)
-    });
+    wait_for(
+        "three survivors sharing 12 partitions",
+        &[&b, &c, &d],
+        || balanced(&[&b, &c, &d], 12),
+    );
     // Records keep flowing to the new assignment for a moment before the producer stops.
     let before = d.log().printed.len();
     wait_for("the new member to print", &[&d], || {

@@ -17,9 +17,9 @@ use kring::consumer::{Consumer, FetchedBatch, Offset, PartitionConsumer};
 use tokio::sync::Notify;
 
 use crate::args::{Args, ClusterOptions, UsageError, cluster_usage, parse_value};
+use crate::consume_group::{self, GroupSettings};
 use crate::format::{Format, RecordView};
 use crate::produce::check_topic;
-use crate::consume_group::{self, GroupSettings};
 use crate::{CliError, CliResult, connect, wait};
 
 pub const USAGE: &str = concat!(
@@ -181,16 +181,19 @@ fn parse(mut args: Args) -> Result<(Mode, ClusterOptions), UsageError> {
             "--partition is not for -G: the group assigns the partitions",
         ));
     }
-    let settings = consume_group::settings(consume_group::Parsed {
-        group,
-        topics,
-        start,
-        count,
-        exit_at_end,
-        format,
-        quiet,
-        commit_log,
-    }, &mut cluster)?;
+    let settings = consume_group::settings(
+        consume_group::Parsed {
+            group,
+            topics,
+            start,
+            count,
+            exit_at_end,
+            format,
+            quiet,
+            commit_log,
+        },
+        &mut cluster,
+    )?;
     Ok((Mode::Group(settings), cluster))
 }
 
@@ -367,8 +370,7 @@ async fn read_partition(
         };
         rendered.clear();
         let admit = |offset: i64| !end.is_some_and(|end| offset >= end) && shared.take_one();
-        let outcome = match render_batch(&batch, topic, partition, format, &mut rendered, admit)
-        {
+        let outcome = match render_batch(&batch, topic, partition, format, &mut rendered, admit) {
             Ok(o) => o,
             Err(e) => return shared.fail(e),
         };

@@ -151,7 +151,9 @@ struct Listener {
 
 impl Listener {
     fn view(&self) -> std::sync::MutexGuard<'_, View> {
-        self.view.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.view
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     async fn on_assigned_async(&mut self, consumer: &mut GroupConsumer, added: &[TopicPartition]) {
@@ -549,7 +551,10 @@ async fn after_unprinted(
     rendered: Rendered,
     failure: Option<CliError>,
 ) -> Stop {
-    match (rewind_unprinted(gc, topic, partition, rendered).await, failure) {
+    match (
+        rewind_unprinted(gc, topic, partition, rendered).await,
+        failure,
+    ) {
         (Ok(()), None) => Stop::Leave,
         (Ok(()), Some(f)) => Stop::LeaveThenFail(f),
         (Err(e), None) => Stop::Abandon(e),
@@ -591,11 +596,14 @@ mod tests {
         assert!(matches!(t, Topics::Names(ref n) if n == &["a", "b"]), "{t}");
         assert_eq!(names, ["a", "b"]);
         let (t, names) = topics(&["^orders-", "audit.log"]).unwrap();
-        let Topics::Pattern(_) = t else {
-            panic!("{t}")
-        };
+        let Topics::Pattern(_) = t else { panic!("{t}") };
         assert_eq!(names, ["audit.log"]);
-        assert!(topics(&["^(unclosed"]).unwrap_err().0.contains("does not compile"));
+        assert!(
+            topics(&["^(unclosed"])
+                .unwrap_err()
+                .0
+                .contains("does not compile")
+        );
         assert!(topics(&[""]).is_err());
     }
 
@@ -604,7 +612,12 @@ mod tests {
         assert_eq!(start_of_group("beginning").unwrap(), OffsetReset::Earliest);
         assert_eq!(start_of_group("end").unwrap(), OffsetReset::Latest);
         for bad in ["42", "-5", "s@100"] {
-            assert!(start_of_group(bad).unwrap_err().0.contains("only beginning or end"));
+            assert!(
+                start_of_group(bad)
+                    .unwrap_err()
+                    .0
+                    .contains("only beginning or end")
+            );
         }
     }
 }

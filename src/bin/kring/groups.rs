@@ -291,7 +291,10 @@ fn parse_to(text: &str) -> Result<ResetTo, UsageError> {
         t => match t.strip_prefix("time=").or_else(|| t.strip_prefix('@')) {
             // ListOffsets reads -1 and -2 as latest and earliest: a time is 0 or more.
             Some(ms) => ResetTo::Spec(OffsetSpec::Timestamp(
-                ms.parse().ok().filter(|ms: &i64| *ms >= 0).ok_or_else(bad)?,
+                ms.parse()
+                    .ok()
+                    .filter(|ms: &i64| *ms >= 0)
+                    .ok_or_else(bad)?,
             )),
             None => ResetTo::Offset(t.parse().ok().filter(|o: &i64| *o >= 0).ok_or_else(bad)?),
         },
@@ -302,9 +305,9 @@ fn reset_offsets(mut args: Args) -> CliResult {
     let json = args.flag(&["--json"]);
     let dry_run = args.flag(&["--dry-run"]);
     let topics = args.values(&["--topic", "-t"])?;
-    let to = args
-        .value(&["--to"])?
-        .ok_or_else(|| UsageError::new("--to is needed: earliest, latest, OFFSET, time=MS or @MS"))?;
+    let to = args.value(&["--to"])?.ok_or_else(|| {
+        UsageError::new("--to is needed: earliest, latest, OFFSET, time=MS or @MS")
+    })?;
     let to = parse_to(&to)?;
     let cluster = ClusterOptions::take(&mut args)?;
     let group = group_name(&mut args)?;
