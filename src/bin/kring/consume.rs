@@ -369,7 +369,7 @@ async fn read_partition(
             Some(Ok(batch)) => batch,
         };
         rendered.clear();
-        let admit = |offset: i64| !end.is_some_and(|end| offset >= end) && shared.take_one();
+        let admit = |offset: i64| end.is_none_or(|end| offset < end) && shared.take_one();
         let outcome = match render_batch(&batch, topic, partition, format, &mut rendered, admit) {
             Ok(o) => o,
             Err(e) => return shared.fail(e),
