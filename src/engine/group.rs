@@ -525,6 +525,9 @@ impl Member {
         self.events.push_back(MemberEvent::Left);
     }
 
+    /// LeaveGroup v3+ (KIP-345, brokers 2.4 and later): the member goes in `members`
+    /// only, since the top-level `member_id` is v0-2 and a version that cannot carry a
+    /// set field refuses to encode it (LeaveGroupRequest.json).
     fn leave_request(&self, reason: &str) -> Outgoing {
         // Version 3+ (Kafka 2.4+) names the member in `members` only: a top-level
         // member id as well fails to encode at every version, and no LeaveGroup is sent.

@@ -5,15 +5,19 @@
 //! Each partition is read by its own task on one current-thread runtime, so a slow
 //! partition never holds up the others; a task renders a whole fetched batch of
 //! borrowed records into a buffer and writes it to stdout at once.
+//!
+//! With `-G GROUP` the command is a group member instead (`consume_group.rs`); both
+//! paths render batches with [`render_batch`].
 
 use std::cell::{Cell, RefCell};
 use std::io::Write;
 use std::rc::Rc;
 
-use kring::consumer::{Consumer, Offset, PartitionConsumer};
+use kring::consumer::{Consumer, FetchedBatch, Offset, PartitionConsumer};
 use tokio::sync::Notify;
 
 use crate::args::{Args, ClusterOptions, UsageError, cluster_usage, parse_value};
+use crate::consume_group::{self, GroupSettings};
 use crate::format::{Format, RecordView};
 use crate::produce::check_topic;
 use crate::{CliError, CliResult, connect, wait};
@@ -21,9 +25,13 @@ use crate::{CliError, CliResult, connect, wait};
 pub const USAGE: &str = concat!(
     "\
 usage: kring consume -t TOPIC [OPTIONS] [CLUSTER]
+       kring consume -G GROUP -t TOPIC [-t TOPIC2 ...] [OPTIONS] [CLUSTER]
 
-Prints records of a whole topic, or of the partitions given with -p.
-  -t, --topic TOPIC        the topic
+Prints records of a whole topic, or of the partitions given with -p; with -G, joins
+GROUP as a balanced consumer (kcat's -G) and prints what the group assigns it.
+  -t, --topic TOPIC        the topic; with -G repeatable, and a TOPIC starting with ^
+                           is a regular expression (every topic it matches, checked
+                           again as topics come and go)
   -p, --partition N        a partition to read (repeatable; default every partition)
   -o, --offset WHERE       where to start in each partition:
                              beginning | oldest   the oldest record kept (default)
@@ -32,14 +40,31 @@ Prints records of a whole topic, or of the partitions given with -p.
                              -N                   N records before the end
                              s@MS | @MS           the first record at or after MS
                                                   (milliseconds since the epoch)
-  -c, --count N            stop after N records in all
+                           with -G only beginning or end: where a partition without a
+                           committed offset starts (auto.offset.reset, default end)
+  -c, --count N            stop after N records in all (with -G, what was printed is
+                           committed before leaving the group)
   -e, --exit               stop at the end of the data (each partition's end offset
-                           when the command started)
+                           when the command started; with -G, when it was assigned,
+                           once every assigned partition reached it)
   -f, --format FORMAT      output per record (default \"%s\\n\"); tokens: %t topic,
                            %p partition, %o offset, %T timestamp ms, %k key, %K key
                            length, %s value, %S value length (-1 for null), %h headers
                            (k=v,k2=v2), %% a percent sign; escapes \\n \\t \\0 \\xNN
   -q, --quiet              no summary line on stderr
+
+GROUP options (-G):
+  -G, --group GROUP        the consumer group to join (group.id)
+  --commit-log             each rebalance and commit on stderr, one line each:
+                             assigned TOPIC PARTITION COMMITTED|-
+                             revoked TOPIC PARTITION | lost TOPIC PARTITION
+                             commit TOPIC PARTITION OFFSET
+                           (tab-separated; a commit line follows the broker's answer)
+  Group settings pass through -X and -F: session.timeout.ms, heartbeat.interval.ms,
+  max.poll.interval.ms, partition.assignment.strategy, group.instance.id,
+  enable.auto.commit, auto.commit.interval.ms, auto.offset.reset. Records printed are
+  committed (auto-commit, at most auto.commit.interval.ms behind, on a rebalance and on
+  leaving); SIGINT or SIGTERM commits and leaves the group, then exits 0.
 
 CLUSTER options:
 ",
@@ -88,10 +113,18 @@ struct Settings {
     quiet: bool,
 }
 
-fn parse(mut args: Args) -> Result<(Settings, ClusterOptions), UsageError> {
-    let topic = args
-        .value(&["--topic", "-t"])?
-        .ok_or_else(|| UsageError::new("--topic is required"))?;
+/// What `kring consume` was asked to do: read partitions, or join a group.
+enum Mode {
+    Partitions(Settings),
+    Group(GroupSettings),
+}
+
+fn parse(mut args: Args) -> Result<(Mode, ClusterOptions), UsageError> {
+    let topics = args.values(&["--topic", "-t"])?;
+    if topics.is_empty() {
+        return Err(UsageError::new("--topic is required"));
+    }
+    let group = args.value(&["--group", "-G"])?;
     let mut partitions = Vec::new();
     for p in args.values(&["--partition", "-p"])? {
         let p: i32 = parse_value("--partition", &p)?;
@@ -102,28 +135,66 @@ fn parse(mut args: Args) -> Result<(Settings, ClusterOptions), UsageError> {
             partitions.push(p);
         }
     }
-    let start = match args.value(&["--offset", "-o"])? {
-        Some(o) => parse_start(&o)?,
-        None => Start::Oldest,
-    };
+    let start = args.value(&["--offset", "-o"])?;
     let count: Option<u64> = args.parsed(&["--count", "-c"])?;
     let exit_at_end = args.flag(&["--exit", "-e"]);
     let format = Format::parse(&args.value(&["--format", "-f"])?.unwrap_or("%s\\n".into()))?;
     let quiet = args.flag(&["--quiet", "-q"]);
-    let cluster = ClusterOptions::take(&mut args)?;
+    let commit_log = args.flag(&["--commit-log"]);
+    let mut cluster = ClusterOptions::take(&mut args)?;
     args.finish()?;
-    Ok((
-        Settings {
-            topic,
-            partitions,
+    let Some(group) = group else {
+        if topics.len() > 1 {
+            return Err(UsageError::new(
+                "several --topic need -G GROUP (a balanced consumer); without it, one topic",
+            ));
+        }
+        if commit_log {
+            return Err(UsageError::new("--commit-log is for -G GROUP"));
+        }
+        if cluster.config.group.group_id.is_some() {
+            return Err(UsageError::new(
+                "group.id is set (-X or -F) but the partition consumer joins no group: \
+                 give -G GROUP to consume as a group member",
+            ));
+        }
+        let start = match start {
+            Some(o) => parse_start(&o)?,
+            None => Start::Oldest,
+        };
+        let mut topics = topics;
+        return Ok((
+            Mode::Partitions(Settings {
+                topic: topics.remove(0),
+                partitions,
+                start,
+                count,
+                exit_at_end,
+                format,
+                quiet,
+            }),
+            cluster,
+        ));
+    };
+    if !partitions.is_empty() {
+        return Err(UsageError::new(
+            "--partition is not for -G: the group assigns the partitions",
+        ));
+    }
+    let settings = consume_group::settings(
+        consume_group::Parsed {
+            group,
+            topics,
             start,
             count,
             exit_at_end,
             format,
             quiet,
+            commit_log,
         },
-        cluster,
-    ))
+        &mut cluster,
+    )?;
+    Ok((Mode::Group(settings), cluster))
 }
 
 /// What the partition tasks share (all on one thread).
@@ -180,7 +251,15 @@ impl Shared {
 
 /// Runs `kring consume`.
 pub fn run(args: Args) -> CliResult {
-    let (s, cluster) = parse(args)?;
+    let (mode, cluster) = parse(args)?;
+    match mode {
+        Mode::Partitions(s) => consume_partitions(s, cluster),
+        Mode::Group(s) => consume_group::run(s, cluster),
+    }
+}
+
+/// Reads the partitions `s` names, each in its own task.
+fn consume_partitions(s: Settings, cluster: ClusterOptions) -> CliResult {
     let client = connect(cluster)?;
     let count = check_topic(&client, &s.topic, s.partitions.iter().copied().max())?;
     let partitions: Vec<i32> = if s.partitions.is_empty() {
@@ -290,55 +369,15 @@ async fn read_partition(
             Some(Ok(batch)) => batch,
         };
         rendered.clear();
-        let mut finished = false;
-        let mut headers: Vec<(&[u8], Option<&[u8]>)> = Vec::new();
-        for record in batch.records() {
-            let record = match record {
-                Ok(r) => r,
-                Err(e) => {
-                    return shared.fail(CliError::Failed(format!(
-                        "{topic}-{partition}: bad record: {e}"
-                    )));
-                }
-            };
-            if end.is_some_and(|end| record.offset() >= end) || !shared.take_one() {
-                finished = true;
-                break;
-            }
-            headers.clear();
-            if format.wants_headers() {
-                for h in record.headers() {
-                    match h {
-                        Ok(h) => headers.push((h.key, h.value)),
-                        Err(e) => {
-                            return shared.fail(CliError::Failed(format!(
-                                "{topic}-{partition}: bad header at offset {}: {e}",
-                                record.offset()
-                            )));
-                        }
-                    }
-                }
-            }
-            format.render(
-                &RecordView {
-                    topic,
-                    partition,
-                    offset: record.offset(),
-                    timestamp: record.timestamp(),
-                    key: record.key(),
-                    value: record.value(),
-                    headers: &headers,
-                },
-                &mut rendered,
-            );
-            shared.printed.set(shared.printed.get() + 1);
-            if shared.count_reached() {
-                // The last record the count allows: stop now, not at the next one
-                // (which may never come).
-                finished = true;
-                break;
-            }
-        }
+        let admit = |offset: i64| end.is_none_or(|end| offset < end) && shared.take_one();
+        let outcome = match render_batch(&batch, topic, partition, format, &mut rendered, admit) {
+            Ok(o) => o,
+            Err(e) => return shared.fail(e),
+        };
+        shared.printed.set(shared.printed.get() + outcome.count);
+        // The last record the count allows ends the partition now, not at the next
+        // record (which may never come).
+        let finished = outcome.refused || shared.count_reached();
         shared.write(&rendered);
         if finished {
             if shared.count_reached() {
@@ -347,6 +386,69 @@ async fn read_partition(
             return;
         }
     }
+}
+
+/// What [`render_batch`] printed.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Rendered {
+    /// Records rendered.
+    pub count: u64,
+    /// The offset of the first record rendered (`None` when none was).
+    pub first: Option<i64>,
+    /// The offset after the last record rendered (`None` when none was).
+    pub next: Option<i64>,
+    /// Whether `admit` refused a record of the batch (the rest was left unrendered).
+    pub refused: bool,
+}
+
+/// Renders the records of `batch` into `out` in order while `admit(offset)` allows
+/// them; a bad record or header fails naming the partition (and offset).
+pub fn render_batch(
+    batch: &FetchedBatch<'_>,
+    topic: &str,
+    partition: i32,
+    format: &Format,
+    out: &mut Vec<u8>,
+    mut admit: impl FnMut(i64) -> bool,
+) -> Result<Rendered, CliError> {
+    let mut rendered = Rendered::default();
+    let mut headers: Vec<(&[u8], Option<&[u8]>)> = Vec::new();
+    for record in batch.records() {
+        let record = record
+            .map_err(|e| CliError::Failed(format!("{topic}-{partition}: bad record: {e}")))?;
+        if !admit(record.offset()) {
+            rendered.refused = true;
+            break;
+        }
+        headers.clear();
+        if format.wants_headers() {
+            for h in record.headers() {
+                let h = h.map_err(|e| {
+                    CliError::Failed(format!(
+                        "{topic}-{partition}: bad header at offset {}: {e}",
+                        record.offset()
+                    ))
+                })?;
+                headers.push((h.key, h.value));
+            }
+        }
+        format.render(
+            &RecordView {
+                topic,
+                partition,
+                offset: record.offset(),
+                timestamp: record.timestamp(),
+                key: record.key(),
+                value: record.value(),
+                headers: &headers,
+            },
+            out,
+        );
+        rendered.count += 1;
+        rendered.first.get_or_insert(record.offset());
+        rendered.next = Some(record.offset() + 1);
+    }
+    Ok(rendered)
 }
 
 #[cfg(test)]

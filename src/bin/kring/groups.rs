@@ -1,6 +1,7 @@
 //! `kring groups list|describe|delete|reset-offsets|delete-offsets`: consumer groups,
-//! their members and committed offsets; `describe` shows each partition's lag (the
-//! partition's end offset minus the committed one).
+//! their members and committed offsets; `describe` shows each member (id, instance id,
+//! client id, host, assigned partitions) and each partition's committed offset, end
+//! offset and lag (the end offset minus the committed one).
 
 use std::collections::BTreeMap;
 
@@ -19,8 +20,8 @@ usage: kring groups list           [--json] [CLUSTER]
        kring groups delete-offsets GROUP --topic TOPIC[:PARTITION]... [CLUSTER]
 
   --topic T[:P]  the topic (every partition) or one partition (repeatable)
-  --to POINT     earliest, latest, an OFFSET, or time=MS (the first record at or after
-                 MS milliseconds since the epoch; the end where there is none)
+  --to POINT     earliest, latest, an OFFSET, or time=MS or @MS (the first record at or
+                 after MS milliseconds since the epoch; the end where there is none)
   --dry-run      show the new offsets without committing them
   --json         JSON instead of text
 
@@ -139,6 +140,7 @@ fn describe(mut args: Args) -> CliResult {
         description.coordinator,
         description.members.len()
     );
+    print_members(&description);
     println!(
         "  {:<30} {:>9} {:>14} {:>14} {:>8}  MEMBER",
         "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"
@@ -159,6 +161,47 @@ fn describe(mut args: Args) -> CliResult {
         );
     }
     Ok(())
+}
+
+/// The members table of `describe`: who they are and what each is assigned.
+fn print_members(description: &GroupDescription) {
+    if description.members.is_empty() {
+        return;
+    }
+    println!(
+        "  {:<44} {:<16} {:<20} {:<16} ASSIGNMENT",
+        "MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST"
+    );
+    for m in &description.members {
+        println!(
+            "  {:<44} {:<16} {:<20} {:<16} {}",
+            m.member_id,
+            m.instance_id.as_deref().unwrap_or("-"),
+            m.client_id,
+            m.client_host,
+            assignment_text(&m.assignment)
+        );
+    }
+}
+
+/// `t1:0,1,2 t2:0`, or `-` for nothing.
+fn assignment_text(assignment: &[TopicPartition]) -> String {
+    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (t, p) in assignment {
+        by_topic.entry(t).or_default().push(*p);
+    }
+    if by_topic.is_empty() {
+        return "-".into();
+    }
+    by_topic
+        .into_iter()
+        .map(|(t, mut ps)| {
+            ps.sort_unstable();
+            let ps: Vec<String> = ps.iter().map(i32::to_string).collect();
+            format!("{t}:{}", ps.join(","))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Every partition the group has committed or been assigned, with its end offset.
@@ -239,14 +282,20 @@ enum ResetTo {
 fn parse_to(text: &str) -> Result<ResetTo, UsageError> {
     let bad = || {
         UsageError::new(format!(
-            "--to {text:?}: expected earliest, latest, OFFSET or time=MS"
+            "--to {text:?}: expected earliest, latest, OFFSET, time=MS or @MS"
         ))
     };
     Ok(match text {
         "earliest" => ResetTo::Spec(OffsetSpec::Earliest),
         "latest" => ResetTo::Spec(OffsetSpec::Latest),
-        t => match t.strip_prefix("time=") {
-            Some(ms) => ResetTo::Spec(OffsetSpec::Timestamp(ms.parse().map_err(|_| bad())?)),
+        t => match t.strip_prefix("time=").or_else(|| t.strip_prefix('@')) {
+            // ListOffsets reads -1 and -2 as latest and earliest: a time is 0 or more.
+            Some(ms) => ResetTo::Spec(OffsetSpec::Timestamp(
+                ms.parse()
+                    .ok()
+                    .filter(|ms: &i64| *ms >= 0)
+                    .ok_or_else(bad)?,
+            )),
             None => ResetTo::Offset(t.parse().ok().filter(|o: &i64| *o >= 0).ok_or_else(bad)?),
         },
     })
@@ -256,9 +305,9 @@ fn reset_offsets(mut args: Args) -> CliResult {
     let json = args.flag(&["--json"]);
     let dry_run = args.flag(&["--dry-run"]);
     let topics = args.values(&["--topic", "-t"])?;
-    let to = args
-        .value(&["--to"])?
-        .ok_or_else(|| UsageError::new("--to is needed: earliest, latest, OFFSET or time=MS"))?;
+    let to = args.value(&["--to"])?.ok_or_else(|| {
+        UsageError::new("--to is needed: earliest, latest, OFFSET, time=MS or @MS")
+    })?;
     let to = parse_to(&to)?;
     let cluster = ClusterOptions::take(&mut args)?;
     let group = group_name(&mut args)?;
@@ -347,7 +396,11 @@ mod tests {
             parse_to("time=5").unwrap(),
             ResetTo::Spec(OffsetSpec::Timestamp(5))
         );
-        for bad in ["-1", "soon", "time=", "time=x"] {
+        assert_eq!(
+            parse_to("@1700000000000").unwrap(),
+            ResetTo::Spec(OffsetSpec::Timestamp(1_700_000_000_000))
+        );
+        for bad in ["-1", "soon", "time=", "time=x", "@", "@-5", "time=-1"] {
             assert!(parse_to(bad).unwrap_err().0.contains(bad), "{bad}");
         }
     }

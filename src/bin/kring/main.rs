@@ -2,7 +2,8 @@
 //! and producer-performance tools, and of kcat.
 //!
 //! - `kring produce`: records from stdin or a file, split on a delimiter;
-//! - `kring consume`: a partition or a whole topic, printed in a chosen format;
+//! - `kring consume`: a partition or a whole topic, printed in a chosen format, or as
+//!   a member of a consumer group (`-G`);
 //! - `kring topics list|create|describe|delete|alter-partitions`;
 //! - `kring cluster`: brokers, controller, features, API versions;
 //! - `kring configs describe|alter`: topic and broker configs;
@@ -22,6 +23,7 @@ mod check;
 mod cluster;
 mod configs;
 mod consume;
+mod consume_group;
 mod deliveries;
 mod format;
 mod groups;
@@ -43,7 +45,7 @@ usage: kring COMMAND [OPTIONS]
 
 commands:
   produce   send records read from stdin or a file
-  consume   print records of a partition or a whole topic
+  consume   print records of a partition or a whole topic, or as a group member (-G)
   topics    list, create, describe, delete topics or add partitions
   cluster   the cluster id, controller, brokers, features and API versions
   configs   describe or alter topic and broker configs
