@@ -1093,8 +1093,13 @@ impl AnyMember {
     pub fn subscribe(&mut self, topics: BTreeSet<String>, now: Instant) {
         either!(self, m => m.subscribe(topics, now))
     }
-    pub fn handle_commit_fenced(&mut self, code: KafkaCode, now: Instant) {
-        either!(self, m => m.handle_commit_fenced(code, now))
+    /// `generation_id`: what the refused commit carried (the classic member ignores a
+    /// refusal of a generation it has left behind).
+    pub fn handle_commit_fenced(&mut self, code: KafkaCode, generation_id: i32, now: Instant) {
+        match self {
+            AnyMember::Classic(m) => m.handle_commit_fenced(code, generation_id, now),
+            AnyMember::Consumer(m) => m.handle_commit_fenced(code, now),
+        }
     }
     pub fn handle_revoked(&mut self, now: Instant) {
         either!(self, m => m.handle_revoked(now))

@@ -459,6 +459,7 @@ fn without_handshake_requests_go_at_once_at_explicit_versions() {
             request: MetadataRequest::default(),
             version: Some(4),
             addr: Arc::from("b"),
+            timeout: None,
         }),
         1,
         now,

@@ -20,6 +20,7 @@ fn settings() -> MemberSettings {
         assignors: vec![Assignor::CooperativeSticky],
         retry_backoff: Duration::from_millis(100),
         rack: None,
+        server_assignor: None,
     }
 }
 

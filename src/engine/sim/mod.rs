@@ -1055,6 +1055,7 @@ impl World {
                 request,
                 version: Some(version),
                 addr: Arc::from("sim"),
+                timeout: None,
             });
             if let Err((_, e)) = self.send(Side::Consumer, broker, typed, Token::Fetch) {
                 self.on_fetch_answer(broker, Err(e));
@@ -1347,6 +1348,7 @@ fn typed<R: crate::protocol::Request + Send + 'static>(request: R) -> Box<dyn En
         request,
         version: None,
         addr: Arc::from("sim"),
+        timeout: None,
     })
 }
 
