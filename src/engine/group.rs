@@ -50,11 +50,11 @@ use crate::protocol::messages::{
 };
 use crate::protocol::{ApiKey, KafkaCode};
 
+#[cfg(test)]
+mod commit_fenced_tests;
 pub(crate) mod kip848;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod commit_fenced_tests;
 
 pub(crate) use kip848::ConsumerMember;
 

@@ -882,8 +882,8 @@ impl GroupConsumer {
                     {
                         Ok(()) => Ok(()),
                         Err(CommitRefusal::Fenced(code)) => {
-                            let _ = commands
-                                .send(FromConsumer::CommitFenced(code, g.generation_id));
+                            let _ =
+                                commands.send(FromConsumer::CommitFenced(code, g.generation_id));
                             Err(Error::CommitFenced { group, code })
                         }
                         Err(CommitRefusal::Failed(e)) => Err(e),

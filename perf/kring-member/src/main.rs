@@ -50,7 +50,9 @@ fn parse_args() -> Args {
     let mut it = std::env::args().skip(1);
     let op = it.next().unwrap_or_default();
     if op != "member" && op != "produce" {
-        fail("usage: kring-member member|produce --topic T --property NAME=VALUE ... (perf/README.md)");
+        fail(
+            "usage: kring-member member|produce --topic T --property NAME=VALUE ... (perf/README.md)",
+        );
     }
     let mut a = Args {
         op,
@@ -106,7 +108,10 @@ fn log_line(log: &Log, line: std::fmt::Arguments<'_>) {
 }
 
 fn partitions_text(partitions: &[TopicPartition]) -> String {
-    let list: Vec<String> = partitions.iter().map(|tp| tp.partition.to_string()).collect();
+    let list: Vec<String> = partitions
+        .iter()
+        .map(|tp| tp.partition.to_string())
+        .collect();
     if list.is_empty() {
         "-".into()
     } else {
@@ -123,7 +128,10 @@ impl RebalanceListener for Logger {
         _consumer: &'a mut GroupConsumer,
         partitions: &'a [TopicPartition],
     ) -> ListenerFuture<'a> {
-        log_line(&self.0, format_args!("A {} {}\n", now_ns(), partitions_text(partitions)));
+        log_line(
+            &self.0,
+            format_args!("A {} {}\n", now_ns(), partitions_text(partitions)),
+        );
         Box::pin(async {})
     }
 
@@ -132,7 +140,10 @@ impl RebalanceListener for Logger {
         _consumer: &'a mut GroupConsumer,
         partitions: &'a [TopicPartition],
     ) -> ListenerFuture<'a> {
-        log_line(&self.0, format_args!("R {} {}\n", now_ns(), partitions_text(partitions)));
+        log_line(
+            &self.0,
+            format_args!("R {} {}\n", now_ns(), partitions_text(partitions)),
+        );
         Box::pin(async {})
     }
 
@@ -141,7 +152,10 @@ impl RebalanceListener for Logger {
         _consumer: &'a mut GroupConsumer,
         partitions: &'a [TopicPartition],
     ) -> ListenerFuture<'a> {
-        log_line(&self.0, format_args!("L {} {}\n", now_ns(), partitions_text(partitions)));
+        log_line(
+            &self.0,
+            format_args!("L {} {}\n", now_ns(), partitions_text(partitions)),
+        );
         Box::pin(async {})
     }
 }
@@ -171,7 +185,13 @@ fn member(a: &Args) {
             let mut out = log.lock().unwrap_or_else(|e| e.into_inner());
             for record in batch.batch.records() {
                 let r = record.unwrap_or_else(|e| fail(format!("record: {e}")));
-                let _ = writeln!(out, "M {t} {} {} {}", batch.partition, r.offset(), r.timestamp());
+                let _ = writeln!(
+                    out,
+                    "M {t} {} {} {}",
+                    batch.partition,
+                    r.offset(),
+                    r.timestamp()
+                );
             }
             let _ = out.flush();
         }
@@ -180,7 +200,8 @@ fn member(a: &Args) {
 
 fn produce(a: &Args) {
     let client = client(a);
-    let producer = Producer::new_blocking(client).unwrap_or_else(|e| fail(format!("producer: {e}")));
+    let producer =
+        Producer::new_blocking(client).unwrap_or_else(|e| fail(format!("producer: {e}")));
     let value = [b'x'; 100];
     let tick = Duration::from_millis(10);
     let per_tick = (a.rate / 100).max(1);

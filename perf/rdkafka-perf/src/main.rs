@@ -462,9 +462,16 @@ fn consume(a: &Args) {
         }
     }
     if a.group.is_some() {
-        let joined = consumer.context().0.lock().unwrap_or_else(|e| e.into_inner());
+        let joined = consumer
+            .context()
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if let Some(at) = *joined {
-            eprintln!("rdkafka-perf: joined in {:.3} s (not in elapsed_s)", (at - t0).as_secs_f64());
+            eprintln!(
+                "rdkafka-perf: joined in {:.3} s (not in elapsed_s)",
+                (at - t0).as_secs_f64()
+            );
             t0 = at;
         }
     }

@@ -36,8 +36,16 @@ impl Logger {
 }
 
 fn partitions_text(tpl: &TopicPartitionList) -> String {
-    let list: Vec<String> = tpl.elements().iter().map(|e| e.partition().to_string()).collect();
-    if list.is_empty() { "-".into() } else { list.join(",") }
+    let list: Vec<String> = tpl
+        .elements()
+        .iter()
+        .map(|e| e.partition().to_string())
+        .collect();
+    if list.is_empty() {
+        "-".into()
+    } else {
+        list.join(",")
+    }
 }
 
 impl ClientContext for Logger {}
@@ -45,8 +53,12 @@ impl ClientContext for Logger {}
 impl ConsumerContext for Logger {
     fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
-            Rebalance::Assign(tpl) => self.line(format_args!("A {} {}\n", now_ns(), partitions_text(tpl))),
-            Rebalance::Revoke(tpl) => self.line(format_args!("R {} {}\n", now_ns(), partitions_text(tpl))),
+            Rebalance::Assign(tpl) => {
+                self.line(format_args!("A {} {}\n", now_ns(), partitions_text(tpl)))
+            }
+            Rebalance::Revoke(tpl) => {
+                self.line(format_args!("R {} {}\n", now_ns(), partitions_text(tpl)))
+            }
             Rebalance::Error(e) => eprintln!("rdkafka-perf member: rebalance error: {e}"),
         }
     }
@@ -57,7 +69,9 @@ pub fn run() {
     let mut topic = String::new();
     let mut config = ClientConfig::new();
     while let Some(flag) = it.next() {
-        let v = it.next().unwrap_or_else(|| fail(format!("{flag} needs a value")));
+        let v = it
+            .next()
+            .unwrap_or_else(|| fail(format!("{flag} needs a value")));
         match flag.as_str() {
             "--topic" => topic = v,
             "--property" => match v.split_once('=') {
@@ -74,7 +88,10 @@ pub fn run() {
     }
     let consumer: BaseConsumer<Logger> = config
         .set("fetch.queue.backoff.ms", "10")
-        .create_with_context(Logger(Mutex::new(BufWriter::with_capacity(1 << 16, std::io::stdout()))))
+        .create_with_context(Logger(Mutex::new(BufWriter::with_capacity(
+            1 << 16,
+            std::io::stdout(),
+        ))))
         .unwrap_or_else(|e| fail(format!("consumer: {e}")));
     consumer.context().line(format_args!("J {}\n", now_ns()));
     consumer
@@ -85,7 +102,11 @@ pub fn run() {
             Some(Ok(m)) => {
                 let t = now_ns();
                 let ts = m.timestamp().to_millis().unwrap_or(-1);
-                consumer.context().line(format_args!("M {t} {} {} {ts}\n", m.partition(), m.offset()));
+                consumer.context().line(format_args!(
+                    "M {t} {} {} {ts}\n",
+                    m.partition(),
+                    m.offset()
+                ));
             }
             Some(Err(e)) => eprintln!("rdkafka-perf member: {e}"),
             None => {}

@@ -497,7 +497,10 @@ async fn read_partition(shared: Rc<ConsumeShared>, mut pc: PartitionConsumer) {
                     bytes += value.len() as u64;
                     digest = digest.wrapping_add(value_share(value));
                     if (shared.records.get() + n) % LATENCY_SAMPLE_EVERY == 0 {
-                        shared.end_to_end_ns.borrow_mut().push(age_ns(r.timestamp()));
+                        shared
+                            .end_to_end_ns
+                            .borrow_mut()
+                            .push(age_ns(r.timestamp()));
                     }
                     n += 1;
                     if n == room {

@@ -71,7 +71,9 @@ pub fn consume(
         "perf consume: {target} records from {topic} ({count} partition(s), {available} records there now) as a member of group {group}"
     );
     if target == 0 {
-        return Err(CliError::Failed(format!("{topic} holds no records to read")));
+        return Err(CliError::Failed(format!(
+            "{topic} holds no records to read"
+        )));
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -143,10 +145,7 @@ async fn read_until(member: &mut GroupConsumer, target: u64) -> Result<Tally, Cl
         };
         for record in batch.batch.records() {
             let r = record.map_err(|e| {
-                CliError::Failed(format!(
-                    "{}/{}: {e}",
-                    batch.topic, batch.partition
-                ))
+                CliError::Failed(format!("{}/{}: {e}", batch.topic, batch.partition))
             })?;
             let value = r.value().unwrap_or_default();
             t.bytes += value.len() as u64;

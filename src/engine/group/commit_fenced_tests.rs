@@ -31,7 +31,10 @@ fn partitions(ps: &[i32]) -> Vec<TopicPartition> {
 /// Answers the join and sync the member sends: a follower of generation `generation`
 /// given `assigned`.
 fn join_generation(m: &mut Member, generation: i32, assigned: &[i32], now: Instant) {
-    assert!(matches!(m.poll_request(), Some(Outgoing::Join(_))), "a join goes out");
+    assert!(
+        matches!(m.poll_request(), Some(Outgoing::Join(_))),
+        "a join goes out"
+    );
     m.handle_join(
         JoinGroupResponse::default()
             .with_generation_id(generation)
@@ -41,7 +44,10 @@ fn join_generation(m: &mut Member, generation: i32, assigned: &[i32], now: Insta
             .with_member_id("me".into()),
         now,
     );
-    assert!(matches!(m.poll_request(), Some(Outgoing::Sync(_))), "a sync goes out");
+    assert!(
+        matches!(m.poll_request(), Some(Outgoing::Sync(_))),
+        "a sync goes out"
+    );
     let assignment = Assignment {
         partitions: partitions(assigned),
         user_data: None,
