@@ -70,6 +70,14 @@ def default_workloads():
         # Compressed batches: decompression dominates every consumer here.
         "consume-1k": {"op": "consume", "records": 500_000, "size": 1024, "acks": "1",
                        "idempotence": "false", "compression": "lz4", **common},
+        # consume-100 and consume-1k read by one member of a fresh consumer group
+        # (`--group G` of the peer contract: subscribe, oldest offsets, no commits) instead
+        # of partition consumers: what group membership costs each client (the Java
+        # consumer perf-test always uses a group; the Go peers take no --group yet).
+        "consume-100-group": {"op": "consume", "records": 5_000_000, "size": 100, "acks": "1",
+                              "idempotence": "false", "compression": "none", "group": 1, **common},
+        "consume-1k-group": {"op": "consume", "records": 500_000, "size": 1024, "acks": "1",
+                             "idempotence": "false", "compression": "lz4", "group": 1, **common},
         # produce-100 and consume-100 over the SASL_SSL listener (TLS, SCRAM-SHA-512):
         # what TLS costs each client (kring, librdkafka and the Java client; the Go
         # peers' contract programs take no security settings yet).
@@ -112,10 +120,16 @@ def java_security_properties(w):
                                 ("ssl.truststore.location", tls_ca())]
 
 
+# The clients whose consume peer takes the contract's `--group G`.
+GROUP_CLIENTS = ("kring", "kring-base", "librdkafka", "java")
+
+
 def clients_for(w, clients):
     """The clients that can run workload `w`."""
     if w.get("security"):
         return [c for c in clients if c in SECURE_CLIENTS]
+    if w.get("group"):
+        return [c for c in clients if c in GROUP_CLIENTS]
     return list(clients)
 
 
@@ -308,6 +322,8 @@ def contract_args(op, w, topic, payload):
     args = [op, "--bootstrap", bootstrap, "--topic", topic, "--records", str(w["records"])]
     for k, v in properties:
         args += ["--property", f"{k}={v}"]
+    if op == "consume" and w.get("group"):
+        args += ["--group", f"perf-run-{os.getpid()}-{time.time_ns()}"]
     if op == "produce":
         args += ["--payload-file", payload, "--acks", w["acks"], "--idempotence", w["idempotence"],
                  "--compression", w["compression"], "--linger-ms", str(w["linger_ms"]),
@@ -918,7 +934,8 @@ def main(argv):
             clients = clients_for(w, a.clients)
             skipped = [c for c in a.clients if c not in clients]
             if skipped:
-                log(f"== {name}: not run by {', '.join(skipped)} (no security settings in their peers)")
+                why = "no security settings" if w.get("security") else "no --group"
+                log(f"== {name}: not run by {', '.join(skipped)} ({why} in their peers)")
             for rep in range(a.runs):
                 k = rep % len(clients)
                 for client in clients[k:] + clients[:k]:
@@ -1029,6 +1046,10 @@ def summarize(runs, meta):
 def describe(name, w):
     over = (" over SASL_SSL (TLS, SCRAM-SHA-512; the Go peers do not run it)"
             if w.get("security") else "")
+    if w.get("group"):
+        over += (", as the one member of a fresh consumer group (`--group`: subscribe, no "
+                 "commits; clocked from the first assignment, the join left out, as the Java "
+                 "perf-test does; the Go peers do not run it)")
     return describe_plain(name, w) + over
 
 
@@ -1097,6 +1118,25 @@ def report(raw_path, out_dir):
         if errs:
             L.append("")
             L.append("Failed runs: " + "; ".join(f"{c} {e}" for c, e in errs) + ".")
+        L.append("")
+    pairs = [(n, n[:-len("-group")]) for n in meta["workloads"]
+             if n.endswith("-group") and n[:-len("-group")] in meta["workloads"]]
+    if pairs:
+        L.append("## Group member ÷ partition consumers\n")
+        L.append("Each client's median in a `-group` workload divided by its median in the same "
+                 "workload read without a group (records/s: below 1 the group is slower; CPU per "
+                 "record: above 1 it costs more). The Java perf-test uses a group in both.\n")
+        L.append("| client | " + " | ".join(f"{g} ÷ {b} records/s | CPU" for g, b in pairs) + " |")
+        L.append("|---|" + "---:|---:|" * len(pairs))
+        for c in meta["clients"]:
+            cells = []
+            for g, b in pairs:
+                gm, bm = summary[g][c]["metrics"], summary[b][c]["metrics"]
+                if gm and bm:
+                    cells += [f"{gm['rps'] / bm['rps']:.2f}", f"{gm['cpu'] / bm['cpu']:.2f}"]
+                else:
+                    cells += ["—", "—"]
+            L.append(f"| {c} | " + " | ".join(cells) + " |")
         L.append("")
     L.append("## How it was measured\n")
     L.append("- records/s and MB/s (MB = 10⁶ bytes of record values) come from each client's own "

@@ -50,6 +50,8 @@ use crate::protocol::messages::{
 };
 use crate::protocol::{ApiKey, KafkaCode};
 
+#[cfg(test)]
+mod commit_fenced_tests;
 pub(crate) mod kip848;
 #[cfg(test)]
 mod tests;
@@ -460,8 +462,22 @@ impl Member {
         self.advance(now);
     }
 
-    /// A commit was refused because the generation moved on: rejoin.
-    pub fn handle_commit_fenced(&mut self, code: KafkaCode, now: Instant) {
+    /// A commit made with generation `generation_id` was refused because the generation
+    /// moved on: rejoin. A refusal of a generation already left behind, or one that comes
+    /// while a rebalance is under way, says nothing new and is ignored: a commit in flight
+    /// when the coordinator moves to the next generation is refused by design, and the
+    /// join under way settles the member's place (losing the partitions for it would turn
+    /// every KIP-429 cooperative rebalance of members that commit as they go into a
+    /// stop-the-world one). The Java client's commit handler does the same: it resets the
+    /// generation only if it is unchanged and no rebalance is in progress.
+    pub fn handle_commit_fenced(&mut self, code: KafkaCode, generation_id: i32, now: Instant) {
+        if code != KafkaCode::FENCED_INSTANCE_ID && self.commit_outdated(generation_id) {
+            tracing::debug!(
+                group = %self.settings.group_id, %code, generation = generation_id,
+                "commit of an earlier generation refused: ignored"
+            );
+            return self.advance(now);
+        }
         match code {
             KafkaCode::REBALANCE_IN_PROGRESS => self.rejoin_needed = true,
             KafkaCode::UNKNOWN_MEMBER_ID => self.lose_everything(true, now),
@@ -470,6 +486,24 @@ impl Member {
             _ => {}
         }
         self.advance(now);
+    }
+
+    /// Whether a commit made with `generation_id` belongs to a generation this member has
+    /// left behind, or is leaving in a rebalance under way.
+    fn commit_outdated(&self, generation_id: i32) -> bool {
+        let rebalancing = matches!(
+            self.state,
+            State::Unjoined { .. }
+                | State::Revoking { then_join: true }
+                | State::Joining
+                | State::AwaitingMetadata(_)
+                | State::Syncing
+        );
+        rebalancing
+            || self
+                .generation
+                .as_ref()
+                .is_none_or(|g| g.generation_id != generation_id)
     }
 
     /// The consumer has stopped the partitions of the last [`MemberEvent::Revoke`] and
@@ -1084,8 +1118,13 @@ impl AnyMember {
     pub fn subscribe(&mut self, topics: BTreeSet<String>, now: Instant) {
         either!(self, m => m.subscribe(topics, now))
     }
-    pub fn handle_commit_fenced(&mut self, code: KafkaCode, now: Instant) {
-        either!(self, m => m.handle_commit_fenced(code, now))
+    /// `generation_id`: what the refused commit carried (the classic member ignores a
+    /// refusal of a generation it has left behind).
+    pub fn handle_commit_fenced(&mut self, code: KafkaCode, generation_id: i32, now: Instant) {
+        match self {
+            AnyMember::Classic(m) => m.handle_commit_fenced(code, generation_id, now),
+            AnyMember::Consumer(m) => m.handle_commit_fenced(code, now),
+        }
     }
     pub fn handle_revoked(&mut self, now: Instant) {
         either!(self, m => m.handle_revoked(now))

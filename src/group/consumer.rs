@@ -858,7 +858,9 @@ impl GroupConsumer {
                 Ok(())
             }
             Err(CommitRefusal::Fenced(code)) => {
-                let _ = self.commands.send(FromConsumer::CommitFenced(code));
+                let _ = self
+                    .commands
+                    .send(FromConsumer::CommitFenced(code, generation.generation_id));
                 Err(Error::CommitFenced {
                     group: self.group.clone(),
                     code,
@@ -917,7 +919,8 @@ impl GroupConsumer {
                     {
                         Ok(()) => Ok(()),
                         Err(CommitRefusal::Fenced(code)) => {
-                            let _ = commands.send(FromConsumer::CommitFenced(code));
+                            let _ =
+                                commands.send(FromConsumer::CommitFenced(code, g.generation_id));
                             Err(Error::CommitFenced { group, code })
                         }
                         Err(CommitRefusal::Failed(e)) => Err(e),

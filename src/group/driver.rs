@@ -43,8 +43,8 @@ pub(crate) enum FromConsumer {
     Polled,
     /// The partitions of the last revoke are stopped and committed.
     Revoked,
-    /// A commit found the generation over.
-    CommitFenced(KafkaCode),
+    /// A commit made with this generation id found the generation over.
+    CommitFenced(KafkaCode, i32),
     /// Leave the group (the consumer is closing).
     Leave,
 }
@@ -229,7 +229,9 @@ impl Driver {
         match command {
             FromConsumer::Polled => self.member.handle_poll(now),
             FromConsumer::Revoked => self.member.handle_revoked(now),
-            FromConsumer::CommitFenced(code) => self.member.handle_commit_fenced(code, now),
+            FromConsumer::CommitFenced(code, generation_id) => {
+                self.member.handle_commit_fenced(code, generation_id, now)
+            }
             FromConsumer::Leave => self.member.leave(now),
         }
     }

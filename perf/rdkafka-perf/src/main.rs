@@ -5,7 +5,7 @@
 //! rdkafka-perf produce --bootstrap HOST:PORT --topic T --records N --payload-file F \
 //!     --acks 0|1|all --idempotence true|false --compression none|gzip|snappy|lz4|zstd \
 //!     --linger-ms L --batch-size BYTES
-//! rdkafka-perf consume --bootstrap HOST:PORT --topic T --records N
+//! rdkafka-perf consume --bootstrap HOST:PORT --topic T --records N [--group G]
 //! ```
 //!
 //! - produce: a `BaseProducer`; the sending thread calls `poll(0)` after every 64 sends
@@ -15,15 +15,23 @@
 //!   send→delivery latency is kept.
 //! - consume: a `BaseConsumer` with every partition `assign`ed at `Offset::Beginning`
 //!   (no group membership, no commits), `poll`ed until N records are read; every value's
-//!   bytes are touched.
+//!   bytes are touched. With `--group G`: `subscribe`d as the one member of the fresh
+//!   group G instead (`auto.offset.reset` earliest, no commits), clocked from the first
+//!   assignment (the rebalance callback), like the Java consumer perf-test.
+//!
+//! `rdkafka-perf member ...` is perf/rebalance's group member (src/member.rs).
 //!
 //! The result line carries an extra field, `"version"`: librdkafka's version string.
+
+mod member;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use std::sync::Mutex;
+
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
@@ -70,6 +78,8 @@ struct Args {
     batch_size: u64,
     /// `--property NAME=VALUE`: client properties (security settings) set as given.
     properties: Vec<(String, String)>,
+    /// `--group G`: consume as a member of group G (subscribe) instead of `assign`.
+    group: Option<String>,
 }
 
 impl Args {
@@ -93,6 +103,7 @@ impl Args {
             linger_ms: 5,
             batch_size: 1_000_000,
             properties: Vec::new(),
+            group: None,
         };
         while let Some(flag) = it.next() {
             let v = it
@@ -116,6 +127,7 @@ impl Args {
                 }
                 "--linger-ms" => a.linger_ms = num(&v),
                 "--batch-size" => a.batch_size = num(&v),
+                "--group" if !v.is_empty() => a.group = Some(v),
                 "--property" => match v.split_once('=') {
                     Some((k, val)) => a.properties.push((k.to_string(), val.to_string())),
                     None => fail(format!("--property {v}: expected NAME=VALUE")),
@@ -356,13 +368,36 @@ fn produce(a: &Args) {
     );
 }
 
+/// Remembers when partitions were first assigned (group mode's clock start).
+#[derive(Default)]
+struct FirstAssignment(Mutex<Option<Instant>>);
+
+impl ClientContext for FirstAssignment {}
+
+impl ConsumerContext for FirstAssignment {
+    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(tpl) = rebalance {
+            if tpl.count() > 0 {
+                let mut first = self.0.lock().unwrap_or_else(|e| e.into_inner());
+                first.get_or_insert_with(Instant::now);
+            }
+        }
+    }
+}
+
 fn consume(a: &Args) {
-    let consumer: BaseConsumer = ClientConfig::new()
+    let consumer: BaseConsumer<FirstAssignment> = ClientConfig::new()
         .set("bootstrap.servers", &a.bootstrap)
         // librdkafka's assign() needs a consumer group handle, which it creates only when
-        // group.id is set (without one, assign fails with "Local: Unknown group"). The
-        // group is never joined (assign, not subscribe) and nothing is committed.
-        .set("group.id", format!("rdkafka-perf-{}", std::process::id()))
+        // group.id is set (without one, assign fails with "Local: Unknown group"). Without
+        // --group the group is never joined (assign, not subscribe); nothing is committed.
+        .set(
+            "group.id",
+            a.group
+                .clone()
+                .unwrap_or_else(|| format!("rdkafka-perf-{}", std::process::id())),
+        )
+        .set("auto.offset.reset", "earliest")
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("enable.partition.eof", "false")
@@ -371,7 +406,7 @@ fn consume(a: &Args) {
         // before the second is up.
         .set("fetch.queue.backoff.ms", "10")
         .extend_with(&a.properties)
-        .create()
+        .create_with_context(FirstAssignment::default())
         .unwrap_or_else(|e| fail(format!("consumer: {e}")));
 
     // Set-up outside the timed part: the connection and the topic's partitions.
@@ -390,10 +425,15 @@ fn consume(a: &Args) {
     }
 
     let mut progress = Progress::new("consume");
-    let t0 = Instant::now();
-    consumer
-        .assign(&assignment)
-        .unwrap_or_else(|e| fail(format!("assign: {e}")));
+    let mut t0 = Instant::now();
+    match &a.group {
+        Some(_) => consumer
+            .subscribe(&[a.topic.as_str()])
+            .unwrap_or_else(|e| fail(format!("subscribe: {e}"))),
+        None => consumer
+            .assign(&assignment)
+            .unwrap_or_else(|e| fail(format!("assign: {e}"))),
+    }
     let (mut records, mut bytes, mut digest) = (0u64, 0u64, 0u64);
     let mut waited = Instant::now();
     while records < a.records as u64 {
@@ -421,12 +461,30 @@ fn consume(a: &Args) {
             None => {}
         }
     }
+    if a.group.is_some() {
+        let joined = consumer
+            .context()
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(at) = *joined {
+            eprintln!(
+                "rdkafka-perf: joined in {:.3} s (not in elapsed_s)",
+                (at - t0).as_secs_f64()
+            );
+            t0 = at;
+        }
+    }
     let elapsed = t0.elapsed();
     std::hint::black_box(digest);
     report("consume", a.records, bytes, elapsed, None);
 }
 
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("member") {
+        member::run();
+        return;
+    }
     let a = Args::parse();
     if a.op == "produce" {
         produce(&a);

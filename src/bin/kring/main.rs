@@ -29,6 +29,7 @@ mod format;
 mod groups;
 mod json;
 mod perf;
+mod perf_group;
 mod produce;
 mod quotas;
 mod records;

@@ -38,6 +38,10 @@ perf produce: sends records as fast as the producer takes them and waits for eve
 perf consume: reads every partition from its oldest record.
   -t, --topic TOPIC          the topic
   -n, --records N            records to read (default: as many as the topic holds now)
+  --group GROUP              read as the one member of consumer group GROUP (a fresh
+                             one: from the oldest offsets, nothing committed) instead of
+                             with one partition consumer per partition; the clock starts
+                             at the first assignment (the join is reported apart)
   --timeout SECONDS          fail if they haven't all arrived by then (default 120)
   Latency is end to end on every 100th record: now − the record's timestamp (run it
   beside a perf produce to see delivery latency; on a backlog it is the records' age).
@@ -51,7 +55,7 @@ CLUSTER options:
 );
 
 /// Records sampled for latency: one in this many.
-const LATENCY_SAMPLE_EVERY: u64 = 100;
+pub(crate) const LATENCY_SAMPLE_EVERY: u64 = 100;
 
 /// Runs `kring perf ...`.
 pub fn run(mut args: Args) -> CliResult {
@@ -64,22 +68,22 @@ pub fn run(mut args: Args) -> CliResult {
 }
 
 /// The measured outcome of a run, for the report and the JSON line.
-struct Outcome {
-    op: &'static str,
-    records: u64,
-    bytes: u64,
-    elapsed: Duration,
-    cpu_seconds: Option<f64>,
+pub(crate) struct Outcome {
+    pub(crate) op: &'static str,
+    pub(crate) records: u64,
+    pub(crate) bytes: u64,
+    pub(crate) elapsed: Duration,
+    pub(crate) cpu_seconds: Option<f64>,
     /// Produce: send → delivery report of sampled records (these go into the JSON).
-    latencies_ns: Vec<u64>,
+    pub(crate) latencies_ns: Vec<u64>,
     /// Consume: now − record timestamp of sampled records, end to end when reading
     /// while a producer writes, the records' age when reading a backlog (report only;
     /// the peers of the harness have no such figure, so the JSON leaves it out).
-    end_to_end_ns: Vec<u64>,
+    pub(crate) end_to_end_ns: Vec<u64>,
 }
 
 impl Outcome {
-    fn print(&self) {
+    pub(crate) fn print(&self) {
         let secs = self.elapsed.as_secs_f64().max(1e-9);
         println!("  records      {}", self.records);
         println!("  elapsed      {secs:.3} s");
@@ -337,16 +341,16 @@ fn consume(mut args: Args) -> CliResult {
         .ok_or_else(|| UsageError::new("--topic is required"))?;
     let records: Option<u64> = args.parsed(&["--records", "-n"])?;
     let timeout: u64 = args.parsed(&["--timeout"])?.unwrap_or(120);
+    let group = args.value(&["--group"])?;
     let cluster = ClusterOptions::take(&mut args)?;
     args.finish()?;
+    if let Some(group) = group {
+        return crate::perf_group::consume(cluster, &topic, &group, records, timeout);
+    }
     let client = connect(cluster)?;
     let count = check_topic(&client, &topic, None)?;
     let consumer = Consumer::new(client.clone())?;
-    let mut available = 0u64;
-    for p in 0..count as i32 {
-        let (earliest, latest) = wait(consumer.offsets(&topic, p))?;
-        available += (latest - earliest).max(0) as u64;
-    }
+    let available = available_records(&client, &topic, count)?;
     let target = records.unwrap_or(available);
     println!(
         "perf consume: {target} records from {topic} ({count} partition(s), {available} records there now)"
@@ -436,6 +440,38 @@ fn consume(mut args: Args) -> CliResult {
     Ok(())
 }
 
+/// Records between the earliest and latest offsets of the topic's `count` partitions.
+pub(crate) fn available_records(
+    client: &kring::Client,
+    topic: &str,
+    count: usize,
+) -> Result<u64, CliError> {
+    let consumer = Consumer::new(client.clone())?;
+    let mut available = 0u64;
+    for p in 0..count as i32 {
+        let (earliest, latest) = wait(consumer.offsets(topic, p))?;
+        available += (latest - earliest).max(0) as u64;
+    }
+    Ok(available)
+}
+
+/// A value's part of the consume digest: `len << 16 | first << 8 | last`.
+pub(crate) fn value_share(value: &[u8]) -> u64 {
+    let mut share = (value.len() as u64) << 16;
+    if let (Some(&first), Some(&last)) = (value.first(), value.last()) {
+        share |= u64::from(first) << 8 | u64::from(last);
+    }
+    share
+}
+
+/// Now − a record's timestamp (ms since the epoch), in ns; 0 for one from the future.
+pub(crate) fn age_ns(timestamp_ms: i64) -> u64 {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    (now_ms - timestamp_ms).max(0) as u64 * 1_000_000
+}
+
 /// Reads one partition's borrowed records, summing value lengths, until the run's
 /// target is reached.
 async fn read_partition(shared: Rc<ConsumeShared>, mut pc: PartitionConsumer) {
@@ -459,17 +495,12 @@ async fn read_partition(shared: Rc<ConsumeShared>, mut pc: PartitionConsumer) {
                 Ok(r) => {
                     let value = r.value().unwrap_or_default();
                     bytes += value.len() as u64;
-                    let mut share = (value.len() as u64) << 16;
-                    if let (Some(&first), Some(&last)) = (value.first(), value.last()) {
-                        share |= u64::from(first) << 8 | u64::from(last);
-                    }
-                    digest = digest.wrapping_add(share);
+                    digest = digest.wrapping_add(value_share(value));
                     if (shared.records.get() + n) % LATENCY_SAMPLE_EVERY == 0 {
-                        let now_ms = std::time::SystemTime::now()
-                            .duration_since(std::time::UNIX_EPOCH)
-                            .map_or(0, |d| d.as_millis() as i64);
-                        let age_ms = (now_ms - r.timestamp()).max(0) as u64;
-                        shared.end_to_end_ns.borrow_mut().push(age_ms * 1_000_000);
+                        shared
+                            .end_to_end_ns
+                            .borrow_mut()
+                            .push(age_ns(r.timestamp()));
                     }
                     n += 1;
                     if n == room {
