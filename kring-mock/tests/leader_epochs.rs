@@ -65,12 +65,15 @@ fn client(cluster: &FakeCluster, reset: OffsetReset) -> Client {
     Client::connect_blocking(c).expect("connect to the fake cluster")
 }
 
+/// A record's key and value.
+type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
 /// Appends `n` records `{prefix}{i}` to t-0 in batches of 10, in the current leader
 /// epoch.
 fn append(cluster: &FakeCluster, prefix: &str, n: usize) {
     for chunk in (0..n).collect::<Vec<_>>().chunks(10) {
         let values: Vec<String> = chunk.iter().map(|i| format!("{prefix}{i}")).collect();
-        let records: Vec<(Option<&[u8]>, Option<&[u8]>)> =
+        let records: Vec<KeyValue<'_>> =
             values.iter().map(|v| (None, Some(v.as_bytes()))).collect();
         cluster.append_records("t", 0, 1, &records).unwrap();
     }

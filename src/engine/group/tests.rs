@@ -1163,26 +1163,38 @@ fn a_subscription_change_during_a_heartbeat_rejoins_after_its_answer() {
 #[test]
 fn a_fenced_commit_moves_the_member_as_a_heartbeat_would() {
     let mut h = Harness::cooperative().stable(&[("a", 0)]);
-    h.member
-        .handle_commit_fenced(KafkaCode::REBALANCE_IN_PROGRESS, h.now);
+    h.member.handle_commit_fenced(
+        KafkaCode::REBALANCE_IN_PROGRESS,
+        h.member.generation().map_or(-1, |g| g.generation_id),
+        h.now,
+    );
     assert!(h.events().is_empty());
     assert_eq!(h.join_request().member_id, ME);
 
     let mut h = Harness::cooperative().stable(&[("a", 0)]);
-    h.member
-        .handle_commit_fenced(KafkaCode::UNKNOWN_MEMBER_ID, h.now);
+    h.member.handle_commit_fenced(
+        KafkaCode::UNKNOWN_MEMBER_ID,
+        h.member.generation().map_or(-1, |g| g.generation_id),
+        h.now,
+    );
     assert_eq!(h.events(), [MemberEvent::Lost(tps(&[("a", 0)]))]);
     assert_eq!(h.join_request().member_id, "");
 
     let mut h = Harness::cooperative().stable(&[("a", 0)]);
-    h.member
-        .handle_commit_fenced(KafkaCode::ILLEGAL_GENERATION, h.now);
+    h.member.handle_commit_fenced(
+        KafkaCode::ILLEGAL_GENERATION,
+        h.member.generation().map_or(-1, |g| g.generation_id),
+        h.now,
+    );
     assert_eq!(h.events(), [MemberEvent::Lost(tps(&[("a", 0)]))]);
     assert_eq!(h.join_request().member_id, ME);
 
     let mut h = Harness::new(&[Assignor::Range], Some("i-1"), &["a"]).stable(&[("a", 0)]);
-    h.member
-        .handle_commit_fenced(KafkaCode::FENCED_INSTANCE_ID, h.now);
+    h.member.handle_commit_fenced(
+        KafkaCode::FENCED_INSTANCE_ID,
+        h.member.generation().map_or(-1, |g| g.generation_id),
+        h.now,
+    );
     let events = h.events();
     assert!(matches!(failed(&events), GroupError::FencedInstance { .. }));
 }
