@@ -182,6 +182,9 @@ struct Slot {
     committed: Option<i64>,
 }
 
+/// A partition consumer started for an assignment, with the offset found committed.
+type Started = (TopicPartition, PartitionConsumer, Option<i64>);
+
 /// What was handed out last, settled on the next call.
 #[derive(Debug, Clone, Copy)]
 enum Handed {
@@ -223,6 +226,8 @@ pub struct GroupConsumer {
     failed: Option<Error>,
     /// The commit on revoke, once started: a call cut short waits for it next time.
     revoke_commit: Option<CommitFuture>,
+    /// Partitions of the assignment being handled, starting on a worker.
+    starting: Option<oneshot::Receiver<Result<Vec<Started>>>>,
     left: bool,
     last_poll_note: Instant,
 }
@@ -340,6 +345,7 @@ impl GroupConsumer {
             reset: config.consumer.auto_offset_reset,
             failed: None,
             revoke_commit: None,
+            starting: None,
             left: false,
             last_poll_note: Instant::now(),
         })
@@ -687,36 +693,71 @@ impl GroupConsumer {
     /// Starts consumers for newly assigned partitions at their committed offsets (or
     /// the reset policy's), then tells the listener.
     async fn assign(&mut self, generation: Generation, added: Vec<TopicPartition>) -> Result<()> {
-        tracing::debug!(group = %self.group, generation = generation.generation_id, added = added.len(), "assigned");
-        let missing: Vec<TopicPartition> = added
-            .iter()
-            .filter(|tp| !self.slots.iter().any(|s| &s.tp == *tp))
-            .cloned()
-            .collect();
-        let committed = offsets::fetch_committed(&self.client, &self.group, &missing).await?;
-        for tp in &missing {
-            let known = committed.get(tp).copied().flatten();
-            let start = match (known, self.reset) {
-                (Some(o), _) => Offset::Exact(o),
-                (None, OffsetReset::Earliest) => Offset::Oldest,
-                (None, OffsetReset::Latest) => Offset::Newest,
-                (None, OffsetReset::None) => {
-                    return Err(Error::InvalidArgument(format!(
-                        "group {}: {tp} has no committed offset and auto.offset.reset is none",
-                        self.group
-                    )));
-                }
-            };
-            let consumer = self.start_partition(tp, start).await?;
+        if self.starting.is_none() {
+            tracing::debug!(group = %self.group, generation = generation.generation_id, added = added.len(), "assigned");
+            let missing: Vec<TopicPartition> = added
+                .iter()
+                .filter(|tp| !self.slots.iter().any(|s| &s.tp == *tp))
+                .cloned()
+                .collect();
+            self.starting = Some(self.start_partitions(missing)?);
+        }
+        // Kept until it answers: a call cut short waits for the same start next time,
+        // so partitions started on the worker are never started (or lost) twice.
+        let Some(rx) = self.starting.as_mut() else {
+            return Ok(());
+        };
+        let started = rx.await.unwrap_or(Err(Error::ShuttingDown));
+        self.starting = None;
+        for (tp, consumer, committed) in started? {
             self.slots.push(Slot {
-                tp: tp.clone(),
+                tp,
                 consumed: consumer.position(),
                 consumer,
-                committed: known,
+                committed,
             });
         }
         self.call_listener(Callback::Assigned, &added).await;
         Ok(())
+    }
+
+    /// Starts consumers for `partitions` on a worker, at their committed offsets or the
+    /// reset policy's.
+    fn start_partitions(
+        &self,
+        partitions: Vec<TopicPartition>,
+    ) -> Result<oneshot::Receiver<Result<Vec<Started>>>> {
+        let (tx, rx) = oneshot::channel();
+        let (client, consumer) = (self.client.clone(), self.consumer.clone());
+        let (group, reset) = (self.group.clone(), self.reset);
+        let runtime = self.client.runtime();
+        runtime.spawn_on(runtime.worker_for(-1), move |_| async move {
+            let result = async {
+                let committed = offsets::fetch_committed(&client, &group, &partitions).await?;
+                let mut started = Vec::with_capacity(partitions.len());
+                for tp in partitions {
+                    let known = committed.get(&tp).copied().flatten();
+                    let start = match (known, reset) {
+                        (Some(o), _) => Offset::Exact(o),
+                        (None, OffsetReset::Earliest) => Offset::Oldest,
+                        (None, OffsetReset::Latest) => Offset::Newest,
+                        (None, OffsetReset::None) => {
+                            return Err(Error::InvalidArgument(format!(
+                                "group {group}: {tp} has no committed offset and auto.offset.reset is none"
+                            )));
+                        }
+                    };
+                    let pc = consumer
+                        .consume_partition(&tp.topic, tp.partition, start)
+                        .await?;
+                    started.push((tp, pc, known));
+                }
+                Ok(started)
+            }
+            .await;
+            let _ = tx.send(result);
+        })?;
+        Ok(rx)
     }
 
     /// Revokes `partitions`: the listener first (it may commit), then auto-commit of
