@@ -24,6 +24,8 @@
 //! or let it through, and through calls that move a partition's leader
 //! ([`FakeCluster::move_leader`]) or take a broker down ([`FakeCluster::take_down`]).
 
+mod consumer_group;
+mod faults;
 mod group;
 mod handlers;
 mod state;
@@ -39,6 +41,7 @@ use kring::protocol::messages::ApiVersionsResponse;
 use kring::protocol::{ApiKey, RequestKind, ResponseKind, Uuid};
 use kring::record::RecordBatchRef;
 
+pub use self::faults::{Handed, request_group};
 use self::state::{BrokerInfo, Config, Log, State};
 use super::server::{ConnCtx, Outcome, Server, Service, Signal, lock, resolve};
 use super::{MockError, ReceivedRequest, Reply};
@@ -71,6 +74,7 @@ const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::IncrementalAlterConfigs,
     ApiKey::DeleteGroups,
     ApiKey::OffsetDelete,
+    ApiKey::ConsumerGroupHeartbeat,
 ];
 
 type Hook = dyn Fn(&ReceivedRequest) -> Reply + Send + Sync;
@@ -175,6 +179,9 @@ impl Core {
             }
             RequestKind::DeleteGroups(r) => h::delete_groups::delete_groups(cx, r),
             RequestKind::OffsetDelete(r) => h::offset_delete::offset_delete(cx, r),
+            RequestKind::ConsumerGroupHeartbeat(r) => {
+                h::consumer_group_heartbeat::heartbeat(cx, r)
+            }
             _ => return None,
         })
     }
@@ -314,6 +321,7 @@ impl Default for FakeClusterBuilder {
                 auto_create_topics: false,
                 auto_failover: true,
                 max_message_bytes: 1_048_588,
+                consumer_heartbeat_interval_ms: 500,
             },
             history_limit: 10_000,
         }
@@ -373,6 +381,15 @@ impl FakeClusterBuilder {
     /// it comes back or a leader is moved by hand.
     pub fn auto_failover(mut self, on: bool) -> Self {
         self.config.auto_failover = on;
+        self
+    }
+
+    /// The heartbeat interval ConsumerGroupHeartbeat tells KIP-848 members (Kafka's
+    /// `group.consumer.heartbeat.interval.ms`; 500 ms by default, shorter than Kafka's
+    /// 5 s so that tests move on quickly).
+    pub fn consumer_heartbeat_interval(mut self, interval: std::time::Duration) -> Self {
+        self.config.consumer_heartbeat_interval_ms =
+            i32::try_from(interval.as_millis()).unwrap_or(i32::MAX).max(1);
         self
     }
 
