@@ -19,13 +19,16 @@ const TOPIC: &str = "t";
 const PARTITIONS: i32 = 4;
 /// How many 100 ms reads a test waits for something before it gives up (a guard
 /// against hanging, not a timing assertion).
-const PATIENCE: usize = 600;
+const PATIENCE: usize = 60;
+/// How long one read waits for a record.
+const STEP: Duration = Duration::from_secs(1);
 
 fn cluster() -> FakeCluster {
     FakeCluster::builder()
         .brokers(3)
         .topic(TOPIC, PARTITIONS)
         .consumer_heartbeat_interval(Duration::from_millis(100))
+        .history_limit(1_000_000)
         .build()
         .unwrap()
 }
@@ -88,7 +91,10 @@ impl RebalanceListener for Recorder {
         _: &'a mut GroupConsumer,
         partitions: &'a [TopicPartition],
     ) -> ListenerFuture<'a> {
-        self.0.lock().unwrap().push(Seen::Assigned(partitions.to_vec()));
+        self.0
+            .lock()
+            .unwrap()
+            .push(Seen::Assigned(partitions.to_vec()));
         Box::pin(async {})
     }
     fn on_revoked<'a>(
@@ -96,7 +102,10 @@ impl RebalanceListener for Recorder {
         _: &'a mut GroupConsumer,
         partitions: &'a [TopicPartition],
     ) -> ListenerFuture<'a> {
-        self.0.lock().unwrap().push(Seen::Revoked(partitions.to_vec()));
+        self.0
+            .lock()
+            .unwrap()
+            .push(Seen::Revoked(partitions.to_vec()));
         Box::pin(async {})
     }
     fn on_lost<'a>(
@@ -115,6 +124,9 @@ struct Member {
     gc: GroupConsumer,
     /// (partition, offset) → value, of every record read.
     read: BTreeMap<(i32, i64), String>,
+    /// Records read again, and reads that found nothing (diagnostics).
+    again: usize,
+    nothing: usize,
 }
 
 impl Member {
@@ -130,12 +142,14 @@ impl Member {
             client,
             gc,
             read: BTreeMap::new(),
+            again: 0,
+            nothing: 0,
         }
     }
 
     /// Reads for at most 100 ms: a record, nothing, or an error.
     fn step(&mut self) -> kring::Result<()> {
-        let timer = self.client.sleep(Duration::from_millis(100));
+        let timer = self.client.sleep(STEP);
         let gc = &mut self.gc;
         let next = kring::client::block_on(async {
             tokio::select! {
@@ -145,12 +159,19 @@ impl Member {
         });
         match next {
             Some(Ok(m)) => {
+                if self.read.contains_key(&(m.partition, m.offset)) {
+                    self.again += 1;
+                }
                 let value = String::from_utf8_lossy(m.value.as_deref().unwrap_or_default());
-                self.read.insert((m.partition, m.offset), value.into_owned());
+                self.read
+                    .insert((m.partition, m.offset), value.into_owned());
                 Ok(())
             }
             Some(Err(e)) => Err(e),
-            None => Ok(()),
+            None => {
+                self.nothing += 1;
+                Ok(())
+            }
         }
     }
 
@@ -164,7 +185,24 @@ impl Member {
                 panic!("member failed while waiting for {what}: {e}");
             }
         }
-        panic!("gave up waiting for {what}: read {} records", self.read.len());
+        let per: Vec<String> = (0..PARTITIONS)
+            .map(|p| {
+                let n = self.read.keys().filter(|(q, _)| *q == p).count();
+                let pos = self
+                    .gc
+                    .position(TOPIC, p)
+                    .map_or_else(|e| e.to_string(), |o| o.to_string());
+                format!("p{p}: {n} read, position {pos}")
+            })
+            .collect();
+        panic!(
+            "gave up waiting for {what}: read {} records, {} again, {} empty reads ({}), assigned {:?}",
+            self.read.len(),
+            self.again,
+            self.nothing,
+            per.join("; "),
+            self.gc.assignment()
+        );
     }
 
     /// Reads until every record `fill` wrote in `0..n` per partition was read.
@@ -241,9 +279,26 @@ fn coordinator_moved(protocol: GroupProtocol, group: &str) {
     let old = cluster.coordinator(group).unwrap();
     let new = cluster.move_coordinator(group).unwrap();
     assert_ne!(old, new);
-    let moved_at = cluster.history().len();
+    let before: Vec<String> = cluster
+        .history()
+        .iter()
+        .filter(|r| r.api_key != ApiKey::Fetch)
+        .map(|r| r.describe())
+        .collect();
+    eprintln!("BEFORE {:?}", &before[before.len().saturating_sub(8)..]);
+    cluster.clear_history();
+    let moved_at = 0;
     fill(&cluster, 10, 10);
     m.read_all(20);
+    for r in cluster
+        .history()
+        .iter()
+        .skip(moved_at)
+        .filter(|r| r.api_key != ApiKey::Fetch)
+        .take(40)
+    {
+        eprintln!("{} {}", r.broker_id, r.describe());
+    }
     // The member found the new coordinator and heartbeats there.
     m.read_until("a heartbeat at the new coordinator", |_| {
         requests(&cluster, group_api(protocol))
@@ -259,10 +314,17 @@ fn coordinator_moved(protocol: GroupProtocol, group: &str) {
     m.read_until("every partition assigned", owns_all);
     m.commit().unwrap();
     for p in 0..PARTITIONS {
-        assert_eq!(cluster.committed(group, TOPIC, p), Some(20), "partition {p}");
+        assert_eq!(
+            cluster.committed(group, TOPIC, p),
+            Some(20),
+            "partition {p}"
+        );
     }
     let last = requests(&cluster, ApiKey::OffsetCommit).pop().unwrap();
-    assert_eq!(last.1.broker_id, new, "the commit went to the new coordinator");
+    assert_eq!(
+        last.1.broker_id, new,
+        "the commit went to the new coordinator"
+    );
     m.close();
     assert!(cluster.failures().is_empty(), "{:?}", cluster.failures());
 }
@@ -282,7 +344,10 @@ fn classic_rebalance_in_progress_on_heartbeat_rejoins() {
     let group = "rip-heartbeat";
     let cluster = cluster();
     fill(&cluster, 0, 10);
-    let mut m = Member::start(config(&cluster, group, GroupProtocol::Classic), Recorder::default());
+    let mut m = Member::start(
+        config(&cluster, group, GroupProtocol::Classic),
+        Recorder::default(),
+    );
     m.read_all(10);
     let generation = cluster.group_generation(group).unwrap();
     cluster.fail_next(group, ApiKey::Heartbeat, KafkaCode::REBALANCE_IN_PROGRESS);
@@ -306,11 +371,18 @@ fn classic_rebalance_in_progress_on_commit_is_commit_fenced_then_rejoins() {
     let group = "rip-commit";
     let cluster = cluster();
     fill(&cluster, 0, 10);
-    let mut m = Member::start(config(&cluster, group, GroupProtocol::Classic), Recorder::default());
+    let mut m = Member::start(
+        config(&cluster, group, GroupProtocol::Classic),
+        Recorder::default(),
+    );
     m.read_all(10);
     let generation = cluster.group_generation(group).unwrap();
     let joins_before = requests(&cluster, ApiKey::JoinGroup).len();
-    cluster.fail_next(group, ApiKey::OffsetCommit, KafkaCode::REBALANCE_IN_PROGRESS);
+    cluster.fail_next(
+        group,
+        ApiKey::OffsetCommit,
+        KafkaCode::REBALANCE_IN_PROGRESS,
+    );
     match m.commit() {
         Err(Error::CommitFenced { group: g, code }) => {
             assert_eq!(g, group);
@@ -339,7 +411,10 @@ fn kip848_stale_member_epoch_on_commit_is_commit_fenced_then_goes_on() {
     let group = "stale-commit";
     let cluster = cluster();
     fill(&cluster, 0, 10);
-    let mut m = Member::start(config(&cluster, group, GroupProtocol::Consumer), Recorder::default());
+    let mut m = Member::start(
+        config(&cluster, group, GroupProtocol::Consumer),
+        Recorder::default(),
+    );
     m.read_all(10);
     cluster.fail_next(group, ApiKey::OffsetCommit, KafkaCode::STALE_MEMBER_EPOCH);
     match m.commit() {
@@ -351,7 +426,9 @@ fn kip848_stale_member_epoch_on_commit_is_commit_fenced_then_goes_on() {
     m.commit().unwrap();
     let (epoch, member, _) = commits(&cluster).pop().unwrap();
     assert!(
-        cluster.consumer_group_members(group).contains(&(member, epoch)),
+        cluster
+            .consumer_group_members(group)
+            .contains(&(member, epoch)),
         "the commit carries the member's current epoch"
     );
     for p in 0..PARTITIONS {
@@ -369,7 +446,10 @@ fn fenced(protocol: GroupProtocol, group: &str, fence: impl FnOnce(&FakeCluster,
     let mut m = Member::start(config(&cluster, group, protocol), recorder.clone());
     m.read_all(10);
     let (old_generation, member) = m.gc.generation().unwrap();
-    assert!(commits(&cluster).is_empty(), "nothing committed before the fence");
+    assert!(
+        commits(&cluster).is_empty(),
+        "nothing committed before the fence"
+    );
     fence(&cluster, &member);
     m.read_until("on_lost", |_| recorder.lost() > 0);
     let lost: BTreeSet<TopicPartition> = recorder
@@ -381,15 +461,22 @@ fn fenced(protocol: GroupProtocol, group: &str, fence: impl FnOnce(&FakeCluster,
         })
         .unwrap();
     assert_eq!(lost, all_partitions());
-    m.read_until("assigned again", |m| recorder.assigned() >= 2 && owns_all(m));
+    m.read_until("assigned again", |m| {
+        recorder.assigned() >= 2 && owns_all(m)
+    });
     // Nothing committed the lost partitions under the old generation or epoch.
     assert!(
-        commits(&cluster).iter().all(|(g, _, _)| *g != old_generation),
+        commits(&cluster)
+            .iter()
+            .all(|(g, _, _)| *g != old_generation),
         "a commit with the fenced generation {old_generation}: {:?}",
         commits(&cluster)
     );
     assert!(
-        !recorder.events().iter().any(|e| matches!(e, Seen::Revoked(_))),
+        !recorder
+            .events()
+            .iter()
+            .any(|e| matches!(e, Seen::Revoked(_))),
         "lost partitions are not revoked: {:?}",
         recorder.events()
     );
@@ -407,9 +494,13 @@ fn fenced(protocol: GroupProtocol, group: &str, fence: impl FnOnce(&FakeCluster,
 
 #[test]
 fn classic_member_removed_by_the_coordinator_loses_and_rejoins() {
-    fenced(GroupProtocol::Classic, "fenced-unknown", |cluster, member| {
-        cluster.fence_member("fenced-unknown", member).unwrap();
-    });
+    fenced(
+        GroupProtocol::Classic,
+        "fenced-unknown",
+        |cluster, member| {
+            cluster.fence_member("fenced-unknown", member).unwrap();
+        },
+    );
 }
 
 #[test]
@@ -471,9 +562,15 @@ fn kip848_partitions_move_only_after_their_owner_let_go() {
     let group = "share-848";
     let cluster = cluster();
     fill(&cluster, 0, 10);
-    let mut a = Member::start(config(&cluster, group, GroupProtocol::Consumer), Recorder::default());
+    let mut a = Member::start(
+        config(&cluster, group, GroupProtocol::Consumer),
+        Recorder::default(),
+    );
     a.read_all(10);
-    let mut b = Member::start(config(&cluster, group, GroupProtocol::Consumer), Recorder::default());
+    let mut b = Member::start(
+        config(&cluster, group, GroupProtocol::Consumer),
+        Recorder::default(),
+    );
     for _ in 0..PATIENCE {
         let (na, nb) = (a.gc.assignment().len(), b.gc.assignment().len());
         if na == 2 && nb == 2 {

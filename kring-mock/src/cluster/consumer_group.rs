@@ -100,7 +100,12 @@ impl ConsumerGroup {
 
     /// The member epoch check of a heartbeat or a commit (`commit` chooses
     /// STALE_MEMBER_EPOCH for an older epoch, as OffsetCommit answers).
-    pub(crate) fn check_epoch(&self, member: &str, epoch: i32, commit: bool) -> Result<(), KafkaCode> {
+    pub(crate) fn check_epoch(
+        &self,
+        member: &str,
+        epoch: i32,
+        commit: bool,
+    ) -> Result<(), KafkaCode> {
         let m = self
             .members
             .get(member)
@@ -166,7 +171,9 @@ mod tests {
         let b_target = g.members["b"].target.clone();
         assert_eq!(b_target.len(), 1);
         assert!(g.grant("b").is_empty(), "a still owns b's target");
-        g.members.get_mut("a").map(|a| a.owned.retain(|tp| !b_target.contains(tp)));
+        g.members
+            .get_mut("a")
+            .map(|a| a.owned.retain(|tp| !b_target.contains(tp)));
         assert_eq!(g.grant("b"), b_target);
     }
 }

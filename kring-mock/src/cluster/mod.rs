@@ -179,9 +179,7 @@ impl Core {
             }
             RequestKind::DeleteGroups(r) => h::delete_groups::delete_groups(cx, r),
             RequestKind::OffsetDelete(r) => h::offset_delete::offset_delete(cx, r),
-            RequestKind::ConsumerGroupHeartbeat(r) => {
-                h::consumer_group_heartbeat::heartbeat(cx, r)
-            }
+            RequestKind::ConsumerGroupHeartbeat(r) => h::consumer_group_heartbeat::heartbeat(cx, r),
             _ => return None,
         })
     }
@@ -388,8 +386,9 @@ impl FakeClusterBuilder {
     /// `group.consumer.heartbeat.interval.ms`; 500 ms by default, shorter than Kafka's
     /// 5 s so that tests move on quickly).
     pub fn consumer_heartbeat_interval(mut self, interval: std::time::Duration) -> Self {
-        self.config.consumer_heartbeat_interval_ms =
-            i32::try_from(interval.as_millis()).unwrap_or(i32::MAX).max(1);
+        self.config.consumer_heartbeat_interval_ms = i32::try_from(interval.as_millis())
+            .unwrap_or(i32::MAX)
+            .max(1);
         self
     }
 

@@ -110,7 +110,8 @@ fn answer(
         member.epoch = group_epoch;
         member.given = Some(granted.clone());
         let epoch = member.epoch;
-        cg.handed.push((r.member_id.clone(), epoch, granted.clone()));
+        cg.handed
+            .push((r.member_id.clone(), epoch, granted.clone()));
         response = response.with_assignment(Some(assignment(&granted, &names)));
     }
     let epoch = cg.members.get(&r.member_id).map_or(0, |m| m.epoch);
@@ -124,7 +125,10 @@ fn check_request(r: &ConsumerGroupHeartbeatRequest) -> Result<(), Failure> {
     if r.member_id.is_empty() {
         return Err((KafkaCode::INVALID_REQUEST, "empty member id".into()));
     }
-    if r.subscribed_topic_regex.as_ref().is_some_and(|s| !s.is_empty()) {
+    if r.subscribed_topic_regex
+        .as_ref()
+        .is_some_and(|s| !s.is_empty())
+    {
         return Err((
             KafkaCode::INVALID_REQUEST,
             "the fake cluster takes no regex subscriptions".into(),
@@ -132,7 +136,10 @@ fn check_request(r: &ConsumerGroupHeartbeatRequest) -> Result<(), Failure> {
     }
     if let Some(a) = r.server_assignor.as_deref() {
         if !ASSIGNORS.contains(&a) {
-            return Err((KafkaCode::UNSUPPORTED_ASSIGNOR, format!("no assignor {a:?}")));
+            return Err((
+                KafkaCode::UNSUPPORTED_ASSIGNOR,
+                format!("no assignor {a:?}"),
+            ));
         }
     }
     Ok(())
