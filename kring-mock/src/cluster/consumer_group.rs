@@ -171,9 +171,9 @@ mod tests {
         let b_target = g.members["b"].target.clone();
         assert_eq!(b_target.len(), 1);
         assert!(g.grant("b").is_empty(), "a still owns b's target");
-        g.members
-            .get_mut("a")
-            .map(|a| a.owned.retain(|tp| !b_target.contains(tp)));
+        if let Some(a) = g.members.get_mut("a") {
+            a.owned.retain(|tp| !b_target.contains(tp));
+        }
         assert_eq!(g.grant("b"), b_target);
     }
 }

@@ -8,7 +8,8 @@
 //! for `min_bytes`, KIP-74 sizing, no fetch sessions), ListOffsets, OffsetForLeaderEpoch, DeleteRecords,
 //! Metadata (optionally creating topics), CreateTopics, DeleteTopics,
 //! FindCoordinator, InitProducerId, classic consumer groups (JoinGroup, SyncGroup,
-//! Heartbeat, LeaveGroup, DescribeGroups, ListGroups, DeleteGroups) and committed
+//! Heartbeat, LeaveGroup, DescribeGroups, ListGroups, DeleteGroups), KIP-848 groups
+//! (ConsumerGroupHeartbeat, see [`consumer_group`]) and committed
 //! offsets (OffsetCommit, OffsetFetch, OffsetDelete), and the admin APIs users' tests
 //! call: DescribeCluster, CreatePartitions, DescribeConfigs, AlterConfigs and
 //! IncrementalAlterConfigs (topic configs from a fixed list of known names with Kafka's
@@ -17,12 +18,14 @@
 //!
 //! What it leaves out: transactions, replication (followers never fetch: every replica
 //! is always in sync while up), quotas, ACLs, list configs (APPEND/SUBTRACT), fetch
-//! sessions, KIP-848 groups and group session expiry.
+//! sessions, group session expiry, and KIP-848 groups in DescribeGroups/ListGroups.
 //!
 //! Faults are scripted through control hooks ([`FakeCluster::control`]), which see every
 //! request before the cluster does and may answer it, drop the connection, delay it
 //! or let it through, and through calls that move a partition's leader
-//! ([`FakeCluster::move_leader`]) or take a broker down ([`FakeCluster::take_down`]).
+//! ([`FakeCluster::move_leader`]) or take a broker down ([`FakeCluster::take_down`]);
+//! group faults have their own calls (`move_coordinator`, `fail_next`, `fence_member`,
+//! in `faults.rs`).
 
 mod consumer_group;
 mod faults;
