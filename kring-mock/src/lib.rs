@@ -53,7 +53,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 pub use broker::{MockBroker, RequestResponse};
-pub use cluster::{ControlId, FakeCluster, FakeClusterBuilder};
+pub use cluster::{ControlId, FakeCluster, FakeClusterBuilder, Handed, request_group};
 pub use consumer::{MockConsumer, MockPartitionConsumer, MockPartitionHandle};
 pub use generated::error_response::error_response;
 pub use producer::{ExpectSend, MockProducer, MockSyncProducer, SentRecord};

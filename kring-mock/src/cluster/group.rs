@@ -80,6 +80,8 @@ pub(crate) struct Group {
     pub(super) completed: u64,
     pub(super) joined: BTreeSet<String>,
     pub(super) deadline: Option<Instant>,
+    /// The KIP-848 side: members that heartbeat with ConsumerGroupHeartbeat.
+    pub(crate) consumer: super::consumer_group::ConsumerGroup,
 }
 
 impl Group {

@@ -8,7 +8,8 @@
 //! for `min_bytes`, KIP-74 sizing, no fetch sessions), ListOffsets, OffsetForLeaderEpoch, DeleteRecords,
 //! Metadata (optionally creating topics), CreateTopics, DeleteTopics,
 //! FindCoordinator, InitProducerId, classic consumer groups (JoinGroup, SyncGroup,
-//! Heartbeat, LeaveGroup, DescribeGroups, ListGroups, DeleteGroups) and committed
+//! Heartbeat, LeaveGroup, DescribeGroups, ListGroups, DeleteGroups), KIP-848 groups
+//! (ConsumerGroupHeartbeat, see [`consumer_group`]) and committed
 //! offsets (OffsetCommit, OffsetFetch, OffsetDelete), and the admin APIs users' tests
 //! call: DescribeCluster, CreatePartitions, DescribeConfigs, AlterConfigs and
 //! IncrementalAlterConfigs (topic configs from a fixed list of known names with Kafka's
@@ -17,7 +18,7 @@
 //!
 //! What it leaves out: transactions, replication (followers never fetch: every replica
 //! is always in sync while up), quotas, ACLs, list configs (APPEND/SUBTRACT), fetch
-//! sessions, KIP-848 groups and group session expiry.
+//! sessions, group session expiry, and KIP-848 groups in DescribeGroups/ListGroups.
 //!
 //! Faults are scripted through control hooks ([`FakeCluster::control`]), which see every
 //! request before the cluster does and may answer it, drop the connection, delay it
@@ -26,8 +27,11 @@
 //! ([`FakeCluster::unclean_election`]), or take a broker down ([`FakeCluster::take_down`]).
 //! Fetch and OffsetForLeaderEpoch check leader epochs as a broker does (KIP-320: FENCED
 //! or UNKNOWN_LEADER_EPOCH, `diverging_epoch` from v12), and Fetch and Produce name the
-//! new leader on NOT_LEADER_OR_FOLLOWER (KIP-951).
+//! new leader on NOT_LEADER_OR_FOLLOWER (KIP-951). Group faults have their own calls
+//! (`move_coordinator`, `fail_next`, `fence_member`, in `faults.rs`).
 
+mod consumer_group;
+mod faults;
 mod group;
 mod handlers;
 mod state;
@@ -43,6 +47,7 @@ use kring::protocol::messages::ApiVersionsResponse;
 use kring::protocol::{ApiKey, RequestKind, ResponseKind, Uuid};
 use kring::record::RecordBatchRef;
 
+pub use self::faults::{Handed, request_group};
 use self::state::{BrokerInfo, Config, Log, State};
 use super::server::{ConnCtx, Outcome, Server, Service, Signal, lock, resolve};
 use super::{MockError, ReceivedRequest, Reply};
@@ -75,6 +80,7 @@ const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::IncrementalAlterConfigs,
     ApiKey::DeleteGroups,
     ApiKey::OffsetDelete,
+    ApiKey::ConsumerGroupHeartbeat,
 ];
 
 type Hook = dyn Fn(&ReceivedRequest) -> Reply + Send + Sync;
@@ -179,6 +185,7 @@ impl Core {
             }
             RequestKind::DeleteGroups(r) => h::delete_groups::delete_groups(cx, r),
             RequestKind::OffsetDelete(r) => h::offset_delete::offset_delete(cx, r),
+            RequestKind::ConsumerGroupHeartbeat(r) => h::consumer_group_heartbeat::heartbeat(cx, r),
             _ => return None,
         })
     }
@@ -318,6 +325,7 @@ impl Default for FakeClusterBuilder {
                 auto_create_topics: false,
                 auto_failover: true,
                 max_message_bytes: 1_048_588,
+                consumer_heartbeat_interval_ms: 500,
             },
             history_limit: 10_000,
         }
@@ -377,6 +385,16 @@ impl FakeClusterBuilder {
     /// it comes back or a leader is moved by hand.
     pub fn auto_failover(mut self, on: bool) -> Self {
         self.config.auto_failover = on;
+        self
+    }
+
+    /// The heartbeat interval ConsumerGroupHeartbeat tells KIP-848 members (Kafka's
+    /// `group.consumer.heartbeat.interval.ms`; 500 ms by default, shorter than Kafka's
+    /// 5 s so that tests move on quickly).
+    pub fn consumer_heartbeat_interval(mut self, interval: std::time::Duration) -> Self {
+        self.config.consumer_heartbeat_interval_ms = i32::try_from(interval.as_millis())
+            .unwrap_or(i32::MAX)
+            .max(1);
         self
     }
 

@@ -28,6 +28,8 @@ pub(crate) struct Config {
     pub(crate) auto_create_topics: bool,
     pub(crate) auto_failover: bool,
     pub(crate) max_message_bytes: usize,
+    /// The heartbeat interval KIP-848 members are told (`group.consumer.heartbeat.interval.ms`).
+    pub(crate) consumer_heartbeat_interval_ms: i32,
 }
 
 #[derive(Debug, Clone)]

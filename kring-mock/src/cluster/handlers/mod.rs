@@ -7,6 +7,7 @@
 pub(super) mod alter_configs;
 pub(super) mod api_versions;
 mod configs;
+pub(super) mod consumer_group_heartbeat;
 pub(super) mod create_partitions;
 pub(super) mod create_topics;
 pub(super) mod delete_groups;

@@ -1,4 +1,6 @@
-//! OffsetCommit (API 8): simple (no member) and group commits.
+//! OffsetCommit (API 8): simple (no member) and group commits; a classic member's
+//! commit carries its generation, a KIP-848 member's its member epoch
+//! (STALE_MEMBER_EPOCH when older).
 
 use kring::protocol::messages::{
     OffsetCommitRequest, OffsetCommitResponse,
@@ -25,11 +27,17 @@ fn commit_allowed(group: Option<&Group>, r: &OffsetCommitRequest) -> Result<(), 
         };
     };
     if simple {
-        return if group.members.is_empty() {
+        return if group.members.is_empty() && group.consumer.members.is_empty() {
             Ok(())
         } else {
             Err(KafkaCode::UNKNOWN_MEMBER_ID)
         };
+    }
+    if !group.consumer.members.is_empty() {
+        // KIP-848: the member epoch must be the member's current one.
+        return group
+            .consumer
+            .check_epoch(&r.member_id, r.generation_id_or_member_epoch, true);
     }
     if group
         .find_member(&r.member_id, r.group_instance_id.as_deref())
