@@ -320,9 +320,14 @@ fn cluster_admin_reassigns_and_elects_leaders() {
     let topic = unique("kring-cluster-admin");
     create(&client, &topic, 1);
     let partition = (topic.clone(), 0);
+    // A fresh answer may leave the topic out for a moment (LEADER_NOT_AVAILABLE while a
+    // node learns of it: the client then keeps what it knew, here nothing): asked again.
     let refreshed = |client: &Client| {
-        kring::client::block_on(client.refresh_metadata(&[topic.as_str()])).unwrap();
-        client.metadata().topics[&topic].partitions[0].clone()
+        eventually("the topic in metadata", 60, || {
+            kring::client::block_on(client.refresh_metadata(&[topic.as_str()])).unwrap();
+            let t = client.metadata().topics.get(&topic).cloned()?;
+            t.partitions.first().cloned()
+        })
     };
     let before = eventually("the new partition's leader", 60, || {
         let p = refreshed(&client);
