@@ -258,9 +258,9 @@ fn member_settings(config: &Config, group: &str) -> Result<MemberSettings> {
     {
         // The Java client joins with the protocol the first assignor speaks; kring
         // keeps one protocol per member so its rules stay simple, and says so.
-        let cooperative: Vec<&str> = assignors.iter().map(|a| a.name()).collect();
+        let offered: Vec<&str> = assignors.iter().map(|a| a.name()).collect();
         tracing::info!(
-            ?cooperative,
+            ?offered,
             "eager and cooperative assignors mixed: the member uses the first one's protocol"
         );
         let first_cooperative = assignors[0].is_cooperative();
@@ -828,23 +828,29 @@ impl GroupConsumer {
         self.commit_partitions(None).await
     }
 
-    async fn commit_partitions(&mut self, only: Option<&[TopicPartition]>) -> Result<()> {
-        self.settle_handed();
-        let offsets: BTreeMap<TopicPartition, OffsetAndMetadata> = self
-            .slots
+    /// What the application consumed since the last commit, of `only` these partitions
+    /// (`None`: of all).
+    fn consumed_since_commit(
+        &self,
+        only: Option<&[TopicPartition]>,
+    ) -> BTreeMap<TopicPartition, OffsetAndMetadata> {
+        self.slots
             .iter()
             .filter(|s| only.is_none_or(|o| o.contains(&s.tp)))
             .filter(|s| s.committed != Some(s.consumed))
             .map(|s| {
-                (
-                    s.tp.clone(),
-                    OffsetAndMetadata {
-                        offset: s.consumed,
-                        metadata: String::new(),
-                    },
-                )
+                let offset = OffsetAndMetadata {
+                    offset: s.consumed,
+                    metadata: String::new(),
+                };
+                (s.tp.clone(), offset)
             })
-            .collect();
+            .collect()
+    }
+
+    async fn commit_partitions(&mut self, only: Option<&[TopicPartition]>) -> Result<()> {
+        self.settle_handed();
+        let offsets = self.consumed_since_commit(only);
         self.commit_offsets_now(offsets).await
     }
 
@@ -923,21 +929,7 @@ impl GroupConsumer {
     fn start_commit(&mut self, only: Option<&[TopicPartition]>) -> CommitFuture {
         self.settle_handed();
         let (tx, rx) = oneshot::channel();
-        let offsets: BTreeMap<TopicPartition, OffsetAndMetadata> = self
-            .slots
-            .iter()
-            .filter(|s| only.is_none_or(|o| o.contains(&s.tp)))
-            .filter(|s| s.committed != Some(s.consumed))
-            .map(|s| {
-                (
-                    s.tp.clone(),
-                    OffsetAndMetadata {
-                        offset: s.consumed,
-                        metadata: String::new(),
-                    },
-                )
-            })
-            .collect();
+        let offsets = self.consumed_since_commit(only);
         for s in &mut self.slots {
             if only.is_none_or(|o| o.contains(&s.tp)) {
                 s.committed = Some(s.consumed);
