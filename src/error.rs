@@ -131,6 +131,11 @@ pub enum Error {
     /// payload that does not decode); the group consumer can't go on.
     #[error(transparent)]
     Group(#[from] crate::engine::group::GroupError),
+
+    /// A transactional call refused, or a transaction (or the transactional producer)
+    /// failed.
+    #[error(transparent)]
+    Transaction(#[from] crate::engine::txn::TransactionError),
     /// A commit was refused because this member's generation is over (a rebalance
     /// started, or the member was fenced): the member rejoins, and what it consumed
     /// since its last commit may be consumed again by the partitions' next owner.

@@ -564,6 +564,15 @@ impl Client {
         self.find_coordinator(CoordinatorKind::Group, group).await
     }
 
+    /// The coordinator of `key` (a group or a transactional id).
+    pub(crate) async fn find_coordinator_of(
+        &self,
+        kind: CoordinatorKind,
+        key: &str,
+    ) -> Result<Broker> {
+        self.find_coordinator(kind, key).await
+    }
+
     /// The coordinator of transactional id `transactional_id`.
     pub async fn transaction_coordinator(&self, transactional_id: &str) -> Result<Broker> {
         self.find_coordinator(CoordinatorKind::Transaction, transactional_id)

@@ -210,8 +210,14 @@ pub struct ProducerConfig {
     pub delivery_timeout: Duration,
     /// How records find partitions (`partitioner`, default murmur2 + sticky).
     pub partitioner: PartitionerKind,
-    /// Transactional id (`transactional.id`, none).
+    /// Transactional id (`transactional.id`, none): the producer is transactional
+    /// (`init_transactions` first; every record in a transaction). Needs idempotence and
+    /// `acks=all`.
     pub transactional_id: Option<String>,
+    /// How long the coordinator lets a transaction stay open before it aborts it
+    /// (`transaction.timeout.ms`, 60 s as in the Java client; the broker caps it at its
+    /// `transaction.max.timeout.ms`).
+    pub transaction_timeout: Duration,
 }
 
 /// Where a consumer starts when it has no valid offset.
@@ -364,6 +370,7 @@ impl Default for ProducerConfig {
             delivery_timeout: Duration::from_secs(120),
             partitioner: PartitionerKind::Default,
             transactional_id: None,
+            transaction_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -512,6 +519,12 @@ impl Config {
                 "must be above zero",
             ));
         }
+        if p.transactional_id.is_some() && p.acks != Acks::All {
+            return Err(inconsistent(
+                "producer.acks",
+                "a transactional producer needs acks=all (acks=-1)",
+            ));
+        }
         if p.enable_idempotence {
             if p.acks != Acks::All {
                 return Err(inconsistent(
@@ -536,6 +549,21 @@ impl Config {
             return Err(inconsistent(
                 "producer.enable_idempotence",
                 "a transactional producer must be idempotent",
+            ));
+        }
+        if p.transactional_id.as_deref() == Some("") {
+            return Err(inconsistent(
+                "producer.transactional_id",
+                "a transactional id must not be empty",
+            ));
+        }
+        if p.transactional_id.is_some()
+            && !(Duration::from_millis(1)..=Duration::from_millis(i32::MAX as u64))
+                .contains(&p.transaction_timeout)
+        {
+            return Err(inconsistent(
+                "producer.transaction_timeout",
+                "must be between 1 ms and i32::MAX ms",
             ));
         }
         if p.delivery_timeout < p.linger + n.request_timeout {
@@ -627,21 +655,7 @@ impl Config {
         if self.admin.timeout.is_zero() {
             return Err(inconsistent("admin.timeout", "must be above zero"));
         }
-        self.refuse_what_is_not_built()?;
         self.security.validate()
-    }
-
-    /// Settings whose feature does not exist yet are refused rather than ignored: a
-    /// `transactional.id` would otherwise produce non-transactional batches.
-    fn refuse_what_is_not_built(&self) -> Result<(), ConfigurationError> {
-        if self.producer.transactional_id.is_some() {
-            return Err(inconsistent(
-                "producer.transactional_id",
-                "transactions are not supported yet: kring would write non-transactional \
-                 batches; unset transactional.id",
-            ));
-        }
-        Ok(())
     }
 
     /// The connection settings this configuration implies.
@@ -743,11 +757,20 @@ mod tests {
             c.validate(),
             Err(ConfigurationError::InvalidValue { field, .. }) if field == "bootstrap_servers"
         ));
-        // Settings of features not built yet are refused, not ignored.
+        // A transactional producer: taken with acks=all, refused (and said why) with
+        // another acks or an empty id.
         let mut c = base.clone();
         c.producer.transactional_id = Some("t".into());
+        c.validate().unwrap();
+        c.producer.acks = Acks::Leader;
         let err = c.validate().unwrap_err().to_string();
-        assert!(err.contains("not supported yet"), "{err}");
+        assert!(
+            err.contains("transactional producer needs acks=all"),
+            "{err}"
+        );
+        c.producer.acks = Acks::All;
+        c.producer.transactional_id = Some(String::new());
+        assert!(c.validate().unwrap_err().to_string().contains("empty"));
         // Group settings are taken now that groups exist; bad ones are refused.
         let mut c = base.clone();
         c.group.group_id = Some("g".into());

@@ -48,6 +48,7 @@ pub const PROPERTIES: &[&str] = &[
     "message.timeout.ms",
     "partitioner",
     "transactional.id",
+    "transaction.timeout.ms",
     "fetch.min.bytes",
     "fetch.max.bytes",
     "max.partition.fetch.bytes",
@@ -288,6 +289,7 @@ impl Config {
                 }
             }
             "transactional.id" => self.producer.transactional_id = optional_string(value),
+            "transaction.timeout.ms" => self.producer.transaction_timeout = parse_ms(key, value)?,
             "fetch.min.bytes" => self.consumer.fetch_min_bytes = parse_i32(key, value)?,
             "fetch.max.bytes" => self.consumer.fetch_max_bytes = parse_i32(key, value)?,
             "max.partition.fetch.bytes" => {

@@ -67,6 +67,22 @@ pub(crate) async fn with_group_coordinator<T, F, Fut>(
     client: &Client,
     group: &str,
     api: ApiKey,
+    op: F,
+) -> Result<T>
+where
+    F: FnMut(crate::io::Broker) -> Fut,
+    Fut: std::future::Future<Output = Result<std::result::Result<T, KafkaCode>>>,
+{
+    with_coordinator(client, CoordinatorKind::Group, group, api, op).await
+}
+
+/// [`with_group_coordinator`] for a coordinator of either kind (a group's, or a
+/// transactional id's).
+pub(crate) async fn with_coordinator<T, F, Fut>(
+    client: &Client,
+    kind: CoordinatorKind,
+    key: &str,
+    api: ApiKey,
     mut op: F,
 ) -> Result<T>
 where
@@ -78,7 +94,7 @@ where
     let attempts = (timeout.as_millis() / backoff.as_millis().max(1)).clamp(1, 600) as usize;
     let mut last = KafkaCode::COORDINATOR_NOT_AVAILABLE;
     for _ in 0..attempts {
-        let coordinator = match client.coordinator(group).await {
+        let coordinator = match client.find_coordinator_of(kind, key).await {
             Ok(c) => c,
             Err(e) if e.is_retriable() => {
                 client.sleep(backoff).await?;
@@ -90,15 +106,17 @@ where
         match op(coordinator).await? {
             Ok(v) => return Ok(v),
             Err(code) if coordinator_moved(code) || code.is_retriable() => {
-                tracing::debug!(group = %group, %code, "coordinator moved; retrying");
-                client.invalidate_coordinator(CoordinatorKind::Group, group);
+                tracing::debug!(key = %key, ?kind, %code, ?api, "coordinator moved or busy; retrying");
+                if coordinator_moved(code) {
+                    client.invalidate_coordinator(kind, key);
+                }
                 last = code;
                 client.sleep(backoff).await?;
             }
             Err(code) => return Err(Error::broker(code, api, None, None)),
         }
     }
-    Err(Error::broker(last, ApiKey::FindCoordinator, None, None))
+    Err(Error::broker(last, api, None, None))
 }
 
 impl Inner {

@@ -18,6 +18,7 @@
 //! - `group`: a classic consumer group member (join, sync, heartbeat, leave).
 //! - `produce`: the producer's partitions (batching, sequences, retries) and its
 //!   per-broker sinks.
+//! - `txn`: the transactional producer's states, partitions and error classes.
 
 pub mod backoff;
 pub mod connection;
@@ -29,3 +30,4 @@ pub mod sasl;
 #[cfg(test)]
 mod sim;
 pub mod tls;
+pub(crate) mod txn;

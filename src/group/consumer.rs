@@ -362,6 +362,41 @@ impl GroupConsumer {
             .map(|g| (g.generation_id, g.member_id))
     }
 
+    /// The member's identity for offsets sent to a transaction
+    /// ([`crate::producer::Producer::send_offsets_to_transaction`], KIP-447): the group
+    /// coordinator takes them only while this generation lasts, so a member that lost
+    /// its partitions cannot commit their offsets in a transaction.
+    pub fn group_metadata(&self) -> crate::producer::GroupMetadata {
+        let generation = self.current_generation();
+        crate::producer::GroupMetadata {
+            group_id: self.group.clone(),
+            generation_id: generation.as_ref().map_or(-1, |g| g.generation_id),
+            member_id: generation.map(|g| g.member_id).unwrap_or_default(),
+            group_instance_id: self.instance_id.clone(),
+        }
+    }
+
+    /// The next offset to consume of every assigned partition (the batch or message
+    /// handed out last counts as consumed), sorted: what a consume-transform-produce loop
+    /// sends to its transaction. Run with `enable.auto.commit=false` then, so offsets are
+    /// committed only with the transaction.
+    pub fn consumed_offsets(&mut self) -> Vec<(TopicPartition, OffsetAndMetadata)> {
+        self.settle_handed();
+        let mut out: Vec<_> = self
+            .slots
+            .iter()
+            .map(|s| {
+                let offset = OffsetAndMetadata {
+                    offset: s.consumed,
+                    metadata: String::new(),
+                };
+                (s.tp.clone(), offset)
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
     fn current_generation(&self) -> Option<Generation> {
         self.shared.generation.lock().ok().and_then(|g| g.clone())
     }

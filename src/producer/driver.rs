@@ -171,6 +171,11 @@ impl ProducerShared {
 
     /// A sink asked for an epoch bump: the first asker starts it.
     fn request_bump(self: &Arc<Self>) {
+        if let Some(txn) = &self.txn {
+            // In a transaction the epoch is bumped by the abort the failure calls for.
+            txn.handle_sequence_trouble(self);
+            return;
+        }
         if self.bump_needed.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -265,6 +270,9 @@ async fn run_sink(
             // Nothing can be sent any more: fail what waits instead of letting it sit
             // until delivery.timeout.ms (requests on the wire fail with IoError::Closed).
             sink.fail_unsent(&Error::ClosedClient, Instant::now());
+        } else if let Some(error) = shared.txn.as_ref().and_then(|t| t.unsent_error()) {
+            // The transaction is being (or must be) aborted: nothing more of it is sent.
+            sink.fail_unsent(&error, Instant::now());
         }
         drain(&shared, &mut sink, &mut answers, &addr);
         if shared.handle_events(&mut sink) {
@@ -403,7 +411,8 @@ async fn bump_epoch(shared: Arc<ProducerShared>) {
     }
 }
 
-/// Obtains a producer id, or bumps the epoch of `current` (InitProducerId v3+).
+/// Obtains a producer id, or bumps the epoch of `current` (InitProducerId v3+); for a
+/// transactional producer, at its transaction coordinator with its transactional id.
 pub(super) async fn init_producer_id(
     shared: &ProducerShared,
     current: Option<ProducerId>,
@@ -411,12 +420,17 @@ pub(super) async fn init_producer_id(
     let client = shared.client.clone();
     let timeout = client.config().admin.timeout;
     let backoff = client.config().admin.retry_backoff;
+    let txn = shared
+        .settings
+        .transactional_id
+        .clone()
+        .map(|id| (id, shared.settings.transaction_timeout));
     let (tx, rx) = tokio::sync::oneshot::channel();
     let runtime = client.runtime().clone();
     runtime.spawn_on(runtime.worker_for(-1), move |_| async move {
         let deadline = Instant::now() + timeout;
         let result = loop {
-            match init_producer_id_once(&client, current).await {
+            match init_producer_id_once(&client, current, txn.as_ref()).await {
                 Ok(id) => break Ok(id),
                 Err(e) if e.is_retriable() && Instant::now() + backoff < deadline => {
                     tokio::time::sleep(backoff).await;
@@ -432,8 +446,16 @@ pub(super) async fn init_producer_id(
 async fn init_producer_id_once(
     client: &crate::client::Client,
     current: Option<ProducerId>,
+    txn: Option<&(String, Duration)>,
 ) -> Result<ProducerId> {
-    let broker = client.any_broker()?;
+    let broker = match txn {
+        Some((id, _)) => {
+            client
+                .find_coordinator_of(crate::client::CoordinatorKind::Transaction, id)
+                .await?
+        }
+        None => client.any_broker()?,
+    };
     broker.connect().await?;
     let version = broker
         .api_versions()
@@ -446,8 +468,10 @@ async fn init_producer_id_once(
     let response = broker
         .send_version(
             InitProducerIdRequest::default()
-                .with_transactional_id(None)
-                .with_transaction_timeout_ms(60_000)
+                .with_transactional_id(txn.map(|(id, _)| id.clone()))
+                .with_transaction_timeout_ms(
+                    txn.map_or(60_000, |(_, t)| t.as_millis().min(i32::MAX as u128) as i32),
+                )
                 .with_producer_id(id)
                 .with_producer_epoch(epoch),
             version,
@@ -455,6 +479,15 @@ async fn init_producer_id_once(
         .await?;
     let code = KafkaCode(response.error_code);
     if !code.is_ok() {
+        if let Some((id, _)) = txn.filter(|_| {
+            [
+                KafkaCode::NOT_COORDINATOR,
+                KafkaCode::COORDINATOR_NOT_AVAILABLE,
+            ]
+            .contains(&code)
+        }) {
+            client.invalidate_coordinator(crate::client::CoordinatorKind::Transaction, id);
+        }
         return Err(Error::broker(code, ApiKey::InitProducerId, None, None));
     }
     Ok(ProducerId {

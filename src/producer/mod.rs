@@ -34,6 +34,7 @@ mod api;
 mod driver;
 pub mod partitioner;
 mod record;
+mod txn;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -42,9 +43,11 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{Notify, mpsc};
 
+pub use crate::engine::txn::TransactionError;
 pub use api::{FlushFuture, RecordProducer, SendFuture, SyncRecordProducer};
 pub use partitioner::{Partitioner, TopicPartitions};
 pub use record::{DeliveryFuture, Payload, ProducerRecord, RecordMetadata};
+pub use txn::GroupMetadata;
 
 use crate::buf::MemoryBudget;
 use crate::client::Client;
@@ -104,6 +107,8 @@ pub(crate) struct ProducerShared {
     pub abandoned: AtomicBool,
     /// Batches that failed for good since the last flush (what flush reports).
     pub failures: Arc<DeliveryFailures>,
+    /// A transactional producer's transactions (`transactional.id` set).
+    pub txn: Option<txn::TxnShared>,
 }
 
 impl std::fmt::Debug for ProducerShared {
@@ -131,6 +136,9 @@ impl Drop for Handle {
         shared.abandoned.store(true, Ordering::Release);
         shared.closed.store(true, Ordering::Release);
         shared.sinks.wake_all();
+        if let Some(txn) = &shared.txn {
+            txn.wake_adder();
+        }
     }
 }
 
@@ -177,6 +185,7 @@ fn settings_of(config: &Config) -> ProduceSettings {
         request_timeout: config.net.request_timeout,
         max_in_flight: config.net.max_in_flight,
         transactional_id: p.transactional_id.clone(),
+        transaction_timeout: p.transaction_timeout,
         codec: codec_of(p.compression),
     }
 }
@@ -247,8 +256,10 @@ impl Producer {
             closed: AtomicBool::new(false),
             abandoned: AtomicBool::new(false),
             failures: Arc::default(),
+            txn: p.transactional_id.as_deref().map(txn::TxnShared::new),
         });
-        if shared.settings.idempotent {
+        // A transactional producer obtains its id in init_transactions.
+        if shared.settings.idempotent && shared.txn.is_none() {
             let id = driver::init_producer_id(&shared, None).await?;
             if let Ok(mut slot) = shared.identity.lock() {
                 *slot = Some(id);
@@ -442,14 +453,20 @@ impl Producer {
             timestamp,
         };
         let shared = self.shared();
-        part.state()
-            .append(parts, arena, &shared.settings, &shared.pools, Instant::now)
+        let appended =
+            part.state()
+                .append(parts, arena, &shared.settings, &shared.pools, Instant::now)?;
+        if let Appended::Done { .. } = appended {
+            shared.register_partition(&part);
+        }
+        Ok(appended)
     }
 
     /// Queues `record` and returns its delivery future; waits while `buffer.memory` is
     /// used up (and for metadata of a topic not seen before).
     pub async fn send(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
         self.check_open()?;
+        let _in_transaction = self.shared().enter_send()?;
         let (topic, available, count) = self.topic(record.topic, true).await?;
         let partition = self.choose_partition(&record, &available, count)?;
         let timestamp = record.timestamp.unwrap_or_else(now_ms);
@@ -477,6 +494,7 @@ impl Producer {
     /// metadata is not known yet, is an error.
     pub fn try_send(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
         self.check_open()?;
+        let _in_transaction = self.shared().enter_send()?;
         let (topic, available, count) = crate::client::block_on(self.topic(record.topic, false))?;
         let partition = self.choose_partition(&record, &available, count)?;
         let timestamp = record.timestamp.unwrap_or_else(now_ms);
@@ -544,8 +562,12 @@ impl Producer {
         if shared.closing.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        self.abort_open_transaction().await;
         let flushed = self.flush().await;
         shared.closed.store(true, Ordering::Release);
+        if let Some(txn) = &shared.txn {
+            txn.wake_adder();
+        }
         for sink in shared.sinks.all() {
             sink.wake();
             sink.finished().await;

@@ -111,6 +111,8 @@ pub(crate) struct ProduceSettings {
     /// (`max.in.flight.requests.per.connection`).
     pub max_in_flight: usize,
     pub transactional_id: Option<String>,
+    /// How long the coordinator lets a transaction stay open (`transaction.timeout.ms`).
+    pub transaction_timeout: Duration,
     pub codec: Compression,
 }
 
@@ -329,6 +331,9 @@ pub(crate) struct PartitionState {
     /// Bytes of a Produce request around one batch of this partition (header, topic).
     framing: usize,
     failed: FailureLog,
+    /// A transactional producer's partition is in the open transaction (the coordinator
+    /// added it): only then may its batches go out.
+    in_transaction: bool,
 }
 
 impl std::fmt::Debug for PartitionState {
@@ -464,8 +469,10 @@ impl PartitionState {
                 (Arena::Pooled(pooled), max)
             }
         };
-        let builder = BatchBuilder::new(buf, BatchOptions::default().with_max_size(max))
-            .map_err(|e| Error::Batch(e.to_string()))?;
+        let options = BatchOptions::default()
+            .with_max_size(max)
+            .with_transactional(settings.transactional_id.is_some());
+        let builder = BatchBuilder::new(buf, options).map_err(|e| Error::Batch(e.to_string()))?;
         self.open = Some(OpenBatch {
             builder,
             shared: BatchShared::new(),
@@ -576,6 +583,19 @@ impl PartitionState {
         unknown_fate && settings.idempotent
     }
 
+    /// The coordinator added the partition to the open transaction: its batches may go.
+    pub fn join_transaction(&mut self) {
+        self.in_transaction = true;
+        if !self.queue.is_empty() {
+            self.wake_sink();
+        }
+    }
+
+    /// The transaction ended: the next one must add the partition again.
+    pub fn leave_transaction(&mut self) {
+        self.in_transaction = false;
+    }
+
     /// Whether sealed batches wait to be sent.
     pub fn has_sendable(&self) -> bool {
         !self.queue.is_empty()
@@ -602,6 +622,9 @@ impl PartitionState {
         out: &mut Vec<Outgoing>,
     ) -> Option<Instant> {
         if self.queue.is_empty() || (self.hold_until_drained && !self.in_flight.is_empty()) {
+            return None;
+        }
+        if settings.transactional_id.is_some() && !self.in_transaction {
             return None;
         }
         if bumping
@@ -923,7 +946,9 @@ fn split(b: &Outgoing, settings: &ProduceSettings) -> Result<Vec<QueuedBatch>, E
             })
             .collect::<Result<_, Error>>()?;
         let size = BATCH_HEADER_LEN + record_encoded_len(0, 0, r.key(), r.value(), &headers);
-        let mut options = BatchOptions::default().with_max_size(size);
+        let mut options = BatchOptions::default()
+            .with_max_size(size)
+            .with_transactional(batch.is_transactional());
         let sequence = b.base_sequence.map(|s| increment_sequence(s, i as i32));
         if let Some(seq) = sequence {
             options = options.with_producer(batch.producer_id(), batch.producer_epoch(), seq);

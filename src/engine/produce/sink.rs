@@ -480,6 +480,7 @@ mod tests {
             request_timeout: Duration::from_secs(30),
             max_in_flight: 5,
             transactional_id: None,
+            transaction_timeout: std::time::Duration::from_secs(60),
             codec: Compression::None,
         }
     }

@@ -290,6 +290,7 @@ impl World {
             request_timeout: Duration::from_secs(3),
             max_in_flight: 5,
             transactional_id: None,
+            transaction_timeout: std::time::Duration::from_secs(60),
             codec: [Compression::None, Compression::Lz4, Compression::Zstd][rng.below(3) as usize],
         };
         let topic: Arc<str> = Arc::from(cluster.topic.as_str());

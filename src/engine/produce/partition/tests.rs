@@ -19,6 +19,7 @@ fn settings() -> ProduceSettings {
         request_timeout: Duration::from_secs(30),
         max_in_flight: 5,
         transactional_id: None,
+        transaction_timeout: std::time::Duration::from_secs(60),
         codec: Compression::None,
     }
 }

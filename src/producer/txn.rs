@@ -1,0 +1,768 @@
+//! The transactional producer's I/O (KIP-98): `init_transactions`, `begin_transaction`,
+//! `send_offsets_to_transaction`, `commit_transaction` and `abort_transaction`, and the
+//! task that adds partitions to the open transaction. The rules (which call each state
+//! allows, how each error is classed) are the sans-IO [`crate::engine::txn`]; this module
+//! sends what it decides and feeds the answers back.
+//!
+//! The flow of one transaction, in the older protocol every broker speaks (transactions
+//! v1; KIP-890's v2 is not used yet, so Produce stays at v11 or below, EndTxn at v4):
+//! - a record sent to a partition not yet in the transaction registers it; the adder task
+//!   asks the coordinator for every partition registered since its last request in one
+//!   AddPartitionsToTxn, and only then lets the partition's sink send its batches;
+//! - offsets go through AddOffsetsToTxn (at the transaction coordinator) and
+//!   TxnOffsetCommit (at the group's, with the member's generation, KIP-447);
+//! - a commit sends everything, waits for every batch's answer, and ends the transaction
+//!   with EndTxn; any record that failed makes the transaction abortable instead;
+//! - an abort fails what was not sent, waits for what is on the wire, and ends the
+//!   transaction with EndTxn; when something in it may have left a sequence gap it then
+//!   bumps the epoch (InitProducerId with the current id and epoch, KIP-360).
+//!
+//! Calls a state does not allow fail with [`TransactionError`] and change nothing.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use tokio::sync::Notify;
+
+use super::{Producer, ProducerShared, driver};
+use crate::client::CoordinatorKind;
+use crate::consumer::offsets::with_coordinator;
+use crate::engine::produce::completion::batch_done;
+use crate::engine::produce::partition::{ProducePartition, ProducerId};
+use crate::engine::txn::{
+    AddOutcome, ErrorClass, Transaction, TransactionError, TxnPartition, TxnState, class_of,
+};
+use crate::error::{Error, Result};
+use crate::group::{OffsetAndMetadata, TopicPartition};
+use crate::protocol::messages::add_partitions_to_txn::AddPartitionsToTxnTopic;
+use crate::protocol::messages::txn_offset_commit::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
+use crate::protocol::messages::{
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest, TxnOffsetCommitRequest,
+};
+use crate::protocol::{ApiKey, KafkaCode};
+
+/// The newest AddPartitionsToTxn a client sends (v4+ are the brokers' own, KIP-890).
+const ADD_PARTITIONS_MAX_VERSION: i16 = 3;
+/// The newest EndTxn of transactions v1 (v5 is KIP-890's v2).
+const END_TXN_MAX_VERSION: i16 = 4;
+/// The newest AddOffsetsToTxn of transactions v1.
+const ADD_OFFSETS_MAX_VERSION: i16 = 3;
+/// The newest TxnOffsetCommit of transactions v1.
+const TXN_OFFSET_COMMIT_MAX_VERSION: i16 = 4;
+
+/// A consumer group member's identity, for offsets sent to a transaction (KIP-447: the
+/// group coordinator refuses them once that generation is over, so a zombie member's
+/// transaction cannot commit offsets). From [`crate::group::GroupConsumer::group_metadata`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMetadata {
+    /// The group.
+    pub group_id: String,
+    /// The generation (the member epoch with KIP-848); -1 for none.
+    pub generation_id: i32,
+    /// The member id; empty for none.
+    pub member_id: String,
+    /// The static member's `group.instance.id`.
+    pub group_instance_id: Option<String>,
+}
+
+impl GroupMetadata {
+    /// A group without membership (offsets not tied to a generation, as a consumer
+    /// that assigns its partitions itself).
+    pub fn for_group(group_id: impl Into<String>) -> Self {
+        GroupMetadata {
+            group_id: group_id.into(),
+            generation_id: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+        }
+    }
+}
+
+/// What the producer's handles and tasks share about its transactions.
+#[derive(Debug)]
+pub(crate) struct TxnShared {
+    engine: Mutex<Transaction>,
+    /// Sends between their state check and their partition's registration: a commit
+    /// or an abort waits for them, so no record slips in after it started.
+    sends: AtomicUsize,
+    sends_done: Notify,
+    /// Wakes the adder task.
+    adder: Notify,
+    /// An AddPartitionsToTxn round was settled.
+    settled: Notify,
+    /// Mirrors `Transaction::drops_unsent` for the sinks, which read it at every drain.
+    drop_unsent: AtomicBool,
+    adder_started: AtomicBool,
+}
+
+impl TxnShared {
+    pub fn new(transactional_id: &str) -> Self {
+        TxnShared {
+            engine: Mutex::new(Transaction::new(transactional_id)),
+            sends: AtomicUsize::new(0),
+            sends_done: Notify::new(),
+            adder: Notify::new(),
+            settled: Notify::new(),
+            drop_unsent: AtomicBool::new(false),
+            adder_started: AtomicBool::new(false),
+        }
+    }
+
+    fn engine(&self) -> MutexGuard<'_, Transaction> {
+        self.engine.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` on the engine, then lets the sinks know whether unsent batches are to
+    /// be dropped now.
+    fn update<T>(&self, shared: &ProducerShared, f: impl FnOnce(&mut Transaction) -> T) -> T {
+        let (out, drop_unsent) = {
+            let mut engine = self.engine();
+            let out = f(&mut engine);
+            (out, engine.drops_unsent())
+        };
+        if drop_unsent != self.drop_unsent.swap(drop_unsent, Ordering::SeqCst) && drop_unsent {
+            shared.sinks.wake_all();
+        }
+        out
+    }
+
+    /// The error batches not sent yet fail with, while the transaction is being (or
+    /// must be) aborted.
+    pub fn unsent_error(&self) -> Option<Error> {
+        if !self.drop_unsent.load(Ordering::Acquire) {
+            return None;
+        }
+        let engine = self.engine();
+        Some(match engine.failure() {
+            Some(f) => Error::Transaction(f.clone()),
+            None => Error::Transaction(TransactionError::Aborted {
+                transactional_id: engine.id().to_string(),
+            }),
+        })
+    }
+
+    /// A sink found a sequence gap (or a batch of unknown fate): the transaction can
+    /// only be aborted now, and the abort bumps the epoch.
+    pub fn handle_sequence_trouble(&self, shared: &ProducerShared) {
+        self.update(shared, |t| {
+            t.handle_sequence_trouble(
+                "a batch failed in a way that needs a new producer epoch (sequence gap or unknown fate)"
+                    .into(),
+            );
+        });
+    }
+
+    /// Waits until no send is between its check and its registration.
+    async fn sends_settled(&self) {
+        loop {
+            let done = self.sends_done.notified();
+            tokio::pin!(done);
+            done.as_mut().enable();
+            if self.sends.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            done.await;
+        }
+    }
+
+    /// Waits until no AddPartitionsToTxn is pending or on the wire.
+    async fn adds_settled(&self) {
+        loop {
+            let settled = self.settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            if !self.engine().adding() {
+                return;
+            }
+            self.adder.notify_one();
+            settled.await;
+        }
+    }
+
+    /// Wakes the adder so it can see the producer closing.
+    pub fn wake_adder(&self) {
+        self.adder.notify_one();
+    }
+}
+
+/// A send in progress, counted until it has registered its partition.
+pub(crate) struct SendGuard<'a>(&'a TxnShared);
+
+impl Drop for SendGuard<'_> {
+    fn drop(&mut self) {
+        if self.0.sends.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.sends_done.notify_waiters();
+        }
+    }
+}
+
+impl ProducerShared {
+    fn txn_of(&self, call: &'static str) -> Result<&TxnShared> {
+        self.txn
+            .as_ref()
+            .ok_or(Error::Transaction(TransactionError::NotTransactional {
+                call,
+            }))
+    }
+
+    fn transactional_id(&self) -> &str {
+        self.settings
+            .transactional_id
+            .as_deref()
+            .unwrap_or_default()
+    }
+
+    /// For a transactional producer: whether a record may be sent now; the guard keeps
+    /// a commit or an abort from starting until the record's partition is registered.
+    pub(crate) fn enter_send(&self) -> Result<Option<SendGuard<'_>>> {
+        let Some(txn) = &self.txn else {
+            return Ok(None);
+        };
+        txn.sends.fetch_add(1, Ordering::SeqCst);
+        let guard = SendGuard(txn);
+        txn.engine().check_send()?;
+        Ok(Some(guard))
+    }
+
+    /// A record of a transactional producer went to `partition`: it joins the
+    /// transaction (the adder asks the coordinator) unless it is in it already.
+    pub(crate) fn register_partition(&self, partition: &ProducePartition) {
+        if let Some(txn) = &self.txn {
+            let key: TxnPartition = (partition.topic.clone(), partition.index);
+            if txn.engine().note_partition(&key) {
+                txn.adder.notify_one();
+            }
+        }
+    }
+
+    fn partition_of(&self, topic: &str, index: i32) -> Option<Arc<ProducePartition>> {
+        let topics = self.topics.read().ok()?;
+        let t = topics.get(topic)?;
+        let parts = t.partitions.read().ok()?;
+        parts.get(usize::try_from(index).ok()?).cloned()
+    }
+
+    fn current_producer(&self) -> Result<ProducerId> {
+        self.identity.lock().ok().and_then(|p| *p).ok_or_else(|| {
+            Error::Transaction(TransactionError::InvalidState {
+                transactional_id: self.transactional_id().to_string(),
+                call: "use the transaction",
+                state: "before init_transactions",
+            })
+        })
+    }
+
+    /// Records `error` (from a transactional request) in the engine as its class says,
+    /// and returns what the caller should see.
+    fn fail_with(&self, txn: &TxnShared, api: ApiKey, error: Error) -> Error {
+        let class = match error.code() {
+            Some(code) => class_of(api, code),
+            None if error.is_retriable() => ErrorClass::Retriable,
+            None => ErrorClass::Abortable,
+        };
+        if class == ErrorClass::Retriable || class == ErrorClass::CoordinatorMoved {
+            // Timed out retrying: the outcome is unknown; the call may be made again.
+            return error;
+        }
+        let cause = format!("{api:?}: {error}");
+        txn.update(self, |t| {
+            t.fail(class, cause, error.code());
+            t.failure().cloned().map_or(error, Error::Transaction)
+        })
+    }
+
+    /// Waits until every batch sent so far is acknowledged or failed; what failed is
+    /// returned (and no longer reported by a later flush).
+    async fn settle_batches(&self) -> Option<crate::engine::produce::failures::FailureReport> {
+        let pending: Vec<_> = self
+            .all_partitions()
+            .iter()
+            .flat_map(|p| p.state().pending())
+            .collect();
+        let _hurry = self.hurry();
+        for batch in pending {
+            batch_done(batch).await;
+        }
+        self.failures.take()
+    }
+}
+
+impl Producer {
+    /// Registers the transactional id with its coordinator and obtains the producer id
+    /// and epoch (InitProducerId): an earlier producer with the same transactional id is
+    /// fenced from now on, and a transaction it left open is aborted by the coordinator
+    /// first (waited for). Must be called once before the first transaction.
+    pub async fn init_transactions(&self) -> Result<()> {
+        let shared = self.shared();
+        let txn = shared.txn_of("init_transactions")?;
+        txn.engine().check_init()?;
+        let id = match driver::init_producer_id(shared, None).await {
+            Ok(id) => id,
+            Err(e) => return Err(shared.fail_with(txn, ApiKey::InitProducerId, e)),
+        };
+        if let Ok(mut slot) = shared.identity.lock() {
+            *slot = Some(id);
+        }
+        txn.update(shared, Transaction::handle_initialized);
+        self.start_adder()?;
+        tracing::info!(
+            transactional_id = shared.transactional_id(),
+            producer_id = id.id,
+            epoch = id.epoch,
+            "transactions initialised"
+        );
+        Ok(())
+    }
+
+    /// Opens a transaction: records sent from now on until the commit or the abort
+    /// belong to it. Nothing goes to the broker until the first record.
+    pub fn begin_transaction(&self) -> Result<()> {
+        let shared = self.shared();
+        let txn = shared.txn_of("begin_transaction")?;
+        txn.update(shared, Transaction::begin)?;
+        Ok(())
+    }
+
+    /// Makes `offsets` (each the next offset to consume) of `group`'s partitions part of
+    /// the open transaction: they are committed with it, or not at all. `group` is the
+    /// consuming member's identity ([`crate::group::GroupConsumer::group_metadata`]), so
+    /// the group coordinator refuses the offsets of a generation that is over
+    /// (the transaction then must be aborted).
+    pub async fn send_offsets_to_transaction(
+        &self,
+        offsets: &[(TopicPartition, OffsetAndMetadata)],
+        group: &GroupMetadata,
+    ) -> Result<()> {
+        let shared = self.shared();
+        let txn = shared.txn_of("send_offsets_to_transaction")?;
+        txn.engine().check_offsets()?;
+        if group.group_id.is_empty() {
+            return Err(Error::InvalidArgument(
+                "send_offsets_to_transaction: the group id is empty".into(),
+            ));
+        }
+        if let Some((tp, o)) = offsets.iter().find(|(_, o)| o.offset < 0) {
+            return Err(Error::InvalidArgument(format!(
+                "send_offsets_to_transaction: offset {} for {}-{} is negative",
+                o.offset, tp.topic, tp.partition
+            )));
+        }
+        if offsets.is_empty() {
+            return Ok(());
+        }
+        let producer = shared.current_producer()?;
+        if txn.engine().needs_group(&group.group_id) {
+            if let Err(e) = self.add_offsets(producer, &group.group_id).await {
+                return Err(shared.fail_with(txn, ApiKey::AddOffsetsToTxn, e));
+            }
+            txn.engine().handle_group_added(&group.group_id);
+        }
+        if let Err(e) = self.txn_offset_commit(producer, offsets, group).await {
+            return Err(shared.fail_with(txn, ApiKey::TxnOffsetCommit, e));
+        }
+        Ok(())
+    }
+
+    /// Commits the open transaction: sends every record of it, waits for each answer,
+    /// and ends it (EndTxn). If any record failed, nothing is committed and the error
+    /// says the transaction must be aborted. A commit that timed out may be called
+    /// again; it resumes.
+    pub async fn commit_transaction(&self) -> Result<()> {
+        let shared = self.shared();
+        let txn = shared.txn_of("commit_transaction")?;
+        txn.update(shared, Transaction::begin_commit)?;
+        txn.sends_settled().await;
+        if let Some(report) = shared.settle_batches().await {
+            let cause = format!(
+                "{} record(s) in {} batch(es) failed, the first: {}",
+                report.records, report.batches, report.first
+            );
+            return Err(txn.update(shared, |t| {
+                t.fail(ErrorClass::Abortable, cause, None);
+                Error::Transaction(t.failure().cloned().unwrap_or(TransactionError::Aborted {
+                    transactional_id: t.id().to_string(),
+                }))
+            }));
+        }
+        txn.adds_settled().await;
+        self.end_transaction(txn, true).await
+    }
+
+    /// Aborts the open (or failed) transaction: records not sent yet fail with
+    /// [`TransactionError::Aborted`] (or the transaction's failure), records on the wire
+    /// are waited for, and read_committed consumers never see any of them. The producer
+    /// can begin a new transaction afterwards.
+    pub async fn abort_transaction(&self) -> Result<()> {
+        let shared = self.shared();
+        let txn = shared.txn_of("abort_transaction")?;
+        txn.update(shared, Transaction::begin_abort)?;
+        txn.sends_settled().await;
+        // The sinks fail what is not on the wire at their next drain.
+        shared.sinks.wake_all();
+        let _ = shared.settle_batches().await;
+        txn.adds_settled().await;
+        self.end_transaction(txn, false).await
+    }
+
+    /// Ends the transaction at the coordinator when it knows of it, bumps the epoch after
+    /// an abort that needs it, and lets the partitions leave.
+    async fn end_transaction(&self, txn: &TxnShared, commit: bool) -> Result<()> {
+        let shared = self.shared();
+        let (needed, bump) = {
+            let t = txn.engine();
+            (t.needs_end_txn(), !commit && t.needs_bump())
+        };
+        if needed {
+            let producer = shared.current_producer()?;
+            if let Err(e) = self.end_txn(producer, commit).await {
+                return Err(shared.fail_with(txn, ApiKey::EndTxn, e));
+            }
+        }
+        if bump {
+            let current = shared.current_producer()?;
+            let new = match driver::init_producer_id(shared, Some(current)).await {
+                Ok(id) => id,
+                Err(e) => return Err(shared.fail_with(txn, ApiKey::InitProducerId, e)),
+            };
+            if let Ok(mut slot) = shared.identity.lock() {
+                *slot = Some(new);
+            }
+            for p in shared.all_partitions() {
+                p.state().restamp(new, Instant::now());
+            }
+            tracing::info!(epoch = new.epoch, "producer epoch bumped after the abort");
+        }
+        let left = txn.update(shared, Transaction::handle_ended);
+        if txn.engine().state() == TxnState::Fatal {
+            return Err(txn
+                .engine()
+                .failure()
+                .cloned()
+                .map_or(Error::ShuttingDown, Error::Transaction));
+        }
+        for (topic, index) in left {
+            if let Some(p) = shared.partition_of(&topic, index) {
+                p.state().leave_transaction();
+            }
+        }
+        tracing::debug!(
+            transactional_id = shared.transactional_id(),
+            commit,
+            "transaction ended"
+        );
+        Ok(())
+    }
+
+    /// At close: a transaction still open (or failed) is aborted rather than left for
+    /// the coordinator to time out after `transaction.timeout.ms`, which would hold
+    /// read_committed consumers back until then.
+    pub(super) async fn abort_open_transaction(&self) {
+        let Some(txn) = &self.shared().txn else {
+            return;
+        };
+        let state = txn.engine().state();
+        if matches!(
+            state,
+            TxnState::InTransaction
+                | TxnState::Abortable
+                | TxnState::Aborting
+                | TxnState::Committing
+        ) {
+            tracing::info!(?state, "closing with a transaction open: aborting it");
+            if state == TxnState::Committing {
+                // A commit that timed out: its outcome is unknown and it cannot be
+                // turned into an abort; the coordinator finishes or times it out.
+                return;
+            }
+            if let Err(e) = self.abort_transaction().await {
+                tracing::warn!(error = %e, "aborting the open transaction at close failed");
+            }
+        }
+    }
+
+    /// [`Producer::init_transactions`] for plain threads.
+    pub fn init_transactions_blocking(&self) -> Result<()> {
+        crate::client::block_on(self.init_transactions())
+    }
+
+    /// [`Producer::commit_transaction`] for plain threads.
+    pub fn commit_transaction_blocking(&self) -> Result<()> {
+        crate::client::block_on(self.commit_transaction())
+    }
+
+    /// [`Producer::abort_transaction`] for plain threads.
+    pub fn abort_transaction_blocking(&self) -> Result<()> {
+        crate::client::block_on(self.abort_transaction())
+    }
+
+    /// Starts the task that adds partitions to the open transaction.
+    fn start_adder(&self) -> Result<()> {
+        let shared = self.shared().clone();
+        let Some(txn) = &shared.txn else {
+            return Ok(());
+        };
+        if txn.adder_started.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let runtime = shared.client.runtime().clone();
+        runtime.spawn_on(runtime.worker_for(-1), move |_| run_adder(shared))?;
+        Ok(())
+    }
+
+    async fn end_txn(&self, producer: ProducerId, commit: bool) -> Result<()> {
+        let shared = self.shared();
+        let id = shared.transactional_id().to_string();
+        with_coordinator(
+            &shared.client,
+            CoordinatorKind::Transaction,
+            &id,
+            ApiKey::EndTxn,
+            |broker| {
+                let request = EndTxnRequest::default()
+                    .with_transactional_id(id.clone())
+                    .with_producer_id(producer.id)
+                    .with_producer_epoch(producer.epoch)
+                    .with_committed(commit);
+                async move {
+                    let version = capped_version(&broker, ApiKey::EndTxn, END_TXN_MAX_VERSION)?;
+                    let r = broker.send_version(request, version).await?;
+                    Ok(code_result(r.error_code, ()))
+                }
+            },
+        )
+        .await
+    }
+
+    async fn add_offsets(&self, producer: ProducerId, group: &str) -> Result<()> {
+        let shared = self.shared();
+        let id = shared.transactional_id().to_string();
+        with_coordinator(
+            &shared.client,
+            CoordinatorKind::Transaction,
+            &id,
+            ApiKey::AddOffsetsToTxn,
+            |broker| {
+                let request = AddOffsetsToTxnRequest::default()
+                    .with_transactional_id(id.clone())
+                    .with_producer_id(producer.id)
+                    .with_producer_epoch(producer.epoch)
+                    .with_group_id(group.to_string());
+                async move {
+                    let version =
+                        capped_version(&broker, ApiKey::AddOffsetsToTxn, ADD_OFFSETS_MAX_VERSION)?;
+                    let r = broker.send_version(request, version).await?;
+                    Ok(code_result(r.error_code, ()))
+                }
+            },
+        )
+        .await
+    }
+
+    async fn txn_offset_commit(
+        &self,
+        producer: ProducerId,
+        offsets: &[(TopicPartition, OffsetAndMetadata)],
+        group: &GroupMetadata,
+    ) -> Result<()> {
+        let shared = self.shared();
+        let request = TxnOffsetCommitRequest::default()
+            .with_transactional_id(shared.transactional_id().to_string())
+            .with_group_id(group.group_id.clone())
+            .with_producer_id(producer.id)
+            .with_producer_epoch(producer.epoch)
+            .with_generation_id(group.generation_id)
+            .with_member_id(group.member_id.clone())
+            .with_group_instance_id(group.group_instance_id.clone())
+            .with_topics(offset_topics(offsets));
+        with_coordinator(
+            &shared.client,
+            CoordinatorKind::Group,
+            &group.group_id,
+            ApiKey::TxnOffsetCommit,
+            |broker| {
+                let request = request.clone();
+                async move {
+                    let version = capped_version(
+                        &broker,
+                        ApiKey::TxnOffsetCommit,
+                        TXN_OFFSET_COMMIT_MAX_VERSION,
+                    )?;
+                    let r = broker.send_version(request, version).await?;
+                    let first = r
+                        .topics
+                        .iter()
+                        .flat_map(|t| t.partitions.iter())
+                        .map(|p| KafkaCode(p.error_code))
+                        .find(|c| !c.is_ok());
+                    Ok(first.map_or(Ok(()), Err))
+                }
+            },
+        )
+        .await
+    }
+}
+
+/// The offsets as TxnOffsetCommit's topics.
+fn offset_topics(
+    offsets: &[(TopicPartition, OffsetAndMetadata)],
+) -> Vec<TxnOffsetCommitRequestTopic> {
+    let mut topics: Vec<TxnOffsetCommitRequestTopic> = Vec::new();
+    for (tp, o) in offsets {
+        let partition = TxnOffsetCommitRequestPartition::default()
+            .with_partition_index(tp.partition)
+            .with_committed_offset(o.offset)
+            .with_committed_leader_epoch(-1)
+            .with_committed_metadata(Some(o.metadata.clone()));
+        match topics.iter_mut().find(|t| t.name == tp.topic) {
+            Some(t) => t.partitions.push(partition),
+            None => topics.push(
+                TxnOffsetCommitRequestTopic::default()
+                    .with_name(tp.topic.clone())
+                    .with_partitions(vec![partition]),
+            ),
+        }
+    }
+    topics
+}
+
+/// The version to send `api` at: what both sides speak, at most `max`.
+fn capped_version(broker: &crate::io::Broker, api: ApiKey, max: i16) -> Result<i16> {
+    broker
+        .api_versions()
+        .and_then(|v| v.version_for(api))
+        .map(|v| v.min(max))
+        .ok_or_else(|| {
+            Error::Io(crate::engine::error::IoError::UnsupportedApi {
+                api,
+                addr: broker.addr().to_string(),
+            })
+        })
+}
+
+fn code_result<T>(code: i16, ok: T) -> std::result::Result<T, KafkaCode> {
+    let code = KafkaCode(code);
+    if code.is_ok() { Ok(ok) } else { Err(code) }
+}
+
+/// The adder: asks the coordinator for the partitions registered since its last
+/// request, one AddPartitionsToTxn at a time, and lets each added partition's sink send.
+async fn run_adder(shared: Arc<ProducerShared>) {
+    let Some(txn) = &shared.txn else {
+        return;
+    };
+    loop {
+        if shared.closed.load(Ordering::Acquire) && !txn.engine().adding() {
+            break;
+        }
+        let Some(round) = txn.engine().poll_add_partitions() else {
+            txn.settled.notify_waiters();
+            txn.adder.notified().await;
+            continue;
+        };
+        let outcome = match add_partitions(&shared, &round).await {
+            Ok(codes) => txn.update(&shared, |t| t.handle_add_partitions(&codes)),
+            Err(e) => {
+                tracing::debug!(error = %e, "AddPartitionsToTxn failed");
+                let fatal = e
+                    .code()
+                    .is_some_and(|c| class_of(ApiKey::AddPartitionsToTxn, c) == ErrorClass::Fatal);
+                txn.update(&shared, |t| {
+                    t.handle_add_failed();
+                    if fatal {
+                        t.fail(
+                            ErrorClass::Fatal,
+                            format!("AddPartitionsToTxn: {e}"),
+                            e.code(),
+                        );
+                    } else if !e.is_retriable() {
+                        t.fail(
+                            ErrorClass::Abortable,
+                            format!("AddPartitionsToTxn: {e}"),
+                            e.code(),
+                        );
+                    }
+                });
+                AddOutcome {
+                    retry: e.is_retriable(),
+                    ..AddOutcome::default()
+                }
+            }
+        };
+        admit(&shared, &outcome.added);
+        if outcome.find_coordinator {
+            shared
+                .client
+                .invalidate_coordinator(CoordinatorKind::Transaction, shared.transactional_id());
+        }
+        txn.settled.notify_waiters();
+        if outcome.retry {
+            tokio::time::sleep(shared.settings.retry_backoff).await;
+        }
+    }
+    txn.settled.notify_waiters();
+}
+
+/// Lets the sinks of the partitions the coordinator added send their batches.
+fn admit(shared: &ProducerShared, added: &[TxnPartition]) {
+    for (topic, index) in added {
+        if let Some(p) = shared.partition_of(topic, *index) {
+            p.state().join_transaction();
+        }
+    }
+}
+
+/// One AddPartitionsToTxn attempt for `round`: each partition's code (a code for the
+/// whole request is every partition's).
+async fn add_partitions(
+    shared: &ProducerShared,
+    round: &[TxnPartition],
+) -> Result<Vec<(TxnPartition, KafkaCode)>> {
+    let producer = shared.current_producer()?;
+    let id = shared.transactional_id().to_string();
+    let broker = shared
+        .client
+        .find_coordinator_of(CoordinatorKind::Transaction, &id)
+        .await?;
+    broker.connect().await?;
+    let version = capped_version(
+        &broker,
+        ApiKey::AddPartitionsToTxn,
+        ADD_PARTITIONS_MAX_VERSION,
+    )?;
+    let mut topics: Vec<AddPartitionsToTxnTopic> = Vec::new();
+    for (topic, index) in round {
+        match topics.iter_mut().find(|t| *t.name == **topic) {
+            Some(t) => t.partitions.push(*index),
+            None => topics.push(
+                AddPartitionsToTxnTopic::default()
+                    .with_name(topic.to_string())
+                    .with_partitions(vec![*index]),
+            ),
+        }
+    }
+    let request = AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(id)
+        .with_v3_and_below_producer_id(producer.id)
+        .with_v3_and_below_producer_epoch(producer.epoch)
+        .with_v3_and_below_topics(topics);
+    let response = broker.send_version(request, version).await?;
+    let whole = KafkaCode(response.error_code);
+    let mut codes = Vec::with_capacity(round.len());
+    for result in &response.results_by_topic_v3_and_below {
+        for p in &result.results_by_partition {
+            if let Some(key) = round
+                .iter()
+                .find(|(t, i)| **t == *result.name && *i == p.partition_index)
+            {
+                codes.push((key.clone(), KafkaCode(p.partition_error_code)));
+            }
+        }
+    }
+    if !whole.is_ok() {
+        codes = round.iter().map(|p| (p.clone(), whole)).collect();
+    }
+    Ok(codes)
+}
