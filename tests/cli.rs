@@ -892,3 +892,100 @@ fn users_scram_and_quotas() {
     );
     assert!(!java_view().contains("byte_rate"), "{}", java_view());
 }
+
+/// What the Java console consumer reads of `topic` from the start, `count` records,
+/// with `isolation` (read_committed or read_uncommitted).
+fn java_console_read(topic: &str, isolation: &str, count: usize) -> Vec<String> {
+    let out = java(
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        &[
+            "--topic",
+            topic,
+            "--from-beginning",
+            "--isolation-level",
+            isolation,
+            "--max-messages",
+            &count.to_string(),
+            "--timeout-ms",
+            "30000",
+        ],
+    );
+    out.lines().map(str::to_string).collect()
+}
+
+#[test]
+fn transactional_produce_is_read_whole_by_the_java_console_consumer() {
+    let topic = common::unique("cli-txn");
+    let id = common::unique("cli-txn-id");
+    ok(&["topics", "create", &topic, "--partitions", "1"], b"");
+    let input: String = (0..10).map(|i| format!("c-{i}\n")).collect();
+    let out = kring(
+        &[
+            "produce",
+            "-t",
+            &topic,
+            "--transactional-id",
+            &id,
+            "--txn-records",
+            "4",
+        ],
+        input.as_bytes(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("committed 3 transaction(s) of 10 record(s)"),
+        "4 + 4 + 2: {stderr}"
+    );
+
+    // An aborted transaction in between, written with the library.
+    let mut config = common::config();
+    config.producer.transactional_id = Some(id.clone());
+    let client = common::client(config);
+    let producer = kring::producer::Producer::new_blocking(client.clone()).unwrap();
+    producer.init_transactions_blocking().unwrap();
+    producer.begin_transaction().unwrap();
+    for i in 0..5 {
+        let _ = producer
+            .send_blocking(
+                kring::producer::ProducerRecord::new(&topic).with_value(format!("ab-{i}")),
+            )
+            .unwrap();
+    }
+    producer.flush_blocking().unwrap();
+    producer.abort_transaction_blocking().unwrap();
+    producer.close_blocking().unwrap();
+    client.close();
+
+    ok(
+        &["produce", "-t", &topic, "--transactional-id", &id],
+        b"tail-0\ntail-1\n",
+    );
+    let mut committed: Vec<String> = (0..10).map(|i| format!("c-{i}")).collect();
+    committed.extend(["tail-0".to_string(), "tail-1".to_string()]);
+    assert_eq!(java_console_read(&topic, "read_committed", 12), committed);
+    let all = java_console_read(&topic, "read_uncommitted", 17);
+    let aborted: Vec<&String> = all.iter().filter(|v| v.starts_with("ab-")).collect();
+    assert_eq!(
+        aborted.len(),
+        5,
+        "read_uncommitted sees the aborted records: {all:?}"
+    );
+
+    // Bad arguments: clear errors, exit code 2.
+    let e = fails(&["produce", "-t", &topic, "--txn-records", "5"], 2);
+    assert!(e.contains("--txn-records needs --transactional-id"), "{e}");
+    let e = fails(
+        &[
+            "produce",
+            "-t",
+            &topic,
+            "--transactional-id",
+            &id,
+            "--txn-records",
+            "0",
+        ],
+        2,
+    );
+    assert!(e.contains("1 or more"), "{e}");
+}

@@ -4,6 +4,11 @@
 //! Input is read in chunks into one growing buffer; records are borrowed from it and
 //! copied once, into the producer's batch. A record longer than `max.request.size`
 //! is an error rather than a reason to grow the buffer without bound.
+//!
+//! With `--transactional-id`, records go in transactions of `--txn-records` records each
+//! (the last one may be shorter): each is committed once its records are sent, and the
+//! first that fails is aborted and ends the run, so a reader with read_committed sees
+//! whole transactions only.
 
 use std::io::Read;
 use std::time::Instant;
@@ -31,6 +36,10 @@ Sends one record per delimited piece of stdin (or of --file).
   -z, --compression CODEC      none, gzip, snappy, lz4 or zstd
   -a, --acks ACKS              0, 1 or all (default all)
   --idempotence true|false     idempotent producer (default true with acks=all)
+  --transactional-id ID        write in transactions with this transactional.id (acks all)
+  --txn-records N              records per transaction (default 1000; the last may be
+                               shorter); the first transaction that fails is aborted and
+                               the run stops with an error
 
 CLUSTER options:
 ",
@@ -47,6 +56,67 @@ struct Settings {
     delimiter: Vec<u8>,
     key_delimiter: Option<Vec<u8>>,
     headers: Vec<(String, Option<Vec<u8>>)>,
+    /// Records per transaction, with a transactional id.
+    txn_records: Option<u64>,
+}
+
+/// Where the run stands with its transactions.
+#[derive(Default)]
+struct Transactions {
+    /// Records per transaction; 0 without transactions.
+    every: u64,
+    /// Records sent in the open transaction.
+    open: u64,
+    committed: u64,
+    committed_records: u64,
+}
+
+impl Transactions {
+    /// Opens a transaction if none is open.
+    fn before_send(&mut self, producer: &Producer) -> kring::Result<()> {
+        if self.every > 0 && self.open == 0 {
+            producer.begin_transaction()?;
+        }
+        Ok(())
+    }
+
+    /// Counts a record sent; commits once the transaction is full.
+    async fn after_send(&mut self, producer: &Producer) -> Result<(), CliError> {
+        if self.every == 0 {
+            return Ok(());
+        }
+        self.open += 1;
+        if self.open == self.every {
+            self.commit(producer).await?;
+        }
+        Ok(())
+    }
+
+    /// Commits the open transaction, or aborts it when the commit fails.
+    async fn commit(&mut self, producer: &Producer) -> Result<(), CliError> {
+        if self.every == 0 || self.open == 0 {
+            return Ok(());
+        }
+        if let Err(e) = producer.commit_transaction().await {
+            let aborted = producer.abort_transaction().await;
+            let how = match aborted {
+                Ok(()) => "aborted".to_string(),
+                Err(a) => format!("and aborting it failed too: {a}"),
+            };
+            return Err(CliError::Failed(format!(
+                "transaction {} ({} record(s)) failed, {how}: {e}; {} transaction(s) of {} \
+                 record(s) were committed before it",
+                self.committed + 1,
+                self.open,
+                self.committed,
+                self.committed_records
+            )));
+        }
+        self.committed += 1;
+        self.committed_records += self.open;
+        self.open = 0;
+        Ok(())
+    }
 }
 
 fn parse(mut args: Args) -> Result<(Settings, ClusterOptions), UsageError> {
@@ -83,11 +153,26 @@ fn parse(mut args: Args) -> Result<(Settings, ClusterOptions), UsageError> {
     let compression = args.value(&["--compression", "-z"])?;
     let acks = args.value(&["--acks", "-a"])?;
     let idempotence = args.value(&["--idempotence"])?;
+    let transactional_id = args.value(&["--transactional-id"])?;
+    let txn_records: Option<u64> = args.parsed(&["--txn-records"])?;
+    if txn_records == Some(0) {
+        return Err(UsageError::new("--txn-records must be 1 or more"));
+    }
+    if txn_records.is_some() && transactional_id.is_none() {
+        return Err(UsageError::new("--txn-records needs --transactional-id"));
+    }
+    if transactional_id.as_deref() == Some("") {
+        return Err(UsageError::new("--transactional-id must not be empty"));
+    }
+    let txn_records = transactional_id
+        .as_ref()
+        .map(|_| txn_records.unwrap_or(1000));
     let mut cluster = ClusterOptions::take(&mut args)?;
     cluster.set_producer(&[
         ("compression.type", compression),
         ("acks", acks),
         ("enable.idempotence", idempotence),
+        ("transactional.id", transactional_id),
     ])?;
     args.finish()?;
     Ok((
@@ -98,6 +183,7 @@ fn parse(mut args: Args) -> Result<(Settings, ClusterOptions), UsageError> {
             delimiter,
             key_delimiter,
             headers,
+            txn_records,
         },
         cluster,
     ))
@@ -142,15 +228,29 @@ pub fn run(args: Args) -> CliResult {
     let client = connect(cluster)?;
     check_topic(&client, &s.topic, s.partition)?;
     let producer = wait(Producer::new(client.clone()))?;
+    let mut txns = Transactions {
+        every: s.txn_records.unwrap_or(0),
+        ..Transactions::default()
+    };
+    if txns.every > 0 {
+        wait(producer.init_transactions())?;
+    }
     let started = Instant::now();
     let mut deliveries = Deliveries::start();
-    let (sent, bytes, send_errors) = wait(send_all(
+    let (sent, bytes, mut send_errors) = wait(send_all(
         &producer,
         &s,
         &mut input,
         max_record,
         &mut deliveries,
+        &mut txns,
     ));
+    if send_errors.txn.is_none() && send_errors.count == 0 {
+        // The last, shorter transaction.
+        if let Err(e) = wait(txns.commit(&producer)) {
+            send_errors.txn = Some(e);
+        }
+    }
     let flushed = wait(producer.flush());
     let tally = deliveries.finish();
     let _ = wait(producer.close());
@@ -164,7 +264,13 @@ pub fn run(args: Args) -> CliResult {
         s.topic,
         started.elapsed().as_secs_f64()
     );
-    if let Some(e) = send_errors.input {
+    if txns.every > 0 {
+        eprintln!(
+            "committed {} transaction(s) of {} record(s)",
+            txns.committed, txns.committed_records
+        );
+    }
+    if let Some(e) = send_errors.input.or(send_errors.txn) {
         return Err(e);
     }
     if failed > 0 {
@@ -183,6 +289,8 @@ struct SendErrors {
     count: u64,
     first: Option<String>,
     input: Option<CliError>,
+    /// A transaction that failed (and was aborted).
+    txn: Option<CliError>,
 }
 
 /// Reads `input` to its end, sending each record; answers records handed over, their
@@ -193,6 +301,7 @@ async fn send_all(
     input: &mut dyn Read,
     max_record: usize,
     deliveries: &mut Deliveries,
+    txns: &mut Transactions,
 ) -> (u64, u64, SendErrors) {
     let finder = memmem::Finder::new(&s.delimiter);
     let key_finder = s.key_delimiter.as_deref().map(memmem::Finder::new);
@@ -242,11 +351,19 @@ async fn send_all(
                 });
             }
             r.partition = s.partition;
-            match producer.send(r).await {
+            let sent_now = match txns.before_send(producer) {
+                Ok(()) => producer.send(r).await,
+                Err(e) => Err(e),
+            };
+            match sent_now {
                 Ok(future) => {
                     sent += 1;
                     bytes += value.len() as u64;
                     deliveries.push(future, None);
+                    if let Err(e) = txns.after_send(producer).await {
+                        errors.txn = Some(e);
+                        return (sent, bytes, errors);
+                    }
                 }
                 Err(e) => {
                     errors.count += 1;
