@@ -388,3 +388,269 @@ fn cluster_admin_reassigns_and_elects_leaders() {
         (refreshed(&client).leader == target[0]).then_some(())
     });
 }
+
+/// One consume-transform-produce transaction of the exactly-once test: the batch's
+/// results and offsets, committed (a commit that failed with its outcome unknown is
+/// retried, as it must be), or aborted and the batch's partition rewound. Whether it
+/// committed.
+async fn eos_transaction(
+    producer: &kring::producer::Producer,
+    consumer: &mut kring::group::GroupConsumer,
+    output: &str,
+    messages: &[kring::consumer::Message],
+) -> bool {
+    let committed = match eos_stage(producer, consumer, output, messages).await {
+        Ok(()) => eos_commit(producer).await,
+        Err(e) => {
+            eprintln!("transaction failed before its commit: {e}");
+            false
+        }
+    };
+    if committed {
+        return true;
+    }
+    let mut aborted = false;
+    for attempt in 0..20 {
+        match producer.abort_transaction().await {
+            Ok(()) => {
+                aborted = true;
+                break;
+            }
+            Err(e) => eprintln!("abort attempt {attempt} failed: {e}"),
+        }
+    }
+    assert!(aborted, "the transaction could not be aborted");
+    if let Some(first) = messages.first() {
+        let to = kring::consumer::Offset::Exact(first.offset);
+        consumer
+            .seek(&first.topic, first.partition, to)
+            .await
+            .expect("rewind the aborted batch");
+    }
+    false
+}
+
+/// Begins a transaction with the batch's results and offsets.
+async fn eos_stage(
+    producer: &kring::producer::Producer,
+    consumer: &mut kring::group::GroupConsumer,
+    output: &str,
+    messages: &[kring::consumer::Message],
+) -> kring::Result<()> {
+    producer.begin_transaction()?;
+    for m in messages {
+        let value = m.value.as_deref().unwrap_or_default();
+        let record = kring::producer::ProducerRecord::new(output).with_value(value);
+        let _ = producer.send(record).await?;
+    }
+    let offsets = consumer.consumed_offsets();
+    producer
+        .send_offsets_to_transaction(&offsets, &consumer.group_metadata())
+        .await
+}
+
+/// Commits, retrying a commit whose outcome is unknown; false when it must be aborted.
+async fn eos_commit(producer: &kring::producer::Producer) -> bool {
+    use kring::Error;
+    use kring::producer::TransactionError;
+    for attempt in 0..20 {
+        match producer.commit_transaction().await {
+            Ok(()) => return true,
+            Err(Error::Transaction(TransactionError::Fatal { cause, .. })) => {
+                panic!("the transactional producer failed for good: {cause}")
+            }
+            Err(e @ Error::Transaction(_)) => {
+                eprintln!("commit refused, aborting: {e}");
+                return false;
+            }
+            Err(e) => eprintln!("commit attempt {attempt} failed, retrying: {e}"),
+        }
+    }
+    false
+}
+
+/// Exactly once across broker kills (issue 16): a consume-transform-produce loop copies
+/// 100,000 records from one topic to another in transactions (offsets included) while
+/// the transaction coordinator's broker and then a partition leader are SIGKILLed and
+/// restarted; a read_committed reader (kring, and the Java console consumer) sees every
+/// input record exactly once in the output, and a read_uncommitted one sees the
+/// aborted attempts too (if any were made).
+#[test]
+fn cluster_transactions_copy_exactly_once_across_broker_kills() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let setup = client();
+    let input = unique("kring-eos-in");
+    let output = unique("kring-eos-out");
+    let group = unique("kring-eos-group");
+    let txn_id = unique("kring-eos-txn");
+    for t in [&input, &output] {
+        common::create_topic(&setup, t, 3, 3, &[("min.insync.replicas", "2")]);
+    }
+    let total = 100_000u64;
+    let filler = kring::producer::Producer::new_blocking(setup.clone()).unwrap();
+    for i in 0..total {
+        let r = kring::producer::ProducerRecord::new(&input).with_value(i.to_string());
+        let _ = filler.send_blocking(r).unwrap();
+    }
+    filler.close_blocking().unwrap();
+    let coordinator = kring::client::block_on(setup.transaction_coordinator(&txn_id))
+        .unwrap()
+        .id();
+
+    let committed = Arc::new(AtomicU64::new(0));
+    let aborted = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let (committed, aborted, stop) = (committed.clone(), aborted.clone(), stop.clone());
+        let (input, output, group, txn_id) =
+            (input.clone(), output.clone(), group.clone(), txn_id.clone());
+        std::thread::spawn(move || {
+            let mut c = Config::new(SERVERS);
+            c.net.workers = 2;
+            c.metadata.refresh_backoff = Duration::from_millis(50);
+            c.group.group_id = Some(group);
+            c.consumer.enable_auto_commit = false;
+            c.consumer.isolation_level = kring::config::IsolationLevel::ReadCommitted;
+            c.consumer.auto_offset_reset = kring::config::OffsetReset::Earliest;
+            c.producer.transactional_id = Some(txn_id);
+            c.producer.linger = Duration::from_millis(5);
+            let client = Client::connect_blocking(c).expect("bootstrap");
+            kring::client::block_on(async {
+                let producer = kring::producer::Producer::new(client.clone())
+                    .await
+                    .unwrap();
+                producer.init_transactions().await.unwrap();
+                let topics = kring::group::Topics::names([input]);
+                let mut consumer = kring::group::GroupConsumer::subscribe(client.clone(), topics)
+                    .await
+                    .unwrap();
+                while committed.load(Ordering::Acquire) < total && !stop.load(Ordering::Acquire) {
+                    let timer = client.sleep(Duration::from_millis(500));
+                    let next = tokio::select! {
+                        b = consumer.next_messages() => b,
+                        _ = timer => continue,
+                    };
+                    let messages = match next {
+                        Some(Ok(m)) => m,
+                        Some(Err(e)) => panic!("the group consumer failed: {e}"),
+                        None => break,
+                    };
+                    if eos_transaction(&producer, &mut consumer, &output, &messages).await {
+                        committed.fetch_add(messages.len() as u64, Ordering::AcqRel);
+                    } else {
+                        aborted.fetch_add(1, Ordering::AcqRel);
+                    }
+                }
+                consumer.close().await.unwrap();
+                producer.close().await.unwrap();
+            });
+            client.close();
+        })
+    };
+    let wait_for = |n: u64| {
+        eventually(&format!("{n} records copied"), 300, || {
+            (committed.load(Ordering::Acquire) >= n).then_some(())
+        })
+    };
+    wait_for(20_000);
+    kafka(&["stop-node", &coordinator.to_string(), "--kill"]);
+    wait_for(40_000);
+    kafka(&["start-node", &coordinator.to_string()]);
+    let leader = eventually("a leader of the output", 60, || {
+        setup
+            .metadata()
+            .partition(&output, 0)
+            .map(|p| p.leader)
+            .filter(|l| *l >= 0)
+    });
+    wait_for(60_000);
+    kafka(&["stop-node", &leader.to_string(), "--kill"]);
+    wait_for(80_000);
+    kafka(&["start-node", &leader.to_string()]);
+    eventually("every record copied", 300, || {
+        (committed.load(Ordering::Acquire) >= total || worker.is_finished()).then_some(())
+    });
+    stop.store(true, Ordering::Release);
+    worker.join().expect("the copying thread");
+    assert_eq!(
+        committed.load(Ordering::Acquire),
+        total,
+        "records committed"
+    );
+    eprintln!("aborted transactions: {}", aborted.load(Ordering::Acquire));
+
+    let mut read_committed = Config::new(SERVERS);
+    read_committed.consumer.isolation_level = kring::config::IsolationLevel::ReadCommitted;
+    let reader = Client::connect_blocking(read_committed).unwrap();
+    let consumer = kring::consumer::Consumer::new(reader.clone()).unwrap();
+    let mut seen = vec![0u32; total as usize];
+    let mut count = 0u64;
+    for p in 0..3 {
+        let (_, end) = kring::client::block_on(consumer.offsets(&output, p)).unwrap();
+        let mut pc = consumer
+            .consume_partition_blocking(&output, p, kring::consumer::Offset::Oldest)
+            .unwrap();
+        while pc.position() < end {
+            let timer = reader.sleep(Duration::from_secs(10));
+            let batch = kring::client::block_on(async {
+                tokio::select! {
+                    b = pc.next_batch() => b.map(|b| b.map(|b| {
+                        b.records()
+                            .map(|r| String::from_utf8(r.unwrap().value().unwrap().to_vec()).unwrap())
+                            .collect::<Vec<_>>()
+                    })),
+                    _ = timer => None,
+                }
+            });
+            let Some(batch) = batch else { break };
+            for v in batch.expect("read") {
+                seen[v.parse::<usize>().expect("a number")] += 1;
+                count += 1;
+            }
+        }
+    }
+    let missing = seen.iter().filter(|n| **n == 0).count();
+    let twice = seen.iter().filter(|n| **n > 1).count();
+    assert_eq!(
+        (count, missing, twice),
+        (total, 0, 0),
+        "read_committed: records, missing, duplicated"
+    );
+    reader.close();
+
+    // The Java console consumer agrees.
+    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kafka"))
+        .args([
+            "run-class",
+            "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        ])
+        .args([
+            "--bootstrap-server",
+            SERVERS[0],
+            "--topic",
+            &output,
+            "--from-beginning",
+        ])
+        .args([
+            "--isolation-level",
+            "read_committed",
+            "--timeout-ms",
+            "20000",
+        ])
+        .output()
+        .expect("console consumer");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut java_seen = std::collections::HashSet::new();
+    let mut java_count = 0u64;
+    for line in text.lines() {
+        java_count += 1;
+        java_seen.insert(line.to_string());
+    }
+    assert_eq!(
+        (java_count, java_seen.len() as u64),
+        (total, total),
+        "the Java console consumer, read_committed: records, distinct"
+    );
+    setup.close();
+}
