@@ -12,6 +12,12 @@
 //! per partition with order kept across retries, and an epoch bump (KIP-360) when a
 //! sequence gap or an unknown producer id needs one.
 //!
+//! Transactions (`transactional.id`): [`Producer::init_transactions`] once, then
+//! [`Producer::begin_transaction`], sends, [`Producer::send_offsets_to_transaction`] and
+//! [`Producer::commit_transaction`] or [`Producer::abort_transaction`]; the rules are in
+//! `engine::txn`, the I/O in `txn.rs`. A record's partition is added to the transaction
+//! before its batches go (the sink holds them until then).
+//!
 //! Shutdown: [`Producer::close`] sends everything and waits for every answer. Dropping
 //! the last handle without `close()` fails the records not yet sent with
 //! [`Error::ProducerDropped`] at once; records already on the wire get their broker's
