@@ -946,7 +946,7 @@ fn transactional_produce_is_read_whole_by_the_java_console_consumer() {
     producer.init_transactions_blocking().unwrap();
     producer.begin_transaction().unwrap();
     for i in 0..5 {
-        let _ = producer
+        let _delivery = producer
             .send_blocking(
                 kring::producer::ProducerRecord::new(&topic).with_value(format!("ab-{i}")),
             )

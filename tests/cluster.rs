@@ -441,7 +441,7 @@ async fn eos_stage(
     for m in messages {
         let value = m.value.as_deref().unwrap_or_default();
         let record = kring::producer::ProducerRecord::new(output).with_value(value);
-        let _ = producer.send(record).await?;
+        let _delivery = producer.send(record).await?;
     }
     let offsets = consumer.consumed_offsets();
     producer
@@ -491,7 +491,7 @@ fn cluster_transactions_copy_exactly_once_across_broker_kills() {
     let filler = kring::producer::Producer::new_blocking(setup.clone()).unwrap();
     for i in 0..total {
         let r = kring::producer::ProducerRecord::new(&input).with_value(i.to_string());
-        let _ = filler.send_blocking(r).unwrap();
+        let _delivery = filler.send_blocking(r).unwrap();
     }
     filler.close_blocking().unwrap();
     let coordinator = kring::client::block_on(setup.transaction_coordinator(&txn_id))

@@ -297,7 +297,7 @@ fn offsets_sent_to_a_transaction_are_committed_with_it_and_not_on_abort() {
     create_topic(&admin, &output, 1, 1, &[]);
     let seed = Producer::new_blocking(admin.clone()).unwrap();
     for v in values("in", 20) {
-        let _ = seed
+        let _delivery = seed
             .send_blocking(ProducerRecord::new(&input).with_partition(0).with_value(v))
             .unwrap();
     }
@@ -351,7 +351,7 @@ fn offsets_sent_to_a_transaction_are_committed_with_it_and_not_on_abort() {
                 "out-{}",
                 String::from_utf8_lossy(m.value.as_deref().unwrap())
             );
-            let _ = producer
+            let _delivery = producer
                 .send(ProducerRecord::new(&output).with_partition(0).with_value(v))
                 .await
                 .unwrap();
@@ -378,7 +378,7 @@ fn offsets_sent_to_a_transaction_are_committed_with_it_and_not_on_abort() {
 
         // Transaction 2: offsets sent, then aborted: the group's offset stays.
         producer.begin_transaction().unwrap();
-        let _ = producer
+        let _delivery = producer
             .send(
                 ProducerRecord::new(&output)
                     .with_partition(0)

@@ -159,6 +159,10 @@ pub(crate) struct AddOutcome {
     pub retry: bool,
     /// The coordinator is to be found again first.
     pub find_coordinator: bool,
+    /// The coordinator is still completing the previous transaction
+    /// (CONCURRENT_TRANSACTIONS): that takes milliseconds, so the retry should come
+    /// sooner than `retry.backoff.ms` (the Java client waits 20 ms there).
+    pub previous_ending: bool,
 }
 
 /// The transaction of one transactional producer.
@@ -304,7 +308,10 @@ impl Transaction {
                 continue;
             }
             match class_of(ApiKey::AddPartitionsToTxn, code) {
-                ErrorClass::Retriable => outcome.retry = true,
+                ErrorClass::Retriable => {
+                    outcome.retry = true;
+                    outcome.previous_ending |= code == KafkaCode::CONCURRENT_TRANSACTIONS;
+                }
                 ErrorClass::CoordinatorMoved => {
                     outcome.retry = true;
                     outcome.find_coordinator = true;

@@ -44,6 +44,10 @@ use crate::protocol::messages::{
 };
 use crate::protocol::{ApiKey, KafkaCode};
 
+/// The retry delay of an AddPartitionsToTxn answered CONCURRENT_TRANSACTIONS: the
+/// coordinator is writing the previous transaction's markers, which takes milliseconds
+/// (the first add of every transaction meets it right after a commit).
+const PREVIOUS_TXN_ENDING_BACKOFF: std::time::Duration = std::time::Duration::from_millis(20);
 /// The newest AddPartitionsToTxn a client sends (v4+ are the brokers' own, KIP-890).
 const ADD_PARTITIONS_MAX_VERSION: i16 = 3;
 /// The newest EndTxn of transactions v1 (v5 is KIP-890's v2).
@@ -699,7 +703,15 @@ async fn run_adder(shared: Arc<ProducerShared>) {
         }
         txn.settled.notify_waiters();
         if outcome.retry {
-            tokio::time::sleep(shared.settings.retry_backoff).await;
+            let backoff = if outcome.previous_ending {
+                shared
+                    .settings
+                    .retry_backoff
+                    .min(PREVIOUS_TXN_ENDING_BACKOFF)
+            } else {
+                shared.settings.retry_backoff
+            };
+            tokio::time::sleep(backoff).await;
         }
     }
     txn.settled.notify_waiters();

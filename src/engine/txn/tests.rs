@@ -70,6 +70,10 @@ fn retriable_and_not_attempted_partitions_are_asked_for_again() {
     ]);
     assert!(outcome.added.is_empty());
     assert!(outcome.retry && !outcome.find_coordinator);
+    assert!(
+        outcome.previous_ending,
+        "CONCURRENT_TRANSACTIONS: retried soon"
+    );
     assert_eq!(t.state(), TxnState::InTransaction);
     assert_eq!(t.poll_add_partitions().unwrap().len(), 3);
 }
@@ -81,6 +85,7 @@ fn a_moved_coordinator_asks_for_it_again() {
     t.poll_add_partitions().unwrap();
     let outcome = t.handle_add_partitions(&[(tp("a", 0), KafkaCode::NOT_COORDINATOR)]);
     assert!(outcome.retry && outcome.find_coordinator);
+    assert!(!outcome.previous_ending);
     assert_eq!(t.poll_add_partitions().unwrap(), vec![tp("a", 0)]);
 }
 
