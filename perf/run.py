@@ -1238,6 +1238,14 @@ def report(raw_path, out_dir):
              "ProducerPerformance reports whole milliseconds). With every client sending flat "
              "out, it is mostly time queued in the client's buffer, so it follows the clients' "
              "buffer sizes more than their speed.")
+    if any(w.get("txn_records") for w in meta["workloads"].values()):
+        L.append("- transactions (`-txn` workloads): each client sets a fresh `transactional.id` "
+                 "per run and initialises transactions before its clock starts, then begins, sends "
+                 "N records and commits, again and again (the contract's `--transactional-id ID "
+                 "--txn-records N`); elapsed_s runs to the end of the last commit, latency to each "
+                 "record's delivery report. Java runs perf/java/ProducePeer.java here (its "
+                 "KafkaProducer with initTransactions/beginTransaction/commitTransaction), not "
+                 "ProducerPerformance, whose transactions end by time.")
     if meta["pinned_clients"]:
         L.append("- pinning: each client process ran on CPU 1 (`taskset -c 1`), the broker on CPU 0: "
                  f"{end.get('broker_pin', 'unknown (the run did not finish)')}. So a client never has "
