@@ -951,6 +951,7 @@ def main(argv):
             warm_topic = f"perf-run-warmup-{os.getpid()}-{int(time.time())}"
             warm = dict(next(iter(a.wl.values())), records=a.warmup, size=100, acks="1",
                         idempotence="false", compression="none")
+            warm.pop("txn_records", None)  # plain records (a transactional one needs acks=all)
             log(f"== warm-up: {a.warmup:,} records through {warm_topic} by {fill_client} (not measured)")
             try:
                 topics.create(warm_topic, warm["partitions"])
