@@ -78,8 +78,14 @@ fn perf_produce_commits_transactions_of_n_records() {
 #[test]
 fn transaction_options_come_together() {
     let cases: &[(&[&str], &str)] = &[
-        (&["--txn-records", "10"], "--txn-records needs --transactional-id"),
-        (&["--transactional-id", "x"], "--transactional-id needs --txn-records"),
+        (
+            &["--txn-records", "10"],
+            "--txn-records needs --transactional-id",
+        ),
+        (
+            &["--transactional-id", "x"],
+            "--transactional-id needs --txn-records",
+        ),
         (
             &["--transactional-id", "x", "--txn-records", "0"],
             "--txn-records must be at least 1",

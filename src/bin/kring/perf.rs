@@ -317,10 +317,7 @@ fn produce(mut args: Args) -> CliResult {
             tally.first_error.unwrap_or_default()
         )));
     }
-    let elapsed = committed
-        .or(tally.last_report)
-        .unwrap_or_else(Instant::now)
-        - started;
+    let elapsed = committed.or(tally.last_report).unwrap_or_else(Instant::now) - started;
     Outcome {
         op: "produce",
         records: tally.delivered,
