@@ -12,7 +12,12 @@ payload file, one JSON line on stdout):
   franz-go    perf/target/bin/franz-go-perf ...    (built by perf/go-build)
   java        scripts/kafka run-class org.apache.kafka.tools.ProducerPerformance / ConsumerPerformance,
               through the adapters below, which map the contract's settings to those tools' flags
-              and their printed summaries back to the contract's result record.
+              and their printed summaries back to the contract's result record; for the
+              transactional workloads (N records per transaction, which ProducerPerformance
+              cannot do) perf/java/ProducePeer.java, a contract peer compiled with javac
+              against `scripts/kafka classpath` into perf/target/java.
+The Rust binaries are looked for where cargo puts them: $CARGO_TARGET_DIR/release when that
+is set (for kring's workspace and perf/'s alike), else target/release and perf/target/release.
 
 Each run: a fresh topic for every produce run (created before, deleted after, with kring's
 `topics` command, or Kafka's TopicCommand with --admin java); consume runs read one topic
@@ -63,6 +68,13 @@ def default_workloads():
                         "idempotence": "false", "compression": "none", **common},
         "produce-1k": {"op": "produce", "records": 300_000, "size": 1024, "acks": "all",
                        "idempotence": "true", "compression": "lz4", **common},
+        # produce-1k in transactions of txn_records records (the contract's
+        # --transactional-id, a fresh id per run, and --txn-records): begin, 1,000 sends,
+        # commit; the linger ends early at each commit's flush. Not run by default
+        # (OPT_IN_WORKLOADS).
+        "produce-1k-txn": {"op": "produce", "records": 300_000, "size": 1024, "acks": "all",
+                           "idempotence": "true", "compression": "lz4", "txn_records": 1000,
+                           **common},
         # The fill producer's settings are acks/idempotence/compression below.
         # 5M records so that the fastest consumer's run lasts long enough to measure.
         "consume-100": {"op": "consume", "records": 5_000_000, "size": 100, "acks": "1",
@@ -88,6 +100,17 @@ def default_workloads():
                                  "idempotence": "false", "compression": "none",
                                  "security": "SASL_SSL", **common},
     }
+
+
+# Workloads run only when --workloads names them, so that a plain `perf/run` runs what it
+# ran before they were added.
+OPT_IN_WORKLOADS = ("produce-1k-txn",)
+
+
+def cargo_target(default):
+    """Where cargo puts release binaries: $CARGO_TARGET_DIR/release when set (cargo
+    honours it for every workspace), else `default`/release."""
+    return os.path.join(os.environ.get("CARGO_TARGET_DIR") or default, "release")
 
 
 # The SASL_SSL listener of scripts/kafka and its test credentials.
@@ -328,7 +351,41 @@ def contract_args(op, w, topic, payload):
         args += ["--payload-file", payload, "--acks", w["acks"], "--idempotence", w["idempotence"],
                  "--compression", w["compression"], "--linger-ms", str(w["linger_ms"]),
                  "--batch-size", str(w["batch_size"])]
+        if w.get("txn_records"):
+            # A fresh transactional id per run: nothing of an earlier run to fence or recover.
+            args += ["--transactional-id", f"perf-run-{os.getpid()}-{time.time_ns()}",
+                     "--txn-records", str(w["txn_records"])]
     return args
+
+
+JAVA_PEER_CLASSES = os.path.join(ROOT, "perf", "target", "java")
+# `scripts/kafka run-class`'s JVM options, so that the Java peer runs like the Java tools.
+JAVA_PEER_JVM = ["-Xms64m", "-Xmx512m", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                 "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+                 "-XX:+ExitOnOutOfMemoryError", "-XX:MaxDirectMemorySize=256m",
+                 "-Djava.awt.headless=true", "-Djava.net.preferIPv4Stack=true"]
+
+
+def build_java_peer():
+    """Compiles perf/java/ProducePeer.java against Kafka's classpath; returns (the command
+    prefix that runs it, None) or (None, error)."""
+    code, cp, err = sh([KAFKA, "classpath"])
+    if code != 0:
+        return None, f"scripts/kafka classpath failed: {last_line(err)}"
+    _, java, _ = sh([KAFKA, "java"])
+    os.makedirs(JAVA_PEER_CLASSES, exist_ok=True)
+    code, out, err = sh(["javac", "-cp", cp.strip(), "-d", JAVA_PEER_CLASSES,
+                         os.path.join(ROOT, "perf", "java", "ProducePeer.java")])
+    if code != 0:
+        return None, f"javac perf/java/ProducePeer.java failed: {error_line(out, err)}"
+    return [java.strip() or "java"] + JAVA_PEER_JVM + [
+        "-cp", f"{JAVA_PEER_CLASSES}:{cp.strip()}", "ProducePeer"], None
+
+
+def uses_java_peer(client, w):
+    """Whether `client` runs workload `w` through perf/java/ProducePeer.java: Java in
+    transactions of N records."""
+    return client == "java" and w["op"] == "produce" and bool(w.get("txn_records"))
 
 
 def parse_contract(r, client, op, w):
@@ -448,7 +505,8 @@ class Broker:
             self.description = (out.splitlines()[0] if out else "started") + " (started by perf/run)"
 
     def find_pid(self):
-        pid_file = os.path.join(ROOT, "target", "kafka", "node1", "kafka.pid")
+        state = os.environ.get("KRING_KAFKA_DIR") or os.path.join(ROOT, "target", "kafka")
+        pid_file = os.path.join(state, "node1", "kafka.pid")
         try:
             pid = int(open(pid_file).read().strip())
             if b"kafka.Kafka" in open(f"/proc/{pid}/cmdline", "rb").read():
@@ -540,8 +598,8 @@ def build(clients, no_build, need_kring):
     """Builds what the selected clients need; returns ({client: binary}, {client: error},
     notes)."""
     bins, errors, notes = {}, {}, []
-    kring_bin = os.path.join(ROOT, "target", "release", "kring")
-    rdkafka_bin = os.path.join(ROOT, "perf", "target", "release", "rdkafka-perf")
+    kring_bin = os.path.join(cargo_target(os.path.join(ROOT, "target")), "kring")
+    rdkafka_bin = os.path.join(cargo_target(os.path.join(ROOT, "perf", "target")), "rdkafka-perf")
     logdir = os.path.join(ROOT, "perf", "target")
     os.makedirs(logdir, exist_ok=True)
 
@@ -725,13 +783,16 @@ def parse_args(argv):
         prog="perf/run", description="kring side by side with other Kafka clients (perf/README.md).")
     ap.add_argument("--runs", type=int, help="repetitions of each (workload, client) (default 3; 1 with --quick)")
     ap.add_argument("--clients", default=",".join(CLIENTS), help="comma-separated subset of " + ",".join(CLIENTS))
-    ap.add_argument("--workloads", default=",".join(default_workloads()),
-                    help="comma-separated subset of " + ",".join(default_workloads()))
+    ap.add_argument("--workloads",
+                    default=",".join(w for w in default_workloads() if w not in OPT_IN_WORKLOADS),
+                    help="comma-separated subset of " + ",".join(default_workloads())
+                         + " (default: all but " + ", ".join(OPT_IN_WORKLOADS) + ")")
     ap.add_argument("--quick", action="store_true", help="smoke test: 1 run, a tenth of the records")
     ap.add_argument("--set", action="append", default=[], metavar="WORKLOAD.KEY=VALUE",
                     help="change one workload setting, e.g. produce-1k.compression=zstd or "
                          "consume-100.records=2000000 (keys: records size acks idempotence "
-                         "compression linger_ms batch_size partitions; consume-100's acks, "
+                         "compression linger_ms batch_size partitions, and txn_records of "
+                         "produce-1k-txn; consume-100's acks, "
                          "idempotence and compression are its fill producer's); repeatable")
     ap.add_argument("--linger-ms", type=int, help="every workload's linger (default 5)")
     ap.add_argument("--batch-size", type=int, help="every workload's batch size in bytes (default 1000000)")
@@ -828,9 +889,15 @@ def main(argv):
     bins, build_errors, build_notes = build(a.clients, a.no_build, need_kring)
     if a.kring_base:
         bins["kring-base"] = os.path.abspath(a.kring_base)
+    java_peer, java_peer_error = None, "not built"
+    if "java" in bins and any(uses_java_peer("java", w) for w in a.wl.values()):
+        log("== build the Java produce peer: javac perf/java/ProducePeer.java")
+        java_peer, java_peer_error = build_java_peer()
+        if java_peer_error:
+            log(f"   {java_peer_error}")
 
-    kring_bin = bins.get("kring") or (os.path.join(ROOT, "target", "release", "kring")
-                                      if os.access(os.path.join(ROOT, "target", "release", "kring"), os.X_OK) else None)
+    built_kring = os.path.join(cargo_target(os.path.join(ROOT, "target")), "kring")
+    kring_bin = bins.get("kring") or (built_kring if os.access(built_kring, os.X_OK) else None)
     kring_perf = kring_has(kring_bin, "perf", "produce")
     kring_topics = kring_has(kring_bin, "topics", "create")
     if "kring" in bins and not kring_perf:
@@ -884,6 +951,7 @@ def main(argv):
             warm_topic = f"perf-run-warmup-{os.getpid()}-{int(time.time())}"
             warm = dict(next(iter(a.wl.values())), records=a.warmup, size=100, acks="1",
                         idempotence="false", compression="none")
+            warm.pop("txn_records", None)  # plain records (a transactional one needs acks=all)
             log(f"== warm-up: {a.warmup:,} records through {warm_topic} by {fill_client} (not measured)")
             try:
                 topics.create(warm_topic, warm["partitions"])
@@ -952,7 +1020,11 @@ def main(argv):
                         try:
                             if w["op"] == "produce":
                                 topics.create(topic, w["partitions"])
-                            if client == "java":
+                            if uses_java_peer(client, w):
+                                if java_peer is None:
+                                    raise RuntimeError(java_peer_error)
+                                cmd = java_peer + contract_args(w["op"], w, topic, payload)
+                            elif client == "java":
                                 group = f"perf-run-{os.getpid()}-{time.time_ns()}"
                                 cmd = java_command(w["op"], w, topic, payload, group)
                             else:
@@ -961,7 +1033,8 @@ def main(argv):
                             err = failure_reason(r, a.timeout)
                             res = None
                             if err is None:
-                                res, err = (parse_java(r, w["op"], w) if client == "java"
+                                res, err = (parse_java(r, w["op"], w)
+                                            if client == "java" and not uses_java_peer(client, w)
                                             else parse_contract(r, client, w["op"], w))
                             rec.update({"cmd": r["cmd"], "exit": r["exit"], "wall_s": r["wall_s"],
                                         "utime_s": r["utime_s"], "stime_s": r["stime_s"],
@@ -1055,10 +1128,14 @@ def describe(name, w):
 
 def describe_plain(name, w):
     if w["op"] == "produce":
+        txn = (f", in transactions of {w['txn_records']:,} records (begin, {w['txn_records']:,} "
+               "sends, commit; a fresh transactional id per run; elapsed_s to the end of the "
+               "last commit; Java through perf/java/ProducePeer.java, not ProducerPerformance)"
+               if w.get("txn_records") else "")
         return (f"produce {w['records']:,} records of {w['size']} B, acks={w['acks']}, "
                 f"idempotence={w['idempotence']}, compression {w['compression']}, "
                 f"linger {w['linger_ms']} ms, batch size {w['batch_size']:,} B, "
-                f"{w['partitions']} partitions, replication factor 1")
+                f"{w['partitions']} partitions, replication factor 1{txn}")
     return (f"consume {w['records']:,} records of {w['size']} B from {w['partitions']} partitions "
             f"(replication factor 1), oldest offset on; the topic filled once beforehand "
             f"(acks={w['acks']}, compression {w['compression']}, linger {w['linger_ms']} ms, "
@@ -1162,6 +1239,14 @@ def report(raw_path, out_dir):
              "ProducerPerformance reports whole milliseconds). With every client sending flat "
              "out, it is mostly time queued in the client's buffer, so it follows the clients' "
              "buffer sizes more than their speed.")
+    if any(w.get("txn_records") for w in meta["workloads"].values()):
+        L.append("- transactions (`-txn` workloads): each client sets a fresh `transactional.id` "
+                 "per run and initialises transactions before its clock starts, then begins, sends "
+                 "N records and commits, again and again (the contract's `--transactional-id ID "
+                 "--txn-records N`); elapsed_s runs to the end of the last commit, latency to each "
+                 "record's delivery report. Java runs perf/java/ProducePeer.java here (its "
+                 "KafkaProducer with initTransactions/beginTransaction/commitTransaction), not "
+                 "ProducerPerformance, whose transactions end by time.")
     if meta["pinned_clients"]:
         L.append("- pinning: each client process ran on CPU 1 (`taskset -c 1`), the broker on CPU 0: "
                  f"{end.get('broker_pin', 'unknown (the run did not finish)')}. So a client never has "
@@ -1333,6 +1418,8 @@ def chart(summary, meta):
             w = meta["workloads"][name]
             sub = (f"{w['size']} B, acks={w['acks']}, {w['compression']}" if w["op"] == "produce"
                    else f"{w['size']} B, {w['partitions']} partitions")
+            if w.get("txn_records"):
+                sub += f", {w['txn_records']:,} per transaction"
             o.append(f'<rect x="{x0 + 4}" y="{y0}" width="{cell_w - 8}" height="{cell_h}" fill="#fafafa" stroke="#ddd"/>')
             o.append(f'<text x="{x0 + 12}" y="{y0 + 18}" font-weight="bold">{esc(name)}: {esc(title)}</text>')
             o.append(f'<text x="{x0 + 12}" y="{y0 + 33}" fill="#666" font-size="11">{esc(w["op"])} {esc(sub)}</text>')

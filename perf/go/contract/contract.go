@@ -39,6 +39,24 @@ type Args struct {
 	Compression string // "none", "gzip", "snappy", "lz4" or "zstd"
 	Linger      time.Duration
 	BatchSize   int
+	// TransactionalID and TxnRecords (--transactional-id, --txn-records; both or
+	// neither): produce in transactions of TxnRecords records with this id.
+	TransactionalID string
+	TxnRecords      int
+}
+
+// Transactional says whether produce sends its records in transactions.
+func (a Args) Transactional() bool { return a.TransactionalID != "" }
+
+// EndsTransaction says whether record i is the last of its transaction: the
+// TxnRecords-th of it, or the last record of the run.
+func (a Args) EndsTransaction(i int) bool {
+	return a.Transactional() && ((i+1)%a.TxnRecords == 0 || i+1 == a.Records)
+}
+
+// BeginsTransaction says whether record i is the first of its transaction.
+func (a Args) BeginsTransaction(i int) bool {
+	return a.Transactional() && i%a.TxnRecords == 0
 }
 
 // ClientName is the peer's client, "sarama" or "franz-go": the "client" of the result
@@ -52,7 +70,7 @@ func usage() {
 	fmt.Fprintf(os.Stderr, `usage:
   %[1]s produce --bootstrap HOST:PORT --topic T --records N --payload-file F \
       --acks 0|1|all --idempotence true|false --compression none|gzip|snappy|lz4|zstd \
-      --linger-ms L --batch-size BYTES
+      --linger-ms L --batch-size BYTES [--transactional-id ID --txn-records N]
   %[1]s consume --bootstrap HOST:PORT --topic T --records N
 (the peer contract of perf/README.md)
 `, ProgramName())
@@ -92,6 +110,8 @@ func ParseArgs(argv []string) Args {
 		fs.StringVar(&a.Compression, "compression", "none", "none, gzip, snappy, lz4 or zstd")
 		fs.IntVar(&lingerMs, "linger-ms", 5, "linger, ms")
 		fs.IntVar(&a.BatchSize, "batch-size", 1_000_000, "batch size, bytes")
+		fs.StringVar(&a.TransactionalID, "transactional-id", "", "produce in transactions with this transactional id")
+		fs.IntVar(&a.TxnRecords, "txn-records", 0, "records per transaction")
 	}
 	switch err := fs.Parse(argv[1:]); err {
 	case nil:
@@ -124,6 +144,12 @@ func ParseArgs(argv []string) Args {
 		BadArgs("--linger-ms must be >= 0")
 	case a.BatchSize <= 0:
 		BadArgs("--batch-size must be > 0")
+	case a.TxnRecords < 0:
+		BadArgs("--txn-records must be > 0")
+	case a.Transactional() != (a.TxnRecords > 0):
+		BadArgs("--transactional-id and --txn-records go together")
+	case a.Transactional() && idempotence != "true":
+		BadArgs("--transactional-id needs --idempotence true")
 	}
 	a.Idempotence = idempotence == "true"
 	a.Linger = time.Duration(lingerMs) * time.Millisecond

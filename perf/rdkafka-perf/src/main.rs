@@ -4,7 +4,7 @@
 //! ```text
 //! rdkafka-perf produce --bootstrap HOST:PORT --topic T --records N --payload-file F \
 //!     --acks 0|1|all --idempotence true|false --compression none|gzip|snappy|lz4|zstd \
-//!     --linger-ms L --batch-size BYTES
+//!     --linger-ms L --batch-size BYTES [--transactional-id ID --txn-records N]
 //! rdkafka-perf consume --bootstrap HOST:PORT --topic T --records N [--group G]
 //! ```
 //!
@@ -12,7 +12,10 @@
 //!   and `poll(1 ms)` while the queue is full (the pattern of `perf/rdkafka-produce` and
 //!   of librdkafka's own `rdkafka_performance`), so delivery callbacks run on the sending
 //!   thread. The delivery opaque is the record's index; every `SAMPLE`-th record's
-//!   send→delivery latency is kept.
+//!   send→delivery latency is kept. With `--transactional-id ID --txn-records N`:
+//!   `init_transactions` before the clock starts, then `begin_transaction`, N sends, a
+//!   flush (served in 1 ms steps, see `flush_in_steps`) and `commit_transaction`, again
+//!   and again; the clock stops at the end of the last commit.
 //! - consume: a `BaseConsumer` with every partition `assign`ed at `Offset::Beginning`
 //!   (no group membership, no commits), `poll`ed until N records are read; every value's
 //!   bytes are touched. With `--group G`: `subscribe`d as the one member of the fresh
@@ -80,6 +83,10 @@ struct Args {
     properties: Vec<(String, String)>,
     /// `--group G`: consume as a member of group G (subscribe) instead of `assign`.
     group: Option<String>,
+    /// `--transactional-id ID`: produce in transactions (with `txn_records`).
+    transactional_id: Option<String>,
+    /// `--txn-records N`: records per transaction.
+    txn_records: usize,
 }
 
 impl Args {
@@ -104,6 +111,8 @@ impl Args {
             batch_size: 1_000_000,
             properties: Vec::new(),
             group: None,
+            transactional_id: None,
+            txn_records: 0,
         };
         while let Some(flag) = it.next() {
             let v = it
@@ -128,6 +137,8 @@ impl Args {
                 "--linger-ms" => a.linger_ms = num(&v),
                 "--batch-size" => a.batch_size = num(&v),
                 "--group" if !v.is_empty() => a.group = Some(v),
+                "--transactional-id" if !v.is_empty() => a.transactional_id = Some(v),
+                "--txn-records" if num(&v) > 0 => a.txn_records = num(&v) as usize,
                 "--property" => match v.split_once('=') {
                     Some((k, val)) => a.properties.push((k.to_string(), val.to_string())),
                     None => fail(format!("--property {v}: expected NAME=VALUE")),
@@ -140,6 +151,12 @@ impl Args {
         }
         if a.op == "produce" && a.payload_file.is_none() {
             fail("produce needs --payload-file");
+        }
+        if a.transactional_id.is_some() != (a.txn_records > 0) {
+            fail("--transactional-id and --txn-records go together");
+        }
+        if a.op == "consume" && a.transactional_id.is_some() {
+            fail("--transactional-id is for produce");
         }
         a
     }
@@ -249,9 +266,59 @@ fn payloads(path: &str) -> (Vec<u8>, Vec<(usize, usize)>) {
     (text, lines)
 }
 
+/// Serves delivery reports in 1 ms steps until every record is reported, with
+/// librdkafka's flush each time (`rd_kafka_flush` with no wait: linger cut short). The
+/// crate's `flush` and `commit_transaction` wait in 100 ms steps of `poll` (and `poll`
+/// returns only at the end of its step), which would add up to 100 ms per transaction
+/// (the commit's own flush then finds nothing left).
+fn flush_in_steps(producer: &BaseProducer<Delivery>, progress: &mut Progress, records: usize) {
+    let ctx = producer.context();
+    let mut waited = Instant::now();
+    let mut seen = ctx.delivered.load(Ordering::Relaxed) + ctx.failed.load(Ordering::Relaxed);
+    loop {
+        match producer.flush(Duration::from_millis(1)) {
+            Ok(()) => return,
+            Err(KafkaError::Flush(RDKafkaErrorCode::OperationTimedOut)) => {}
+            Err(e) => fail(format!("flush: {e}")),
+        }
+        let reported = ctx.delivered.load(Ordering::Relaxed) + ctx.failed.load(Ordering::Relaxed);
+        if reported != seen {
+            seen = reported;
+            waited = Instant::now();
+        } else if waited.elapsed() > STALL {
+            fail(format!(
+                "{} records still undelivered after {STALL:?} without a report",
+                producer.in_flight_count()
+            ));
+        }
+        progress.tick(ctx.delivered.load(Ordering::Relaxed), records);
+    }
+}
+
+/// Ends a transaction: its records flushed and reported, then committed.
+fn commit(producer: &BaseProducer<Delivery>, progress: &mut Progress, records: usize) {
+    flush_in_steps(producer, progress, records);
+    let ctx = producer.context();
+    let failed = ctx.failed.load(Ordering::Relaxed);
+    if failed > 0 {
+        let first = ctx.first_error.lock().ok().and_then(|e| e.clone());
+        fail(format!(
+            "{failed} records failed in a transaction, not committed; first error: {}",
+            first.unwrap_or_default()
+        ));
+    }
+    producer
+        .commit_transaction(STALL)
+        .unwrap_or_else(|e| fail(format!("commit_transaction: {e}")));
+}
+
 fn produce(a: &Args) {
     let (text, lines) = payloads(a.payload_file.as_deref().unwrap_or_default());
-    let producer: BaseProducer<Delivery> = ClientConfig::new()
+    let mut config = ClientConfig::new();
+    if let Some(id) = &a.transactional_id {
+        config.set("transactional.id", id);
+    }
+    let producer: BaseProducer<Delivery> = config
         .set("bootstrap.servers", &a.bootstrap)
         .set("acks", &a.acks)
         .set("enable.idempotence", &a.idempotence)
@@ -291,12 +358,23 @@ fn produce(a: &Args) {
     {
         fail(format!("topic {} not found", a.topic));
     }
+    let txn = a.transactional_id.is_some();
+    if txn {
+        producer
+            .init_transactions(STALL)
+            .unwrap_or_else(|e| fail(format!("init_transactions: {e}")));
+    }
 
     let ctx = producer.context();
     let mut progress = Progress::new("produce");
     let mut bytes = 0u64;
     let t0 = ctx.now();
     for i in 0..a.records {
+        if txn && i % a.txn_records == 0 {
+            producer
+                .begin_transaction()
+                .unwrap_or_else(|e| fail(format!("begin_transaction: {e}")));
+        }
         let (start, end) = lines[i % lines.len()];
         let value = &text[start..end];
         bytes += value.len() as u64;
@@ -319,7 +397,11 @@ fn produce(a: &Args) {
             producer.poll(Duration::ZERO);
             progress.tick(ctx.delivered.load(Ordering::Relaxed), a.records);
         }
+        if txn && ((i + 1) % a.txn_records == 0 || i + 1 == a.records) {
+            commit(&producer, &mut progress, a.records);
+        }
     }
+    let committed = txn.then(|| ctx.now());
     // Wait for every report in 1 ms steps (the crate's `flush` polls in 100 ms steps).
     let mut waited = Instant::now();
     let mut seen = 0;
@@ -337,7 +419,8 @@ fn produce(a: &Args) {
         }
         progress.tick(ctx.delivered.load(Ordering::Relaxed), a.records);
     }
-    let elapsed = Duration::from_nanos(ctx.last_report.load(Ordering::Relaxed) - t0);
+    let end = committed.unwrap_or_else(|| ctx.last_report.load(Ordering::Relaxed));
+    let elapsed = Duration::from_nanos(end - t0);
 
     let failed = ctx.failed.load(Ordering::Relaxed);
     let delivered = ctx.delivered.load(Ordering::Relaxed);

@@ -30,6 +30,7 @@ mod groups;
 mod json;
 mod perf;
 mod perf_group;
+mod perf_txn;
 mod produce;
 mod quotas;
 mod records;

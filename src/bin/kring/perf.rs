@@ -33,6 +33,9 @@ perf produce: sends records as fast as the producer takes them and waits for eve
   --compression CODEC        none, gzip, snappy, lz4 or zstd (default none)
   --linger-ms MS             default 5
   --batch-size BYTES         default 1000000
+  --transactional-id ID      send in transactions with this transactional.id (needs
+  --txn-records N            --txn-records): begin, N sends, commit, and again; the
+                             clock then runs to the end of the last commit
   Latency is measured on every 100th record, from send to delivery report.
 
 perf consume: reads every partition from its oldest record.
@@ -229,6 +232,7 @@ fn produce(mut args: Args) -> CliResult {
     let records: u64 = args.parsed(&["--records", "-n"])?.unwrap_or(1_000_000);
     let size: usize = args.parsed(&["--record-size", "-s"])?.unwrap_or(100);
     let payload_file = args.value(&["--payload-file"])?;
+    let txn = crate::perf_txn::TxnOptions::take(&mut args)?;
     let mut settings: Vec<(&str, Option<String>)> = vec![
         ("linger.ms", Some("5".into())),
         ("batch.size", Some("1000000".into())),
@@ -245,6 +249,7 @@ fn produce(mut args: Args) -> CliResult {
             settings.push((property, Some(v)));
         }
     }
+    settings.extend(txn.as_ref().map(crate::perf_txn::TxnOptions::setting));
     let mut cluster = ClusterOptions::take(&mut args)?;
     args.finish()?;
     if records == 0 {
@@ -267,28 +272,34 @@ fn produce(mut args: Args) -> CliResult {
     let client = connect(cluster)?;
     check_topic(&client, &topic, None)?;
     let producer = wait(Producer::new(client.clone()))?;
+    if let Some(txn) = &txn {
+        crate::perf_txn::init(&producer, txn)?;
+    }
 
     let mut progress = Progress::new("acked");
     let mut deliveries = Deliveries::start();
     let cpu_start = cpu_seconds();
     let started = Instant::now();
-    let mut bytes = 0u64;
+    let mut sender = RecordSender {
+        producer: &producer,
+        topic: &topic,
+        values: &values,
+        deliveries: &mut deliveries,
+        progress: &mut progress,
+        bytes: 0,
+    };
     let sent: Result<(), kring::Error> = wait(async {
-        for i in 0..records {
-            let value = &values[(i % values.len() as u64) as usize];
-            let sampled = (i % LATENCY_SAMPLE_EVERY == 0).then(Instant::now);
-            let future = producer
-                .send(ProducerRecord::new(&topic).with_value(value.as_slice()))
-                .await?;
-            deliveries.push(future, sampled);
-            bytes += value.len() as u64;
-            if i % 4096 == 0 {
-                let reported = deliveries.reported();
-                progress.update(reported, bytes * reported / (i + 1));
+        match &txn {
+            Some(t) => crate::perf_txn::send_in_transactions(&mut sender, records, t.records).await,
+            None => {
+                sender.send(0..records).await?;
+                producer.flush().await
             }
         }
-        producer.flush().await
     });
+    // In transactions, the run ends with the last commit, after the last report.
+    let committed = txn.is_some().then(Instant::now);
+    let bytes = sender.bytes;
     let tally = deliveries.finish();
     let cpu_end = cpu_seconds();
     progress.finish();
@@ -306,7 +317,7 @@ fn produce(mut args: Args) -> CliResult {
             tally.first_error.unwrap_or_default()
         )));
     }
-    let elapsed = tally.last_report.unwrap_or_else(Instant::now) - started;
+    let elapsed = committed.or(tally.last_report).unwrap_or_else(Instant::now) - started;
     Outcome {
         op: "produce",
         records: tally.delivered,
@@ -318,6 +329,44 @@ fn produce(mut args: Args) -> CliResult {
     }
     .print();
     Ok(())
+}
+
+/// perf produce's send loop: hands records to the producer and their delivery futures to
+/// `deliveries` (every [`LATENCY_SAMPLE_EVERY`]th timed), updating the progress line.
+pub(crate) struct RecordSender<'a> {
+    producer: &'a Producer,
+    topic: &'a str,
+    values: &'a [Vec<u8>],
+    deliveries: &'a mut Deliveries,
+    progress: &'a mut Progress,
+    /// Value bytes sent so far.
+    bytes: u64,
+}
+
+impl RecordSender<'_> {
+    pub(crate) fn producer(&self) -> &Producer {
+        self.producer
+    }
+
+    /// Sends records `range`: record i's value is `values[i mod values.len()]`.
+    pub(crate) async fn send(&mut self, range: std::ops::Range<u64>) -> Result<(), kring::Error> {
+        for i in range {
+            let value = &self.values[(i % self.values.len() as u64) as usize];
+            let sampled = (i % LATENCY_SAMPLE_EVERY == 0).then(Instant::now);
+            let future = self
+                .producer
+                .send(ProducerRecord::new(self.topic).with_value(value.as_slice()))
+                .await?;
+            self.deliveries.push(future, sampled);
+            self.bytes += value.len() as u64;
+            if i % 4096 == 0 {
+                let reported = self.deliveries.reported();
+                self.progress
+                    .update(reported, self.bytes * reported / (i + 1));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Totals of a consume run, shared by the partition tasks (all on one thread).

@@ -4,11 +4,14 @@
 //
 //		franz-go-perf produce --bootstrap HOST:PORT --topic T --records N --payload-file F \
 //		    --acks 0|1|all --idempotence true|false --compression none|gzip|snappy|lz4|zstd \
-//		    --linger-ms L --batch-size BYTES
+//		    --linger-ms L --batch-size BYTES [--transactional-id ID --txn-records N]
 //		franz-go-perf consume --bootstrap HOST:PORT --topic T --records N
 //
 //	  - produce: Client.Produce with a callback per record (asynchronous); a sampled
 //	    record's callback is a closure that knows its latency slot, the others share one.
+//	    In transactions (kgo.TransactionalID): BeginTransaction, N records, Flush (which
+//	    cuts the linger short), EndTransaction(TryCommit); the clock stops at the end of
+//	    the last commit.
 //	  - consume: a direct consumer (no group, no commits) of the topic from the start of
 //	    every partition (ConsumeResetOffset(AtStart)), PollFetches until N records.
 package main
@@ -95,6 +98,9 @@ func produce(a contract.Args) {
 		// franz-go is idempotent by default, which needs acks=all.
 		opts = append(opts, kgo.DisableIdempotentWrite())
 	}
+	if a.Transactional() {
+		opts = append(opts, kgo.TransactionalID(a.TransactionalID))
+	}
 	client, err := kgo.NewClient(opts...)
 	if err != nil {
 		contract.Fail("client: %v", err)
@@ -102,7 +108,8 @@ func produce(a contract.Args) {
 	defer client.Close()
 
 	// Set-up outside the timed part: the topic's existence, the produce connection to
-	// every broker and, when idempotent, the producer id. (franz-go's producer loads the
+	// every broker and, when idempotent, the producer id (with the transactional id when
+	// transactional: InitProducerID at its coordinator). (franz-go's producer loads the
 	// topic's partitions itself on the first Produce: one metadata request in the timed
 	// part.)
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
@@ -143,30 +150,55 @@ func produce(a contract.Args) {
 	ctx = context.Background() // Produce waits for buffer space without a limit
 	t0 := time.Since(base)
 	for i := range a.Records {
+		if a.BeginsTransaction(i) {
+			if err := client.BeginTransaction(); err != nil {
+				contract.Fail("begin transaction: %v", err)
+			}
+		}
 		value := payloads[i%len(payloads)]
 		valueBytes += int64(len(value))
 		r := &kgo.Record{Topic: a.Topic, Value: value}
 		if i%contract.SampleEvery != 0 {
 			client.Produce(ctx, r, unsampled)
-			continue
+		} else {
+			k := i / contract.SampleEvery
+			sentAt[k] = time.Since(base)
+			client.Produce(ctx, r, func(_ *kgo.Record, err error) {
+				if err == nil {
+					latencies[k] = time.Since(base) - sentAt[k]
+				}
+				delivered(err)
+			})
 		}
-		k := i / contract.SampleEvery
-		sentAt[k] = time.Since(base)
-		client.Produce(ctx, r, func(_ *kgo.Record, err error) {
-			if err == nil {
-				latencies[k] = time.Since(base) - sentAt[k]
-			}
-			delivered(err)
-		})
+		if a.EndsTransaction(i) {
+			commit(ctx, client, &failed, &firstError)
+		}
 	}
 	<-allReported
 	elapsed := lastReport - t0
+	if a.Transactional() {
+		elapsed = time.Since(base) - t0 // to the end of the last commit
+	}
 	stop()
 
 	if f := failed.Load(); f > 0 {
 		contract.Fail("%d of %d records failed; first error: %v", f, n, *firstError.Load())
 	}
 	contract.Report("produce", a.Records, valueBytes, elapsed, latencies)
+}
+
+// commit ends the open transaction: its records flushed (every callback has run when
+// Flush returns), then, if none of them failed, committed.
+func commit(ctx context.Context, client *kgo.Client, failed *atomic.Int64, firstError *atomic.Pointer[error]) {
+	if err := client.Flush(ctx); err != nil {
+		contract.Fail("flush: %v", err)
+	}
+	if f := failed.Load(); f > 0 {
+		contract.Fail("%d records failed in a transaction, not committed; first error: %v", f, *firstError.Load())
+	}
+	if err := client.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		contract.Fail("commit transaction: %v", err)
+	}
 }
 
 func consume(a contract.Args) {

@@ -4,12 +4,14 @@
 //
 //		sarama-perf produce --bootstrap HOST:PORT --topic T --records N --payload-file F \
 //		    --acks 0|1|all --idempotence true|false --compression none|gzip|snappy|lz4|zstd \
-//		    --linger-ms L --batch-size BYTES
+//		    --linger-ms L --batch-size BYTES [--transactional-id ID --txn-records N]
 //		sarama-perf consume --bootstrap HOST:PORT --topic T --records N
 //
 //	  - produce: an AsyncProducer with Return.Successes and Return.Errors, each channel
 //	    drained by its own goroutine; the main goroutine feeds Input(). A sampled record
-//	    carries its slot index in ProducerMessage.Metadata.
+//	    carries its slot index in ProducerMessage.Metadata. In transactions
+//	    (Producer.Transaction.ID): BeginTxn, N records, CommitTxn (which flushes them and
+//	    waits for their reports); the clock stops at the end of the last commit.
 //	  - consume: a Consumer with one PartitionConsumer per partition from OffsetOldest (no
 //	    group, no commits), each partition's Messages() read by its own goroutine.
 package main
@@ -119,10 +121,14 @@ func produce(a contract.Args) {
 	}
 	cfg.Producer.Flush.MaxMessages = 0
 	cfg.Producer.MaxMessageBytes = max(cfg.Producer.MaxMessageBytes, a.BatchSize)
+	if a.Transactional() {
+		cfg.Producer.Transaction.ID = a.TransactionalID // needs Idempotent, set above
+	}
 
 	client, _ := connect(a, cfg)
 	defer client.Close()
-	// An idempotent producer gets its producer id here, before the timed part.
+	// An idempotent producer gets its producer id here, before the timed part (a
+	// transactional one with its transactional id, at its coordinator).
 	producer, err := sarama.NewAsyncProducerFromClient(client)
 	if err != nil {
 		contract.Fail("producer: %v", err)
@@ -170,6 +176,11 @@ func produce(a contract.Args) {
 	input := producer.Input()
 	t0 := time.Since(base)
 	for i := range a.Records {
+		if a.BeginsTransaction(i) {
+			if err := producer.BeginTxn(); err != nil {
+				contract.Fail("begin transaction: %v", err)
+			}
+		}
 		value := payloads[i%len(payloads)]
 		valueBytes += int64(len(value))
 		m := &sarama.ProducerMessage{Topic: a.Topic, Value: sarama.ByteEncoder(value)}
@@ -179,9 +190,21 @@ func produce(a contract.Args) {
 			sentAt[k] = time.Since(base)
 		}
 		input <- m
+		if a.EndsTransaction(i) {
+			// CommitTxn waits for every record of the transaction to be reported.
+			if f := failed.Load(); f > 0 {
+				contract.Fail("%d records failed in a transaction, not committed; first error: %v", f, firstError)
+			}
+			if err := producer.CommitTxn(); err != nil {
+				contract.Fail("commit transaction: %v", err)
+			}
+		}
 	}
 	<-allReported
 	elapsed := lastReport - t0
+	if a.Transactional() {
+		elapsed = time.Since(base) - t0 // to the end of the last commit
+	}
 	stop()
 	producer.AsyncClose()
 	drained.Wait()
