@@ -60,7 +60,7 @@ use crate::client::Client;
 use crate::config::{Acks, Config};
 use crate::engine::produce::arenas::ArenaPools;
 use crate::engine::produce::completion::batch_done;
-use crate::engine::produce::failures::DeliveryFailures;
+use crate::engine::produce::failures::{DeliveryFailures, FailureReport};
 use crate::engine::produce::partition::{
     Appended, Arena, ProducePartition, ProduceSettings, ProducerId, RecordParts,
 };
@@ -208,6 +208,21 @@ impl ProducerShared {
             .iter()
             .flat_map(|t| t.partitions.read().map(|p| p.clone()).unwrap_or_default())
             .collect()
+    }
+
+    /// Waits until every batch sent so far is acknowledged or failed; what failed is
+    /// returned (and no longer reported by a later flush).
+    pub(crate) async fn settle_batches(&self) -> Option<FailureReport> {
+        let pending: Vec<_> = self
+            .all_partitions()
+            .iter()
+            .flat_map(|p| p.state().pending())
+            .collect();
+        let _hurry = self.hurry();
+        for batch in pending {
+            batch_done(batch).await;
+        }
+        self.failures.take()
     }
 
     /// Asks every sink to seal and send now (a flush, or a sync send, is waiting).
@@ -534,17 +549,7 @@ impl Producer {
     /// `flush` throws nothing and librdkafka's only reports a timeout; both leave
     /// failures to the delivery callbacks, which here are the delivery futures.)
     pub async fn flush(&self) -> Result<()> {
-        let shared = self.shared();
-        let pending: Vec<_> = shared
-            .all_partitions()
-            .iter()
-            .flat_map(|p| p.state().pending())
-            .collect();
-        let _hurry = shared.hurry();
-        for batch in pending {
-            batch_done(batch).await;
-        }
-        match shared.failures.take() {
+        match self.shared().settle_batches().await {
             None => Ok(()),
             Some(report) => Err(Error::DeliveryFailed {
                 records: report.records,

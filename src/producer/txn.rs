@@ -28,7 +28,6 @@ use tokio::sync::Notify;
 use super::{Producer, ProducerShared, driver};
 use crate::client::CoordinatorKind;
 use crate::consumer::offsets::with_coordinator;
-use crate::engine::produce::completion::batch_done;
 use crate::engine::produce::partition::{ProducePartition, ProducerId};
 use crate::engine::txn::{
     AddOutcome, ErrorClass, Transaction, TransactionError, TxnPartition, TxnState, class_of,
@@ -277,21 +276,6 @@ impl ProducerShared {
             t.failure().cloned().map_or(error, Error::Transaction)
         })
     }
-
-    /// Waits until every batch sent so far is acknowledged or failed; what failed is
-    /// returned (and no longer reported by a later flush).
-    async fn settle_batches(&self) -> Option<crate::engine::produce::failures::FailureReport> {
-        let pending: Vec<_> = self
-            .all_partitions()
-            .iter()
-            .flat_map(|p| p.state().pending())
-            .collect();
-        let _hurry = self.hurry();
-        for batch in pending {
-            batch_done(batch).await;
-        }
-        self.failures.take()
-    }
 }
 
 impl Producer {
@@ -517,48 +501,50 @@ impl Producer {
     }
 
     async fn end_txn(&self, producer: ProducerId, commit: bool) -> Result<()> {
-        let shared = self.shared();
-        let id = shared.transactional_id().to_string();
-        with_coordinator(
-            &shared.client,
-            CoordinatorKind::Transaction,
-            &id,
-            ApiKey::EndTxn,
-            |broker| {
-                let request = EndTxnRequest::default()
-                    .with_transactional_id(id.clone())
-                    .with_producer_id(producer.id)
-                    .with_producer_epoch(producer.epoch)
-                    .with_committed(commit);
-                async move {
-                    let version = capped_version(&broker, ApiKey::EndTxn, END_TXN_MAX_VERSION)?;
-                    let r = broker.send_version(request, version).await?;
-                    Ok(code_result(r.error_code, ()))
-                }
-            },
-        )
-        .await
+        let request = EndTxnRequest::default()
+            .with_transactional_id(self.shared().transactional_id().to_string())
+            .with_producer_id(producer.id)
+            .with_producer_epoch(producer.epoch)
+            .with_committed(commit);
+        self.at_txn_coordinator(request, END_TXN_MAX_VERSION, |r| r.error_code)
+            .await
     }
 
     async fn add_offsets(&self, producer: ProducerId, group: &str) -> Result<()> {
+        let request = AddOffsetsToTxnRequest::default()
+            .with_transactional_id(self.shared().transactional_id().to_string())
+            .with_producer_id(producer.id)
+            .with_producer_epoch(producer.epoch)
+            .with_group_id(group.to_string());
+        self.at_txn_coordinator(request, ADD_OFFSETS_MAX_VERSION, |r| r.error_code)
+            .await
+    }
+
+    /// Sends `request` (at most at `max_version`) to the transaction coordinator,
+    /// following it while it moves; `code` reads the answer's error code.
+    async fn at_txn_coordinator<R>(
+        &self,
+        request: R,
+        max_version: i16,
+        code: impl Fn(&R::Response) -> i16,
+    ) -> Result<()>
+    where
+        R: crate::protocol::Request + Clone + Send + 'static,
+    {
         let shared = self.shared();
         let id = shared.transactional_id().to_string();
+        let api = R::API_KEY;
         with_coordinator(
             &shared.client,
             CoordinatorKind::Transaction,
             &id,
-            ApiKey::AddOffsetsToTxn,
+            api,
             |broker| {
-                let request = AddOffsetsToTxnRequest::default()
-                    .with_transactional_id(id.clone())
-                    .with_producer_id(producer.id)
-                    .with_producer_epoch(producer.epoch)
-                    .with_group_id(group.to_string());
+                let (request, code) = (request.clone(), &code);
                 async move {
-                    let version =
-                        capped_version(&broker, ApiKey::AddOffsetsToTxn, ADD_OFFSETS_MAX_VERSION)?;
+                    let version = capped_version(&broker, api, max_version)?;
                     let r = broker.send_version(request, version).await?;
-                    Ok(code_result(r.error_code, ()))
+                    Ok(code_result(code(&r), ()))
                 }
             },
         )
