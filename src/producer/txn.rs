@@ -43,10 +43,6 @@ use crate::protocol::messages::{
 };
 use crate::protocol::{ApiKey, KafkaCode};
 
-/// The retry delay of an AddPartitionsToTxn answered CONCURRENT_TRANSACTIONS: the
-/// coordinator is writing the previous transaction's markers, which takes milliseconds
-/// (the first add of every transaction meets it right after a commit).
-const PREVIOUS_TXN_ENDING_BACKOFF: std::time::Duration = std::time::Duration::from_millis(20);
 /// The newest AddPartitionsToTxn a client sends (v4+ are the brokers' own, KIP-890).
 const ADD_PARTITIONS_MAX_VERSION: i16 = 3;
 /// The newest EndTxn of transactions v1 (v5 is KIP-890's v2).
@@ -643,6 +639,7 @@ async fn run_adder(shared: Arc<ProducerShared>) {
     let Some(txn) = &shared.txn else {
         return;
     };
+    let mut ending_retries = 0u32;
     loop {
         if shared.closed.load(Ordering::Acquire) && !txn.engine().adding() {
             break;
@@ -690,17 +687,36 @@ async fn run_adder(shared: Arc<ProducerShared>) {
         txn.settled.notify_waiters();
         if outcome.retry {
             let backoff = if outcome.previous_ending {
-                shared
-                    .settings
-                    .retry_backoff
-                    .min(PREVIOUS_TXN_ENDING_BACKOFF)
+                ending_retries += 1;
+                previous_txn_ending_backoff(ending_retries).min(shared.settings.retry_backoff)
             } else {
                 shared.settings.retry_backoff
             };
             tokio::time::sleep(backoff).await;
+        } else {
+            ending_retries = 0;
         }
     }
     txn.settled.notify_waiters();
+}
+
+/// The delay before the `n`-th retry (from 1) of an AddPartitionsToTxn answered
+/// CONCURRENT_TRANSACTIONS: the coordinator is writing the previous transaction's
+/// markers, which takes a few milliseconds, and the first add of every transaction meets
+/// it right after a commit: 2 ms doubling up to 20 ms (the Java client waits 20 ms at
+/// once), never more than `retry.backoff.ms`.
+fn previous_txn_ending_backoff(n: u32) -> std::time::Duration {
+    std::time::Duration::from_millis((2u64 << n.saturating_sub(1).min(4)).min(20))
+}
+
+#[cfg(test)]
+#[test]
+fn retries_after_a_concurrent_transaction_start_short_and_grow_to_20_ms() {
+    let ms = |n| previous_txn_ending_backoff(n).as_millis();
+    assert_eq!(
+        [ms(1), ms(2), ms(3), ms(4), ms(5), ms(50)],
+        [2, 4, 8, 16, 20, 20]
+    );
 }
 
 /// Lets the sinks of the partitions the coordinator added send their batches.
