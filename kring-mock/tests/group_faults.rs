@@ -17,11 +17,39 @@ use kring_mock::{FakeCluster, ReceivedRequest};
 
 const TOPIC: &str = "t";
 const PARTITIONS: i32 = 4;
-/// How many 100 ms reads a test waits for something before it gives up (a guard
-/// against hanging, not a timing assertion).
+/// How many reads that found nothing (each waits [`STEP`]) a test sits through while
+/// waiting for something before it gives up: a guard against hanging, not a timing
+/// assertion. Reads that return a record do not count: a wait that has many records to
+/// read (everything again after a lost assignment) must not run out of patience while
+/// records still flow.
 const PATIENCE: usize = 60;
+/// Reads that return a record, at most, in one wait (a guard against a consumer that
+/// hands out records forever without reaching what the test waits for).
+const MAX_READS: usize = 10_000;
 /// How long one read waits for a record.
 const STEP: Duration = Duration::from_secs(1);
+
+/// Counts a wait's reads; gives up after [`PATIENCE`] reads that found nothing or
+/// [`MAX_READS`] that found something.
+#[derive(Debug, Default)]
+struct Patience {
+    empty: usize,
+    records: usize,
+}
+
+impl Patience {
+    /// Notes one read (`got`: it returned a record).
+    fn note(&mut self, got: bool) {
+        if got {
+            self.records += 1;
+        } else {
+            self.empty += 1;
+        }
+    }
+    fn left(&self) -> bool {
+        self.empty < PATIENCE && self.records < MAX_READS
+    }
+}
 
 fn cluster() -> FakeCluster {
     FakeCluster::builder()
@@ -67,9 +95,6 @@ enum Seen {
 #[derive(Clone, Default)]
 struct Recorder(Arc<Mutex<Vec<Seen>>>);
 
-// `events`, `lost`, `assigned` serve the fenced-member tests, which are kept on branch
-// `gfaults` until the stall they show is understood (see issue 15's note).
-#[allow(dead_code)]
 impl Recorder {
     fn events(&self) -> Vec<Seen> {
         self.0.lock().unwrap().clone()
@@ -150,8 +175,8 @@ impl Member {
         }
     }
 
-    /// Reads for at most 100 ms: a record, nothing, or an error.
-    fn step(&mut self) -> kring::Result<()> {
+    /// Reads for at most [`STEP`]: a record (`true`), nothing (`false`), or an error.
+    fn step(&mut self) -> kring::Result<bool> {
         let timer = self.client.sleep(STEP);
         let gc = &mut self.gc;
         let next = kring::client::block_on(async {
@@ -168,24 +193,26 @@ impl Member {
                 let value = String::from_utf8_lossy(m.value.as_deref().unwrap_or_default());
                 self.read
                     .insert((m.partition, m.offset), value.into_owned());
-                Ok(())
+                Ok(true)
             }
             Some(Err(e)) => Err(e),
             None => {
                 self.nothing += 1;
-                Ok(())
+                Ok(false)
             }
         }
     }
 
-    /// Reads until `done` holds (panics on an error, or after [`PATIENCE`] steps).
+    /// Reads until `done` holds (panics on an error, or when [`Patience`] runs out).
     fn read_until(&mut self, what: &str, mut done: impl FnMut(&Member) -> bool) {
-        for _ in 0..PATIENCE {
+        let mut patience = Patience::default();
+        while patience.left() {
             if done(self) {
                 return;
             }
-            if let Err(e) = self.step() {
-                panic!("member failed while waiting for {what}: {e}");
+            match self.step() {
+                Ok(got) => patience.note(got),
+                Err(e) => panic!("member failed while waiting for {what}: {e}"),
             }
         }
         let per: Vec<String> = (0..PARTITIONS)
@@ -199,7 +226,7 @@ impl Member {
             })
             .collect();
         panic!(
-            "gave up waiting for {what}: read {} records, {} again, {} empty reads ({}), assigned {:?}",
+            "gave up waiting for {what} ({patience:?} in this wait): read {} records, {} again, {} empty reads ({}), assigned {:?}",
             self.read.len(),
             self.again,
             self.nothing,
@@ -226,6 +253,24 @@ impl Member {
         kring::client::block_on(self.gc.close()).unwrap();
         self.client.close();
     }
+}
+
+/// The harness itself: one wait that reads many more records than [`PATIENCE`] (as the
+/// fenced-member tests do, reading everything again after the loss) still reads them
+/// all. When every read counted against the patience, such a wait gave up with records
+/// left past a partition's position, which looked like a stalled partition.
+#[test]
+fn a_wait_reads_more_records_than_its_patience() {
+    let cluster = cluster();
+    let per_partition = PATIENCE;
+    fill(&cluster, 0, per_partition);
+    let mut m = Member::start(
+        config(&cluster, "many-records", GroupProtocol::Classic),
+        Recorder::default(),
+    );
+    m.read_all(per_partition);
+    assert_eq!(m.read.len(), PARTITIONS as usize * per_partition);
+    m.close();
 }
 
 /// The group requests the cluster received, in order, as (index, request).
@@ -440,6 +485,91 @@ fn kip848_stale_member_epoch_on_commit_is_commit_fenced_then_goes_on() {
     m.close();
 }
 
+/// A fenced member: `on_lost` runs, nothing is committed for the lost partitions with
+/// the old generation (or epoch), the member joins again and reads on.
+fn fenced(protocol: GroupProtocol, group: &str, fence: impl FnOnce(&FakeCluster, &str)) {
+    let cluster = cluster();
+    fill(&cluster, 0, 10);
+    let recorder = Recorder::default();
+    let mut m = Member::start(config(&cluster, group, protocol), recorder.clone());
+    m.read_all(10);
+    let (old_generation, member) = m.gc.generation().unwrap();
+    assert!(
+        commits(&cluster).is_empty(),
+        "nothing committed before the fence"
+    );
+    fence(&cluster, &member);
+    m.read_until("on_lost", |_| recorder.lost() > 0);
+    let lost: BTreeSet<TopicPartition> = recorder
+        .events()
+        .into_iter()
+        .find_map(|e| match e {
+            Seen::Lost(p) => Some(p.into_iter().collect()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(lost, all_partitions());
+    m.read_until("assigned again", |m| {
+        recorder.assigned() >= 2 && owns_all(m)
+    });
+    // Nothing committed the lost partitions under the old generation or epoch.
+    assert!(
+        commits(&cluster)
+            .iter()
+            .all(|(g, _, _)| *g != old_generation),
+        "a commit with the fenced generation {old_generation}: {:?}",
+        commits(&cluster)
+    );
+    assert!(
+        !recorder
+            .events()
+            .iter()
+            .any(|e| matches!(e, Seen::Revoked(_))),
+        "lost partitions are not revoked: {:?}",
+        recorder.events()
+    );
+    fill(&cluster, 10, 10);
+    m.read_all(20);
+    let (new_generation, _) = m.gc.generation().unwrap();
+    m.close();
+    let (g, _, partitions) = commits(&cluster).pop().unwrap();
+    assert_eq!(g, new_generation);
+    assert_eq!(partitions.len(), PARTITIONS as usize);
+    for p in 0..PARTITIONS {
+        assert_eq!(cluster.committed(group, TOPIC, p), Some(20));
+    }
+}
+
+#[test]
+fn classic_member_removed_by_the_coordinator_loses_and_rejoins() {
+    fenced(
+        GroupProtocol::Classic,
+        "fenced-unknown",
+        |cluster, member| {
+            cluster.fence_member("fenced-unknown", member).unwrap();
+        },
+    );
+}
+
+#[test]
+fn classic_illegal_generation_on_heartbeat_loses_and_rejoins() {
+    fenced(GroupProtocol::Classic, "fenced-generation", |cluster, _| {
+        cluster.fail_next(
+            "fenced-generation",
+            ApiKey::Heartbeat,
+            KafkaCode::ILLEGAL_GENERATION,
+        );
+    });
+}
+
+#[test]
+fn kip848_fenced_member_epoch_loses_and_rejoins() {
+    let group = "fenced-848";
+    fenced(GroupProtocol::Consumer, group, |cluster, member| {
+        cluster.fence_member(group, member).unwrap();
+    });
+}
+
 fn fenced_instance(protocol: GroupProtocol, group: &str) {
     let cluster = cluster();
     fill(&cluster, 0, 10);
@@ -449,10 +579,14 @@ fn fenced_instance(protocol: GroupProtocol, group: &str) {
     m.read_all(10);
     cluster.fail_next(group, group_api(protocol), KafkaCode::FENCED_INSTANCE_ID);
     let mut failure = None;
-    for _ in 0..PATIENCE {
-        if let Err(e) = m.step() {
-            failure = Some(e);
-            break;
+    let mut patience = Patience::default();
+    while patience.left() {
+        match m.step() {
+            Ok(got) => patience.note(got),
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
         }
     }
     let Some(e) = failure else {
@@ -489,13 +623,14 @@ fn kip848_partitions_move_only_after_their_owner_let_go() {
         config(&cluster, group, GroupProtocol::Consumer),
         Recorder::default(),
     );
-    for _ in 0..PATIENCE {
+    let mut patience = Patience::default();
+    while patience.left() {
         let (na, nb) = (a.gc.assignment().len(), b.gc.assignment().len());
         if na == 2 && nb == 2 {
             break;
         }
-        a.step().unwrap();
-        b.step().unwrap();
+        let got = a.step().unwrap() | b.step().unwrap();
+        patience.note(got);
     }
     let mine: BTreeSet<_> = a.gc.assignment().into_iter().collect();
     let theirs: BTreeSet<_> = b.gc.assignment().into_iter().collect();
@@ -512,13 +647,14 @@ fn kip848_partitions_move_only_after_their_owner_let_go() {
         }
     }
     fill(&cluster, 10, 10);
-    for _ in 0..PATIENCE {
+    let mut patience = Patience::default();
+    while patience.left() {
         let read: BTreeSet<(i32, i64)> = a.read.keys().chain(b.read.keys()).copied().collect();
         if read.len() == (PARTITIONS * 20) as usize {
             break;
         }
-        a.step().unwrap();
-        b.step().unwrap();
+        let got = a.step().unwrap() | b.step().unwrap();
+        patience.note(got);
     }
     let read: BTreeSet<(i32, i64)> = a.read.keys().chain(b.read.keys()).copied().collect();
     assert_eq!(read.len(), (PARTITIONS * 20) as usize);

@@ -575,3 +575,63 @@ fn a_diverging_epoch_is_handed_back_and_nothing_is_delivered() {
     assert_eq!(fetcher.poll_next(now, 1 << 20), Next::Wait { until });
     assert_eq!(sent_partitions(&fetch(&mut fetcher, until)), vec![(0, 100)]);
 }
+
+/// A group member that lost a partition while its fetch was in flight and got it back
+/// (a new consumer for the same partition, added before the answer came): the stale
+/// answer is not the new consumer's, and the session fetches the new consumer from its
+/// own position without forgetting the partition.
+fn lost_and_regained_during_a_fetch(regained_at: i64, expect_sent: Vec<(i32, i64)>) {
+    let now = Instant::now();
+    let mut fetcher = Fetcher::new(settings());
+    let (a, old) = (target(0, 0), target(1, 10));
+    fetcher.add(a.clone());
+    fetcher.add(old.clone());
+    fetch(&mut fetcher, now);
+    fetcher.handle_response(response(vec![], 77), 12, permit(), now);
+    let in_flight = fetch(&mut fetcher, now);
+    assert_eq!(in_flight.session_id, 77);
+    old.closed.store(true, Ordering::SeqCst);
+    let regained = target(1, regained_at);
+    fetcher.add(regained.clone());
+    let stale = fetcher.handle_response(
+        response(vec![(1, 0, 20, batch(10, 5))], 77),
+        12,
+        permit(),
+        now,
+    );
+    assert!(stale.moved.is_empty() && stale.reset.is_empty());
+    assert!(
+        regained.queue().is_empty(),
+        "the answer to the old consumer's fetch"
+    );
+    assert_eq!(regained.fetch_position(), regained_at);
+    let next = fetch(&mut fetcher, now);
+    assert_eq!(next.session_id, 77, "the session goes on");
+    assert_eq!(sent_partitions(&next), expect_sent);
+    assert!(
+        next.forgotten_topics_data.is_empty(),
+        "the partition is still fetched: {:?}",
+        next.forgotten_topics_data
+    );
+    fetcher.handle_response(
+        response(vec![(1, 0, 20, batch(regained_at, 10))], 77),
+        12,
+        permit(),
+        now,
+    );
+    assert_eq!(regained.queue().len(), 1);
+    assert_eq!(regained.fetch_position(), regained_at + 10);
+}
+
+#[test]
+fn a_partition_regained_during_a_fetch_is_fetched_from_its_new_position() {
+    // Nothing was committed: the new consumer reads again from the earliest offset.
+    lost_and_regained_during_a_fetch(0, vec![(1, 0)]);
+}
+
+#[test]
+fn a_partition_regained_at_the_same_position_during_a_fetch_keeps_its_session_entry() {
+    // Committed where the old consumer was: the broker's session already has that
+    // position (KIP-227 sessions keep the fetch offset the client last sent).
+    lost_and_regained_during_a_fetch(10, vec![]);
+}
