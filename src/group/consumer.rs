@@ -860,6 +860,16 @@ impl GroupConsumer {
         &mut self,
         offsets: &[(TopicPartition, OffsetAndMetadata)],
     ) -> Result<()> {
+        self.check_offsets_to_commit(offsets)?;
+        self.commit_offsets_now(offsets.iter().cloned().collect())
+            .await
+    }
+
+    /// Every partition assigned to this member, every offset not negative.
+    fn check_offsets_to_commit(
+        &self,
+        offsets: &[(TopicPartition, OffsetAndMetadata)],
+    ) -> Result<()> {
         for (tp, o) in offsets {
             self.slot_of(&tp.topic, tp.partition)?;
             if o.offset < 0 {
@@ -869,8 +879,7 @@ impl GroupConsumer {
                 )));
             }
         }
-        self.commit_offsets_now(offsets.iter().cloned().collect())
-            .await
+        Ok(())
     }
 
     async fn commit_offsets_now(
@@ -924,17 +933,44 @@ impl GroupConsumer {
         self.start_commit(None)
     }
 
+    /// [`GroupConsumer::commit_offsets`] without waiting: starts committing these
+    /// offsets and returns at once; the future gives the outcome. A partition not
+    /// assigned to this member ([`Error::NotAssigned`]) or a negative offset fails the
+    /// future, and nothing is sent.
+    pub fn commit_offsets_async(
+        &mut self,
+        offsets: &[(TopicPartition, OffsetAndMetadata)],
+    ) -> CommitFuture {
+        if let Err(e) = self.check_offsets_to_commit(offsets) {
+            return CommitFuture::failed(e);
+        }
+        for (tp, o) in offsets {
+            if let Some(s) = self.slots.iter_mut().find(|s| &s.tp == tp) {
+                s.committed = Some(o.offset);
+            }
+        }
+        self.send_commit(offsets.iter().cloned().collect())
+    }
+
     /// Starts committing what was consumed from `only` (every assigned partition when
     /// `None`) on a worker.
     fn start_commit(&mut self, only: Option<&[TopicPartition]>) -> CommitFuture {
         self.settle_handed();
-        let (tx, rx) = oneshot::channel();
         let offsets = self.consumed_since_commit(only);
         for s in &mut self.slots {
             if only.is_none_or(|o| o.contains(&s.tp)) {
                 s.committed = Some(s.consumed);
             }
         }
+        self.send_commit(offsets)
+    }
+
+    /// Sends these offsets in a commit on a worker, with the current generation.
+    fn send_commit(
+        &mut self,
+        offsets: BTreeMap<TopicPartition, OffsetAndMetadata>,
+    ) -> CommitFuture {
+        let (tx, rx) = oneshot::channel();
         let client = self.client.clone();
         let group = self.group.clone();
         let instance = self.instance_id.clone();
@@ -1066,6 +1102,15 @@ pub struct GroupBatch<'a> {
 #[derive(Debug)]
 pub struct CommitFuture {
     rx: oneshot::Receiver<Result<()>>,
+}
+
+impl CommitFuture {
+    /// A future that gives `error` at once.
+    fn failed(error: Error) -> CommitFuture {
+        let (tx, rx) = oneshot::channel();
+        let _ = tx.send(Err(error));
+        CommitFuture { rx }
+    }
 }
 
 impl Future for CommitFuture {
