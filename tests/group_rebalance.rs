@@ -130,7 +130,9 @@ fn spawn_producer(
         let producer = Producer::new_blocking(client).unwrap();
         while !stop.load(Ordering::Acquire) {
             for p in 0..PARTITIONS {
-                let record = ProducerRecord::new(&topic).with_partition(p).with_value("x");
+                let record = ProducerRecord::new(&topic)
+                    .with_partition(p)
+                    .with_value("x");
                 let _ = producer.send_blocking(record).unwrap();
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -241,14 +243,21 @@ fn cooperative_rebalance_with_auto_commit_loses_nothing() {
         .map(|(i, c)| (i, c.lock().unwrap().lost.clone()))
         .filter(|(_, l)| !l.is_empty())
         .collect();
-    assert_eq!(lost.iter().map(|(_, l)| l.len()).sum::<usize>(), 0, "lost: {lost:?}");
+    assert_eq!(
+        lost.iter().map(|(_, l)| l.len()).sum::<usize>(),
+        0,
+        "lost: {lost:?}"
+    );
     let produced: i64 = ends.values().map(|(first, next)| next - first).sum();
     assert!(produced > 0, "nothing was produced");
     assert_eq!(unread(&seen, &ends), Vec::new());
     // Sticky: each first member kept two of its three partitions and was never handed
     // them again.
     for i in 0..2 {
-        let kept: Vec<_> = before[i].iter().filter(|tp| after[i].contains(tp)).collect();
+        let kept: Vec<_> = before[i]
+            .iter()
+            .filter(|tp| after[i].contains(tp))
+            .collect();
         assert_eq!(
             kept.len(),
             2,
