@@ -226,6 +226,9 @@ pub struct GroupConsumer {
     failed: Option<Error>,
     /// The commit on revoke, once started: a call cut short waits for it next time.
     revoke_commit: Option<CommitFuture>,
+    /// The auto-commit under way and what it commits (marked committed once it
+    /// succeeds): a call cut short waits for this same commit next time.
+    auto_commit_sent: Option<(CommitFuture, BTreeMap<TopicPartition, OffsetAndMetadata>)>,
     /// Partitions of the assignment being handled, starting on a worker.
     starting: Option<oneshot::Receiver<Result<Vec<Started>>>>,
     left: bool,
@@ -345,6 +348,7 @@ impl GroupConsumer {
             reset: config.consumer.auto_offset_reset,
             failed: None,
             revoke_commit: None,
+            auto_commit_sent: None,
             starting: None,
             left: false,
             last_poll_note: Instant::now(),
@@ -650,10 +654,8 @@ impl GroupConsumer {
     async fn on_event(&mut self, event: ToConsumer) -> Result<()> {
         match event {
             ToConsumer::CommitDue => {
-                if self.auto_commit
-                    && let Err(e) = self.commit().await
-                {
-                    tracing::warn!(group = %self.group, error = %e, "auto-commit failed");
+                if self.auto_commit {
+                    self.auto_commit_once().await;
                 }
                 Ok(())
             }
@@ -758,6 +760,45 @@ impl GroupConsumer {
             let _ = tx.send(result);
         })?;
         Ok(rx)
+    }
+
+    /// Commits what was consumed (`auto.commit.interval.ms` passed). The commit runs on
+    /// a worker and is kept until it answers, so a call cut short (a `select!` with a
+    /// timer shorter than the commit's round trip) waits for the same commit next time
+    /// instead of sending it again: sent anew on every call, a commit slower than the
+    /// caller's timeout never finished, and the group events queued behind it (the
+    /// revocation of a cooperative rebalance) were never handled, so the rebalance never
+    /// completed (issue 15).
+    async fn auto_commit_once(&mut self) {
+        if self.auto_commit_sent.is_none() {
+            self.settle_handed();
+            let offsets = self.consumed_since_commit(None);
+            if offsets.is_empty() {
+                return;
+            }
+            let commit = self.send_commit(offsets.clone());
+            self.auto_commit_sent = Some((commit, offsets));
+        }
+        let Some((commit, _)) = self.auto_commit_sent.as_mut() else {
+            return;
+        };
+        let result = commit.await;
+        let Some((_, offsets)) = self.auto_commit_sent.take() else {
+            return;
+        };
+        match result {
+            Ok(()) => self.mark_committed(&offsets),
+            Err(e) => tracing::warn!(group = %self.group, error = %e, "auto-commit failed"),
+        }
+    }
+
+    /// These offsets are committed now.
+    fn mark_committed(&mut self, offsets: &BTreeMap<TopicPartition, OffsetAndMetadata>) {
+        for (tp, o) in offsets {
+            if let Some(s) = self.slots.iter_mut().find(|s| &s.tp == tp) {
+                s.committed = Some(o.offset);
+            }
+        }
     }
 
     /// Revokes `partitions`: the listener first (it may commit), then auto-commit of
@@ -906,11 +947,7 @@ impl GroupConsumer {
         .await;
         match result {
             Ok(()) => {
-                for (tp, o) in &offsets {
-                    if let Some(s) = self.slots.iter_mut().find(|s| &s.tp == tp) {
-                        s.committed = Some(o.offset);
-                    }
-                }
+                self.mark_committed(&offsets);
                 Ok(())
             }
             Err(CommitRefusal::Fenced(code)) => {
