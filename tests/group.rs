@@ -228,3 +228,90 @@ fn three_members_share_with_cooperative_sticky() {
 fn three_members_share_with_kip848() {
     three_members_share("kip848");
 }
+
+/// The committed offsets of `group` as OffsetFetch reports them (admin client, so not
+/// the member's own bookkeeping): (partition, offset, metadata).
+fn fetched_offsets(client: &Client, group: &str) -> Vec<(i32, i64, Option<String>)> {
+    let admin = kring::admin::Admin::new(client.clone());
+    kring::client::block_on(admin.list_group_offsets(group))
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.partition, c.offset, c.metadata))
+        .collect()
+}
+
+/// `commit_async` and `commit_offsets_async`: the futures resolve, the commits are what
+/// OffsetFetch then reports (and `committed()`), and an offset for a partition the
+/// member is not assigned fails with `NotAssigned` and commits nothing.
+#[test]
+fn commit_async_is_visible_through_offset_fetch() {
+    let admin = client(config());
+    let topic = unique("group-commit-async");
+    create_topic(&admin, &topic, 2, 1, &[]);
+    produce(&admin, &topic, 2, 5);
+    let group = unique("g");
+    let mut c = group_config(&group, "range");
+    c.consumer.enable_auto_commit = false;
+    let member = client(c);
+    kring::client::block_on(async {
+        let mut gc = GroupConsumer::subscribe(member.clone(), Topics::names([topic.clone()]))
+            .await
+            .unwrap();
+        let mut read = 0;
+        while read < 10 {
+            let m = next_within(&mut gc, &member, Duration::from_secs(30))
+                .await
+                .expect("a record within 30 s")
+                .unwrap();
+            assert!(m.offset < 5, "{m:?}");
+            read += 1;
+        }
+        // Every record was returned; the last one counts as consumed on the next call,
+        // which commit_async is.
+        gc.commit_async().await.unwrap();
+        let mut offsets = fetched_offsets(&admin, &group);
+        offsets.sort();
+        assert_eq!(
+            offsets,
+            vec![(0, 5, Some(String::new())), (1, 5, Some(String::new()))]
+        );
+        assert_eq!(gc.committed(&topic, 0).unwrap(), Some(5));
+
+        let tp = |p| TopicPartition::new(topic.as_str(), p);
+        let with_note = kring::group::OffsetAndMetadata {
+            offset: 3,
+            metadata: "replay from 3".into(),
+        };
+        gc.commit_offsets_async(&[(tp(1), with_note)])
+            .await
+            .unwrap();
+        let row = fetched_offsets(&admin, &group)
+            .into_iter()
+            .find(|r| r.0 == 1);
+        assert_eq!(row, Some((1, 3, Some("replay from 3".to_string()))));
+        assert_eq!(gc.committed(&topic, 1).unwrap(), Some(3));
+
+        let not_ours = kring::group::OffsetAndMetadata {
+            offset: 1,
+            metadata: String::new(),
+        };
+        let refused = gc.commit_offsets_async(&[(tp(0), not_ours.clone()), (tp(7), not_ours)]);
+        match refused.await {
+            Err(kring::Error::NotAssigned {
+                topic: t,
+                partition,
+            }) => {
+                assert_eq!((t.as_str(), partition), (topic.as_str(), 7));
+            }
+            other => panic!("expected NotAssigned, got {other:?}"),
+        }
+        // Nothing of the refused commit was sent: partition 0 still has 5.
+        let row = fetched_offsets(&admin, &group)
+            .into_iter()
+            .find(|r| r.0 == 0);
+        assert_eq!(row, Some((0, 5, Some(String::new()))));
+        gc.close().await.unwrap();
+    });
+    member.close();
+    admin.close();
+}

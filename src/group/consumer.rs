@@ -226,6 +226,9 @@ pub struct GroupConsumer {
     failed: Option<Error>,
     /// The commit on revoke, once started: a call cut short waits for it next time.
     revoke_commit: Option<CommitFuture>,
+    /// The auto-commit under way and what it commits (marked committed once it
+    /// succeeds): a call cut short waits for this same commit next time.
+    auto_commit_sent: Option<(CommitFuture, BTreeMap<TopicPartition, OffsetAndMetadata>)>,
     /// Partitions of the assignment being handled, starting on a worker.
     starting: Option<oneshot::Receiver<Result<Vec<Started>>>>,
     left: bool,
@@ -345,6 +348,7 @@ impl GroupConsumer {
             reset: config.consumer.auto_offset_reset,
             failed: None,
             revoke_commit: None,
+            auto_commit_sent: None,
             starting: None,
             left: false,
             last_poll_note: Instant::now(),
@@ -685,10 +689,8 @@ impl GroupConsumer {
     async fn on_event(&mut self, event: ToConsumer) -> Result<()> {
         match event {
             ToConsumer::CommitDue => {
-                if self.auto_commit
-                    && let Err(e) = self.commit().await
-                {
-                    tracing::warn!(group = %self.group, error = %e, "auto-commit failed");
+                if self.auto_commit {
+                    self.auto_commit_once().await;
                 }
                 Ok(())
             }
@@ -795,6 +797,45 @@ impl GroupConsumer {
         Ok(rx)
     }
 
+    /// Commits what was consumed (`auto.commit.interval.ms` passed). The commit runs on
+    /// a worker and is kept until it answers, so a call cut short (a `select!` with a
+    /// timer shorter than the commit's round trip) waits for the same commit next time
+    /// instead of sending it again: sent anew on every call, a commit slower than the
+    /// caller's timeout never finished, and the group events queued behind it (the
+    /// revocation of a cooperative rebalance) were never handled, so the rebalance never
+    /// completed (issue 15).
+    async fn auto_commit_once(&mut self) {
+        if self.auto_commit_sent.is_none() {
+            self.settle_handed();
+            let offsets = self.consumed_since_commit(None);
+            if offsets.is_empty() {
+                return;
+            }
+            let commit = self.send_commit(offsets.clone());
+            self.auto_commit_sent = Some((commit, offsets));
+        }
+        let Some((commit, _)) = self.auto_commit_sent.as_mut() else {
+            return;
+        };
+        let result = commit.await;
+        let Some((_, offsets)) = self.auto_commit_sent.take() else {
+            return;
+        };
+        match result {
+            Ok(()) => self.mark_committed(&offsets),
+            Err(e) => tracing::warn!(group = %self.group, error = %e, "auto-commit failed"),
+        }
+    }
+
+    /// These offsets are committed now.
+    fn mark_committed(&mut self, offsets: &BTreeMap<TopicPartition, OffsetAndMetadata>) {
+        for (tp, o) in offsets {
+            if let Some(s) = self.slots.iter_mut().find(|s| &s.tp == tp) {
+                s.committed = Some(o.offset);
+            }
+        }
+    }
+
     /// Revokes `partitions`: the listener first (it may commit), then auto-commit of
     /// what was consumed, then their consumers stop.
     async fn revoke(&mut self, partitions: &[TopicPartition]) {
@@ -895,6 +936,16 @@ impl GroupConsumer {
         &mut self,
         offsets: &[(TopicPartition, OffsetAndMetadata)],
     ) -> Result<()> {
+        self.check_offsets_to_commit(offsets)?;
+        self.commit_offsets_now(offsets.iter().cloned().collect())
+            .await
+    }
+
+    /// Every partition assigned to this member, every offset not negative.
+    fn check_offsets_to_commit(
+        &self,
+        offsets: &[(TopicPartition, OffsetAndMetadata)],
+    ) -> Result<()> {
         for (tp, o) in offsets {
             self.slot_of(&tp.topic, tp.partition)?;
             if o.offset < 0 {
@@ -904,8 +955,7 @@ impl GroupConsumer {
                 )));
             }
         }
-        self.commit_offsets_now(offsets.iter().cloned().collect())
-            .await
+        Ok(())
     }
 
     async fn commit_offsets_now(
@@ -932,11 +982,7 @@ impl GroupConsumer {
         .await;
         match result {
             Ok(()) => {
-                for (tp, o) in &offsets {
-                    if let Some(s) = self.slots.iter_mut().find(|s| &s.tp == tp) {
-                        s.committed = Some(o.offset);
-                    }
-                }
+                self.mark_committed(&offsets);
                 Ok(())
             }
             Err(CommitRefusal::Fenced(code)) => {
@@ -959,17 +1005,44 @@ impl GroupConsumer {
         self.start_commit(None)
     }
 
+    /// [`GroupConsumer::commit_offsets`] without waiting: starts committing these
+    /// offsets and returns at once; the future gives the outcome. A partition not
+    /// assigned to this member ([`Error::NotAssigned`]) or a negative offset fails the
+    /// future, and nothing is sent.
+    pub fn commit_offsets_async(
+        &mut self,
+        offsets: &[(TopicPartition, OffsetAndMetadata)],
+    ) -> CommitFuture {
+        if let Err(e) = self.check_offsets_to_commit(offsets) {
+            return CommitFuture::failed(e);
+        }
+        for (tp, o) in offsets {
+            if let Some(s) = self.slots.iter_mut().find(|s| &s.tp == tp) {
+                s.committed = Some(o.offset);
+            }
+        }
+        self.send_commit(offsets.iter().cloned().collect())
+    }
+
     /// Starts committing what was consumed from `only` (every assigned partition when
     /// `None`) on a worker.
     fn start_commit(&mut self, only: Option<&[TopicPartition]>) -> CommitFuture {
         self.settle_handed();
-        let (tx, rx) = oneshot::channel();
         let offsets = self.consumed_since_commit(only);
         for s in &mut self.slots {
             if only.is_none_or(|o| o.contains(&s.tp)) {
                 s.committed = Some(s.consumed);
             }
         }
+        self.send_commit(offsets)
+    }
+
+    /// Sends these offsets in a commit on a worker, with the current generation.
+    fn send_commit(
+        &mut self,
+        offsets: BTreeMap<TopicPartition, OffsetAndMetadata>,
+    ) -> CommitFuture {
+        let (tx, rx) = oneshot::channel();
         let client = self.client.clone();
         let group = self.group.clone();
         let instance = self.instance_id.clone();
@@ -1101,6 +1174,15 @@ pub struct GroupBatch<'a> {
 #[derive(Debug)]
 pub struct CommitFuture {
     rx: oneshot::Receiver<Result<()>>,
+}
+
+impl CommitFuture {
+    /// A future that gives `error` at once.
+    fn failed(error: Error) -> CommitFuture {
+        let (tx, rx) = oneshot::channel();
+        let _ = tx.send(Err(error));
+        CommitFuture { rx }
+    }
 }
 
 impl Future for CommitFuture {

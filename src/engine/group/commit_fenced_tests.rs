@@ -112,3 +112,47 @@ fn refused_commit_of_the_current_stable_generation_loses_the_partitions() {
     assert!(m.owned().is_empty());
     assert!(m.generation().is_none());
 }
+
+/// Issue 15's scenario from the member's side: after the first SyncGroup of a
+/// cooperative rebalance the consumer is slow to revoke (its commit is slow), and
+/// meanwhile heartbeats and commits of the new generation hear REBALANCE_IN_PROGRESS
+/// and an answer to a commit of the old generation says ILLEGAL_GENERATION. None of
+/// that is fencing: the member keeps what it was not asked to give up, and once the
+/// revocation is done it rejoins claiming exactly those partitions.
+#[test]
+fn a_slow_revocation_keeps_the_partitions_it_was_not_asked_for() {
+    let now = Instant::now();
+    let mut m = stable_member(now);
+    m.handle_commit_fenced(KafkaCode::REBALANCE_IN_PROGRESS, 1, now);
+    join_generation(&mut m, 2, &[0, 1], now);
+    let events: Vec<MemberEvent> = std::iter::from_fn(|| m.poll_event()).collect();
+    assert_eq!(events[0], MemberEvent::Revoke(partitions(&[2])));
+    // Revoking still: heartbeats go on, in generation 2.
+    let later = now + settings().heartbeat_interval;
+    m.handle_timeout(later);
+    let Some(Outgoing::Heartbeat(beat)) = m.poll_request() else {
+        panic!("a heartbeat goes out while the consumer revokes");
+    };
+    assert_eq!(beat.generation_id, 2);
+    m.handle_heartbeat(
+        HeartbeatResponse::default().with_error_code(KafkaCode::REBALANCE_IN_PROGRESS.0),
+        later,
+    );
+    m.handle_commit_fenced(KafkaCode::REBALANCE_IN_PROGRESS, 2, later);
+    m.handle_commit_fenced(KafkaCode::ILLEGAL_GENERATION, 1, later);
+    assert_eq!(lost_events(&mut m), Vec::new());
+    assert!(
+        m.poll_request().is_none(),
+        "no join before the revocation is done"
+    );
+    m.handle_revoked(later);
+    let Some(Outgoing::Join(join)) = m.poll_request() else {
+        panic!("the member rejoins once it has revoked");
+    };
+    let subscription =
+        crate::group::protocol::decode_subscription(&join.protocols[0].metadata).expect("decodes");
+    assert_eq!(subscription.owned_partitions, partitions(&[0, 1]));
+    assert_eq!(subscription.generation_id, Some(2));
+    assert_eq!(m.owned().len(), 2);
+    assert_eq!(lost_events(&mut m), Vec::new());
+}
