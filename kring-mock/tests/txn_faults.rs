@@ -669,3 +669,182 @@ fn the_fake_refuses_what_a_verifying_broker_refuses() {
     );
     assert_eq!(produce_code(&mut conn, id, txn_batch(pid, bumped, 0)), KafkaCode::NONE);
 }
+
+/// A consume-transform-produce round against the fake: a group member reads the input,
+/// the transaction carries the output and the member's offsets with its generation
+/// (KIP-447), the group's committed offset moves only with the commit; offsets of a
+/// generation that is over are refused and the transaction must be aborted.
+#[test]
+fn a_group_members_offsets_commit_with_the_transaction() {
+    let cluster = cluster();
+    let group = "ctp";
+    let records: Vec<String> = values("in", 6);
+    let kv: Vec<_> = records.iter().map(|v| (None, Some(v.as_bytes()))).collect();
+    cluster.append_records("in", 0, 1_000, &kv).unwrap();
+    let mut gc_config = base_config(&cluster);
+    gc_config.group.group_id = Some(group.to_string());
+    gc_config.consumer.enable_auto_commit = false;
+    gc_config.consumer.auto_offset_reset = kring::config::OffsetReset::Earliest;
+    gc_config.consumer.isolation_level = IsolationLevel::ReadCommitted;
+    let gc_client = Client::connect_blocking(gc_config).unwrap();
+    let id = "txn-ctp";
+    let (client, producer) = txn_producer(&cluster, id);
+    kring::client::block_on(async {
+        let mut gc = kring::group::GroupConsumer::subscribe(
+            gc_client.clone(),
+            kring::group::Topics::names(["in"]),
+        )
+        .await
+        .unwrap();
+        producer.begin_transaction().unwrap();
+        for _ in 0..records.len() {
+            let m = gc.next_message().await.unwrap().unwrap();
+            let v = format!("out-{}", String::from_utf8_lossy(m.value.as_deref().unwrap()));
+            let _ = producer
+                .send(ProducerRecord::new(TOPIC).with_partition(0).with_value(v))
+                .await
+                .unwrap();
+        }
+        let offsets = gc.consumed_offsets();
+        assert_eq!(offsets.len(), 1);
+        assert_eq!(offsets[0].1.offset, 6);
+        let meta = gc.group_metadata();
+        assert_eq!(
+            Some(meta.generation_id),
+            cluster.group_generation(group),
+            "{meta:?}"
+        );
+        producer
+            .send_offsets_to_transaction(&offsets, &meta)
+            .await
+            .unwrap();
+        assert_eq!(cluster.committed(group, "in", 0), None);
+        producer.commit_transaction().await.unwrap();
+        assert_eq!(cluster.committed(group, "in", 0), Some(6));
+
+        // A generation that is over: refused, abortable, nothing committed.
+        producer.begin_transaction().unwrap();
+        let stale = GroupMetadata {
+            generation_id: meta.generation_id + 7,
+            ..meta.clone()
+        };
+        let moved = vec![(
+            offsets[0].0.clone(),
+            OffsetAndMetadata {
+                offset: 99,
+                metadata: String::new(),
+            },
+        )];
+        let e = producer
+            .send_offsets_to_transaction(&moved, &stale)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::Transaction(TransactionError::Abortable { .. })),
+            "{e:?}"
+        );
+        producer.abort_transaction().await.unwrap();
+        gc.close().await.unwrap();
+    });
+    producer.close_blocking().unwrap();
+    client.close();
+    gc_client.close();
+    let ended = cluster.ended_transactions(id);
+    assert_eq!(
+        ended.iter().map(|e| e.committed).collect::<Vec<_>>(),
+        vec![true, false]
+    );
+    assert_eq!(
+        ended[0].offsets,
+        vec![(group.to_string(), "in".to_string(), 0, 6)]
+    );
+    assert!(ended[1].offsets.is_empty());
+    assert_eq!(cluster.committed(group, "in", 0), Some(6));
+    let out: Vec<String> = records.iter().map(|v| format!("out-{v}")).collect();
+    assert_eq!(
+        read_until(&cluster, 0, IsolationLevel::ReadCommitted, "out-in-5"),
+        out
+    );
+}
+
+/// A Produce whose connection drops leaves the batch's fate unknown: the commit
+/// refuses (abortable), the abort ends the transaction and bumps the epoch (KIP-360:
+/// InitProducerId with the current id and epoch), and the next transaction commits at
+/// the new epoch from sequence 0.
+#[test]
+fn an_abort_after_a_batch_of_unknown_fate_bumps_the_epoch() {
+    let cluster = cluster();
+    let id = "txn-bump";
+    let (client, producer) = txn_producer(&cluster, id);
+    let (pid, epoch) = producer.producer_id().unwrap();
+    producer.begin_transaction().unwrap();
+    cluster.control_once(Some(ApiKey::Produce), |_| kring_mock::Reply::close());
+    let lost = send_all(&producer, 0, &values("lost", 2));
+    let committed = producer.commit_transaction_blocking();
+    if committed.is_ok() {
+        // The retry of the dropped request got through (the batch's fate was learnt):
+        // nothing to bump, and the test is moot.
+        for d in lost {
+            d.wait().unwrap();
+        }
+        panic!("the commit succeeded after a dropped Produce: the fault did not bite");
+    }
+    let e = committed.unwrap_err();
+    assert!(
+        matches!(e, Error::Transaction(TransactionError::Abortable { .. })),
+        "{e:?}"
+    );
+    producer.abort_transaction_blocking().unwrap();
+    assert_eq!(producer.producer_id(), Some((pid, epoch + 1)));
+    assert_eq!(cluster.transactional_producer(id), Some((pid, epoch + 1)));
+    let bumps: Vec<(i64, i16)> = requests_of(&cluster, ApiKey::InitProducerId, id)
+        .iter()
+        .filter_map(|r| match &r.request {
+            RequestKind::InitProducerId(i) => Some((i.producer_id, i.producer_epoch)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(bumps, vec![(-1, -1), (pid, epoch)], "init, then the bump");
+
+    producer.begin_transaction().unwrap();
+    send_all(&producer, 0, &values("kept", 2));
+    producer.commit_transaction_blocking().unwrap();
+    producer.close_blocking().unwrap();
+    client.close();
+    assert_eq!(
+        ended(&cluster, id)
+            .iter()
+            .map(|(c, _)| *c)
+            .collect::<Vec<_>>(),
+        vec![false, true]
+    );
+    assert_eq!(
+        read_until(&cluster, 0, IsolationLevel::ReadCommitted, "kept-1"),
+        values("kept", 2)
+    );
+}
+
+/// The coordinator's broker goes down with a transaction open: the next live broker
+/// coordinates the id and the commit ends there.
+#[test]
+fn coordinator_broker_down_the_commit_ends_at_the_next_one() {
+    let cluster = cluster();
+    let id = "txn-down";
+    let (client, producer) = txn_producer(&cluster, id);
+    producer.begin_transaction().unwrap();
+    send_all(&producer, 0, &values("down", 3));
+    producer.flush_blocking().unwrap();
+    let old = cluster.coordinator(id).unwrap();
+    cluster.take_down(old).unwrap();
+    let new = cluster.coordinator(id).unwrap();
+    assert_ne!(old, new);
+    producer.commit_transaction_blocking().unwrap();
+    producer.close_blocking().unwrap();
+    client.close();
+    assert_eq!(end_txns(&cluster, id), vec![(new, true)]);
+    assert_eq!(ended(&cluster, id), vec![(true, Some(new))]);
+    assert_eq!(
+        read_until(&cluster, 0, IsolationLevel::ReadCommitted, "down-2"),
+        values("down", 3)
+    );
+}
