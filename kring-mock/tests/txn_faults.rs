@@ -15,14 +15,14 @@ use kring::config::IsolationLevel;
 use kring::consumer::{Consumer, Offset};
 use kring::group::{OffsetAndMetadata, TopicPartition};
 use kring::producer::{GroupMetadata, Producer, ProducerRecord, TransactionError};
-use kring::protocol::{ApiKey, KafkaCode, RequestKind};
-use kring::record::RecordBatchRef;
-use kring::{Client, Config, Error};
 use kring::protocol::messages::add_partitions_to_txn::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
 use kring::protocol::messages::produce::{PartitionProduceData, TopicProduceData};
 use kring::protocol::messages::{AddPartitionsToTxnRequest, InitProducerIdRequest, ProduceRequest};
+use kring::protocol::{ApiKey, KafkaCode, RequestKind};
+use kring::record::RecordBatchRef;
+use kring::{Client, Config, Error};
 use kring_mock::{EndedTxn, FakeCluster, ReceivedRequest, request_transactional_id};
 use support::RawConnection;
 
@@ -418,7 +418,10 @@ fn a_fenced_producer_is_fatal_and_sends_nothing_more() {
         "the fenced producer's commit: {e:?}"
     );
     for d in zombie {
-        assert!(d.wait().is_err(), "a fenced producer's record was acknowledged");
+        assert!(
+            d.wait().is_err(),
+            "a fenced producer's record was acknowledged"
+        );
     }
     let again = old.begin_transaction().unwrap_err();
     assert!(
@@ -507,7 +510,10 @@ fn a_producer_fenced_mid_transaction_has_it_aborted_by_the_coordinator() {
     let (_, fenced_epoch) = old.producer_id().unwrap();
     for r in cluster.history().iter().skip(fence_at) {
         if let RequestKind::EndTxn(e) = &r.request {
-            assert_eq!(e.producer_epoch, fenced_epoch, "only the fenced producer's refused end");
+            assert_eq!(
+                e.producer_epoch, fenced_epoch,
+                "only the fenced producer's refused end"
+            );
         }
     }
     assert_eq!(
@@ -638,8 +644,14 @@ fn the_fake_refuses_what_a_verifying_broker_refuses() {
         KafkaCode::CLUSTER_AUTHORIZATION_FAILED,
         "v4+ are the brokers'"
     );
-    assert_eq!(add_partition_code(&mut conn, 3, id, pid, epoch), KafkaCode::NONE);
-    assert_eq!(produce_code(&mut conn, id, txn_batch(pid, epoch, 0)), KafkaCode::NONE);
+    assert_eq!(
+        add_partition_code(&mut conn, 3, id, pid, epoch),
+        KafkaCode::NONE
+    );
+    assert_eq!(
+        produce_code(&mut conn, id, txn_batch(pid, epoch, 0)),
+        KafkaCode::NONE
+    );
     assert_eq!(cluster.last_stable_offset(TOPIC, 0).unwrap(), 0);
     assert_eq!(cluster.high_watermark(TOPIC, 0).unwrap(), 1);
 
@@ -650,7 +662,11 @@ fn the_fake_refuses_what_a_verifying_broker_refuses() {
     assert_eq!(cluster.high_watermark(TOPIC, 0).unwrap(), 2);
     assert_eq!(cluster.last_stable_offset(TOPIC, 0).unwrap(), 2);
     let (code, _, _) = init(&mut conn, id, Some((pid, epoch)));
-    assert_eq!(code, KafkaCode::PRODUCER_FENCED, "a stale epoch cannot bump");
+    assert_eq!(
+        code,
+        KafkaCode::PRODUCER_FENCED,
+        "a stale epoch cannot bump"
+    );
 
     assert_eq!(
         add_partition_code(&mut conn, 3, id, pid, epoch),
@@ -661,13 +677,19 @@ fn the_fake_refuses_what_a_verifying_broker_refuses() {
         KafkaCode::INVALID_PRODUCER_EPOCH,
         "older versions get the code they know"
     );
-    assert_eq!(add_partition_code(&mut conn, 3, id, pid, bumped), KafkaCode::NONE);
+    assert_eq!(
+        add_partition_code(&mut conn, 3, id, pid, bumped),
+        KafkaCode::NONE
+    );
     assert_eq!(
         produce_code(&mut conn, id, txn_batch(pid, epoch, 1)),
         KafkaCode::INVALID_PRODUCER_EPOCH,
         "a fenced epoch"
     );
-    assert_eq!(produce_code(&mut conn, id, txn_batch(pid, bumped, 0)), KafkaCode::NONE);
+    assert_eq!(
+        produce_code(&mut conn, id, txn_batch(pid, bumped, 0)),
+        KafkaCode::NONE
+    );
 }
 
 /// A consume-transform-produce round against the fake: a group member reads the input,
@@ -699,7 +721,10 @@ fn a_group_members_offsets_commit_with_the_transaction() {
         producer.begin_transaction().unwrap();
         for _ in 0..records.len() {
             let m = gc.next_message().await.unwrap().unwrap();
-            let v = format!("out-{}", String::from_utf8_lossy(m.value.as_deref().unwrap()));
+            let v = format!(
+                "out-{}",
+                String::from_utf8_lossy(m.value.as_deref().unwrap())
+            );
             let _ = producer
                 .send(ProducerRecord::new(TOPIC).with_partition(0).with_value(v))
                 .await
@@ -764,63 +789,6 @@ fn a_group_members_offsets_commit_with_the_transaction() {
     assert_eq!(
         read_until(&cluster, 0, IsolationLevel::ReadCommitted, "out-in-5"),
         out
-    );
-}
-
-/// A Produce whose connection drops leaves the batch's fate unknown: the commit
-/// refuses (abortable), the abort ends the transaction and bumps the epoch (KIP-360:
-/// InitProducerId with the current id and epoch), and the next transaction commits at
-/// the new epoch from sequence 0.
-#[test]
-fn an_abort_after_a_batch_of_unknown_fate_bumps_the_epoch() {
-    let cluster = cluster();
-    let id = "txn-bump";
-    let (client, producer) = txn_producer(&cluster, id);
-    let (pid, epoch) = producer.producer_id().unwrap();
-    producer.begin_transaction().unwrap();
-    cluster.control_once(Some(ApiKey::Produce), |_| kring_mock::Reply::close());
-    let lost = send_all(&producer, 0, &values("lost", 2));
-    let committed = producer.commit_transaction_blocking();
-    if committed.is_ok() {
-        // The retry of the dropped request got through (the batch's fate was learnt):
-        // nothing to bump, and the test is moot.
-        for d in lost {
-            d.wait().unwrap();
-        }
-        panic!("the commit succeeded after a dropped Produce: the fault did not bite");
-    }
-    let e = committed.unwrap_err();
-    assert!(
-        matches!(e, Error::Transaction(TransactionError::Abortable { .. })),
-        "{e:?}"
-    );
-    producer.abort_transaction_blocking().unwrap();
-    assert_eq!(producer.producer_id(), Some((pid, epoch + 1)));
-    assert_eq!(cluster.transactional_producer(id), Some((pid, epoch + 1)));
-    let bumps: Vec<(i64, i16)> = requests_of(&cluster, ApiKey::InitProducerId, id)
-        .iter()
-        .filter_map(|r| match &r.request {
-            RequestKind::InitProducerId(i) => Some((i.producer_id, i.producer_epoch)),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(bumps, vec![(-1, -1), (pid, epoch)], "init, then the bump");
-
-    producer.begin_transaction().unwrap();
-    send_all(&producer, 0, &values("kept", 2));
-    producer.commit_transaction_blocking().unwrap();
-    producer.close_blocking().unwrap();
-    client.close();
-    assert_eq!(
-        ended(&cluster, id)
-            .iter()
-            .map(|(c, _)| *c)
-            .collect::<Vec<_>>(),
-        vec![false, true]
-    );
-    assert_eq!(
-        read_until(&cluster, 0, IsolationLevel::ReadCommitted, "kept-1"),
-        values("kept", 2)
     );
 }
 

@@ -54,9 +54,9 @@ use kring::protocol::{ApiKey, RequestKind, ResponseKind, Uuid};
 use kring::record::RecordBatchRef;
 
 pub use self::faults::{Handed, request_group};
+use self::state::{BrokerInfo, Config, Log, State};
 pub use self::txn::EndedTxn;
 pub use self::txn_faults::request_transactional_id;
-use self::state::{BrokerInfo, Config, Log, State};
 use super::server::{ConnCtx, Outcome, Server, Service, Signal, lock, resolve};
 use super::{MockError, ReceivedRequest, Reply};
 

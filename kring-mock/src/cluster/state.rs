@@ -323,7 +323,10 @@ impl Log {
         self.batches.retain(|b| b.next_offset <= offset);
         // Transactions are not replayed over a truncation: what began after the cut
         // is gone, and aborts whose markers were cut are forgotten.
-        let end = self.batches.last().map_or(self.log_start, |b| b.next_offset);
+        let end = self
+            .batches
+            .last()
+            .map_or(self.log_start, |b| b.next_offset);
         self.open_txns.retain(|_, first| *first < end);
         self.aborted.retain(|a| a.last_offset < end);
         self.high_watermark = self
@@ -908,5 +911,57 @@ mod tests {
         let v = Log::validate(&stale, 1 << 20).unwrap();
         assert!(log.check_sequences(&v).is_err());
         assert_eq!(next_sequence(i32::MAX, 1), 0);
+    }
+
+    fn transactional_batch(pid: i64, epoch: i16, seq: i32, n: usize) -> Bytes {
+        let mut b = BatchBuilder::new(
+            Vec::with_capacity(1024),
+            BatchOptions::default()
+                .with_producer(pid, epoch, seq)
+                .with_transactional(true),
+        )
+        .unwrap();
+        for i in 0..n {
+            b.append(i as i64, None, Some(b"v"), &[]).unwrap();
+        }
+        Bytes::copy_from_slice(b.seal().unwrap().as_bytes())
+    }
+
+    #[test]
+    fn markers_end_transactions_and_move_the_last_stable_offset() {
+        let mut log = Log::default();
+        let plain = record_batch(0, 0, &[(None, Some(b"a"))]).unwrap();
+        log.append(&Log::validate(&plain, 1 << 20).unwrap(), 0);
+        let t = transactional_batch(7, 0, 0, 2);
+        log.append(&Log::validate(&t, 1 << 20).unwrap(), 0);
+        assert_eq!((log.high_watermark, log.last_stable_offset()), (3, 1));
+        // An abort: the marker at 3, the transaction listed for offsets 1..=3.
+        assert_eq!(log.append_marker(7, 0, false, 0, 0, 5).unwrap(), 3);
+        assert_eq!(log.last_stable_offset(), 4);
+        assert_eq!(
+            log.aborted_between(0, 4),
+            vec![AbortedTxn {
+                producer_id: 7,
+                first_offset: 1,
+                last_offset: 3
+            }]
+        );
+        assert!(log.aborted_between(4, 10).is_empty());
+        let marker = RecordBatchRef::new(&log.batches[2].bytes).unwrap();
+        marker.verify_crc().unwrap();
+        assert!(marker.is_control() && marker.is_transactional());
+        assert_eq!(marker.base_offset(), 3);
+        // The marker leaves the sequences alone: the next transaction goes on from 2.
+        let next = transactional_batch(7, 0, 2, 1);
+        let v = Log::validate(&next, 1 << 20).unwrap();
+        assert_eq!(log.check_sequences(&v).unwrap(), None);
+        log.append(&v, 0);
+        assert_eq!(log.append_marker(7, 0, true, 0, 0, 6).unwrap(), 5);
+        assert_eq!(log.aborted.len(), 1, "a commit is not listed");
+        // Clients may not write markers.
+        assert_eq!(
+            Log::validate(&log.batches[2].bytes, 1 << 20).err(),
+            Some(KafkaCode::INVALID_RECORD)
+        );
     }
 }

@@ -193,7 +193,13 @@ impl State {
     /// Ends `id`'s open transaction: a marker on every partition of it (at the epoch
     /// of the transaction), and on a commit the pending offsets become committed.
     /// Recorded in `ended_txns`. A transaction not open ends with nothing written.
-    pub(crate) fn end_txn(&mut self, id: &str, commit: bool, coordinator: Option<i32>, now_ms: i64) {
+    pub(crate) fn end_txn(
+        &mut self,
+        id: &str,
+        commit: bool,
+        coordinator: Option<i32>,
+        now_ms: i64,
+    ) {
         let Some(txn) = self.txns.get_mut(id) else {
             return;
         };

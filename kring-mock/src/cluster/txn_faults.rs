@@ -77,7 +77,12 @@ impl FakeCluster {
     /// EndTxn, AddOffsetsToTxn...) for `transactional_id` with
     /// CONCURRENT_TRANSACTIONS, as a coordinator still completing the previous end
     /// does, then lets them through.
-    pub fn concurrent_transactions(&self, transactional_id: &str, api: ApiKey, n: usize) -> ControlId {
+    pub fn concurrent_transactions(
+        &self,
+        transactional_id: &str,
+        api: ApiKey,
+        n: usize,
+    ) -> ControlId {
         let id = transactional_id.to_string();
         let left = AtomicUsize::new(n);
         self.control(Some(api), move |request| {

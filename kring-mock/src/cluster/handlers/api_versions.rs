@@ -1,8 +1,8 @@
 //! ApiVersions (API 18): the APIs the fake cluster implements, each at every version
 //! kring speaks.
 
-use kring::protocol::{ApiKey, ResponseKind};
 use kring::protocol::messages::{ApiVersionsResponse, api_versions::ApiVersion};
+use kring::protocol::{ApiKey, ResponseKind};
 
 use crate::cluster::IMPLEMENTED;
 

@@ -19,8 +19,8 @@ pub(crate) fn init_producer_id(cx: &Ctx<'_>, r: &InitProducerIdRequest) -> Respo
                 .with_producer_epoch(-1),
         )
     };
-    let current = (r.producer_id >= 0 && r.producer_epoch >= 0)
-        .then_some((r.producer_id, r.producer_epoch));
+    let current =
+        (r.producer_id >= 0 && r.producer_epoch >= 0).then_some((r.producer_id, r.producer_epoch));
     let (producer_id, producer_epoch) = match &r.transactional_id {
         // As Kafka's TransactionCoordinator: an empty id is not "no id".
         Some(txn) => match st.init_transactional(

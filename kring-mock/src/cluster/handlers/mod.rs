@@ -72,7 +72,11 @@ fn check_epoch(asked: i32, current: i32) -> Result<(), KafkaCode> {
     }
 }
 
-pub(super) fn partition_mut<'a>(st: &'a mut State, topic: &str, partition: i32) -> Option<&'a mut Partition> {
+pub(super) fn partition_mut<'a>(
+    st: &'a mut State,
+    topic: &str,
+    partition: i32,
+) -> Option<&'a mut Partition> {
     st.topics.get_mut(topic).and_then(|t| {
         usize::try_from(partition)
             .ok()

@@ -45,12 +45,22 @@ fn member_current(group: Option<&Group>, r: &TxnOffsetCommitRequest) -> Result<(
 
 /// Every check before the offsets: the coordinator, the producer, the group in the
 /// transaction, the member's generation.
-fn admissible(st: &mut State, broker: i32, version: i16, r: &TxnOffsetCommitRequest) -> Result<(), KafkaCode> {
+fn admissible(
+    st: &mut State,
+    broker: i32,
+    version: i16,
+    r: &TxnOffsetCommitRequest,
+) -> Result<(), KafkaCode> {
     check_coordinator(st, broker, &r.group_id)?;
     if r.group_id.is_empty() {
         return Err(KafkaCode::INVALID_GROUP_ID);
     }
-    let txn = st.txn_of_producer(&r.transactional_id, r.producer_id, r.producer_epoch, fenced(version, 3))?;
+    let txn = st.txn_of_producer(
+        &r.transactional_id,
+        r.producer_id,
+        r.producer_epoch,
+        fenced(version, 3),
+    )?;
     if !txn.groups.contains(&r.group_id) {
         // AddOffsetsToTxn first (a broker verifying transactions refuses it too).
         return Err(KafkaCode::INVALID_TXN_STATE);
@@ -58,7 +68,10 @@ fn admissible(st: &mut State, broker: i32, version: i16, r: &TxnOffsetCommitRequ
     member_current(st.groups.get(&r.group_id), r)
 }
 
-fn answer(r: &TxnOffsetCommitRequest, mut code_of: impl FnMut(&str, i32) -> KafkaCode) -> ResponseKind {
+fn answer(
+    r: &TxnOffsetCommitRequest,
+    mut code_of: impl FnMut(&str, i32) -> KafkaCode,
+) -> ResponseKind {
     let topics = r
         .topics
         .iter()
@@ -104,7 +117,10 @@ pub(crate) fn txn_offset_commit(cx: &Ctx<'_>, r: &TxnOffsetCommitRequest) -> Res
         if !known {
             return KafkaCode::UNKNOWN_TOPIC_OR_PARTITION;
         }
-        if p.committed_metadata.as_ref().is_some_and(|m| m.len() > MAX_METADATA) {
+        if p.committed_metadata
+            .as_ref()
+            .is_some_and(|m| m.len() > MAX_METADATA)
+        {
             return KafkaCode::OFFSET_METADATA_TOO_LARGE;
         }
         pending.push((
