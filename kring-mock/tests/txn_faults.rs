@@ -719,16 +719,19 @@ fn a_group_members_offsets_commit_with_the_transaction() {
         .await
         .unwrap();
         producer.begin_transaction().unwrap();
+        let mut deliveries = Vec::new();
         for _ in 0..records.len() {
             let m = gc.next_message().await.unwrap().unwrap();
             let v = format!(
                 "out-{}",
                 String::from_utf8_lossy(m.value.as_deref().unwrap())
             );
-            let _ = producer
-                .send(ProducerRecord::new(TOPIC).with_partition(0).with_value(v))
-                .await
-                .unwrap();
+            deliveries.push(
+                producer
+                    .send(ProducerRecord::new(TOPIC).with_partition(0).with_value(v))
+                    .await
+                    .unwrap(),
+            );
         }
         let offsets = gc.consumed_offsets();
         assert_eq!(offsets.len(), 1);
@@ -745,6 +748,9 @@ fn a_group_members_offsets_commit_with_the_transaction() {
             .unwrap();
         assert_eq!(cluster.committed(group, "in", 0), None);
         producer.commit_transaction().await.unwrap();
+        for d in deliveries {
+            d.wait().expect("a committed record was acknowledged");
+        }
         assert_eq!(cluster.committed(group, "in", 0), Some(6));
 
         // A generation that is over: refused, abortable, nothing committed.
