@@ -52,8 +52,17 @@ fn base_config(cluster: &FakeCluster) -> Config {
 }
 
 fn txn_producer(cluster: &FakeCluster, id: &str) -> (Client, Producer) {
+    txn_producer_with(cluster, id, |_| {})
+}
+
+fn txn_producer_with(
+    cluster: &FakeCluster,
+    id: &str,
+    tweak: impl FnOnce(&mut Config),
+) -> (Client, Producer) {
     let mut c = base_config(cluster);
     c.producer.transactional_id = Some(id.to_string());
+    tweak(&mut c);
     let client = Client::connect_blocking(c).unwrap();
     let producer = Producer::new_blocking(client.clone()).unwrap();
     producer.init_transactions_blocking().unwrap();
@@ -799,12 +808,18 @@ fn a_group_members_offsets_commit_with_the_transaction() {
 }
 
 /// The coordinator's broker goes down with a transaction open: the next live broker
-/// coordinates the id and the commit ends there.
+/// coordinates the id and the commit ends there, within `default.api.timeout.ms` (a
+/// short one here, and no periodic metadata refresh: the client must pass over the
+/// broker that went down by itself, not wait for metadata to drop it).
 #[test]
 fn coordinator_broker_down_the_commit_ends_at_the_next_one() {
     let cluster = cluster();
     let id = "txn-down";
-    let (client, producer) = txn_producer(&cluster, id);
+    let (client, producer) = txn_producer_with(&cluster, id, |c| {
+        c.admin.timeout = Duration::from_secs(2);
+        c.admin.retry_backoff = Duration::from_millis(200);
+        c.metadata.refresh_interval = Duration::from_secs(3600);
+    });
     producer.begin_transaction().unwrap();
     send_all(&producer, 0, &values("down", 3));
     producer.flush_blocking().unwrap();
