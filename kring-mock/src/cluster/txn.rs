@@ -219,6 +219,8 @@ impl State {
                 continue;
             };
             let leader_epoch = p.leader_epoch;
+            // Building a one-record control batch in a fresh buffer cannot fail; were it
+            // to, the partition would show no marker in `EndedTxn::markers`.
             if let Ok(offset) = p.log.append_marker(
                 producer_id,
                 epoch,

@@ -6,7 +6,8 @@
 //! The coordinator of a transactional id moves as a group's does
 //! ([`FakeCluster::move_coordinator`] works for both): the old broker answers the
 //! transaction's requests with NOT_COORDINATOR and FindCoordinator (key type 1) names
-//! the new one.
+//! the new one. (Overrides are by key: a group and a transactional id of the same name
+//! move together.)
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
