@@ -837,3 +837,41 @@ fn coordinator_broker_down_the_commit_ends_at_the_next_one() {
         values("down", 3)
     );
 }
+
+/// The coordinator's broker goes down between transactions: the next transaction's
+/// AddPartitionsToTxn finds the next live broker (within a short
+/// `default.api.timeout.ms`, no periodic metadata refresh) and commits there.
+#[test]
+fn coordinator_broker_down_before_a_transaction_its_partitions_are_added_at_the_next_one() {
+    let cluster = cluster();
+    let id = "txn-down-add";
+    let (client, producer) = txn_producer_with(&cluster, id, |c| {
+        c.admin.timeout = Duration::from_secs(2);
+        c.admin.retry_backoff = Duration::from_millis(200);
+        c.metadata.refresh_interval = Duration::from_secs(3600);
+    });
+    let old = cluster.coordinator(id).unwrap();
+    // The partition's leader stays up: only the coordinator goes.
+    let leader = (1..=3).find(|&b| b != old).unwrap();
+    cluster.move_leader(TOPIC, 0, leader).unwrap();
+    cluster.take_down(old).unwrap();
+    let new = cluster.coordinator(id).unwrap();
+    producer.begin_transaction().unwrap();
+    let sent = send_all(&producer, 0, &values("added", 2));
+    producer.commit_transaction_blocking().unwrap();
+    for d in sent {
+        d.wait().unwrap();
+    }
+    producer.close_blocking().unwrap();
+    client.close();
+    assert!(
+        requests_of(&cluster, ApiKey::AddPartitionsToTxn, id)
+            .iter()
+            .all(|r| r.broker_id == new)
+    );
+    assert_eq!(ended(&cluster, id), vec![(true, Some(new))]);
+    assert_eq!(
+        read_until(&cluster, 0, IsolationLevel::ReadCommitted, "added-1"),
+        values("added", 2)
+    );
+}
