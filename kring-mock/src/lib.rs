@@ -53,7 +53,10 @@ use std::time::Duration;
 use bytes::Bytes;
 
 pub use broker::{MockBroker, RequestResponse};
-pub use cluster::{ControlId, FakeCluster, FakeClusterBuilder, Handed, request_group};
+pub use cluster::{
+    ControlId, EndedTxn, FakeCluster, FakeClusterBuilder, Handed, request_group,
+    request_transactional_id,
+};
 pub use consumer::{MockConsumer, MockPartitionConsumer, MockPartitionHandle};
 pub use generated::error_response::error_response;
 pub use producer::{ExpectSend, MockProducer, MockSyncProducer, SentRecord};

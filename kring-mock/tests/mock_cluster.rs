@@ -976,15 +976,23 @@ fn producer_ids_and_idempotent_retries() {
     let txn = "tx";
     let coordinator = cluster.coordinator(txn).unwrap();
     let mut coord = connect_to(&cluster, coordinator);
-    let t1 = coord
-        .send(&InitProducerIdRequest::default().with_transactional_id(Some(txn.into())))
-        .unwrap();
-    let t2 = coord
-        .send(&InitProducerIdRequest::default().with_transactional_id(Some(txn.into())))
-        .unwrap();
+    let init = || {
+        InitProducerIdRequest::default()
+            .with_transactional_id(Some(txn.into()))
+            .with_transaction_timeout_ms(60_000)
+    };
+    let t1 = coord.send(&init()).unwrap();
+    let t2 = coord.send(&init()).unwrap();
     assert_eq!(
         (t2.producer_id, t2.producer_epoch),
         (t1.producer_id, t1.producer_epoch + 1)
+    );
+    // As Kafka: a transaction timeout of 0 (or above transaction.max.timeout.ms) is
+    // refused.
+    let bad = coord.send(&init().with_transaction_timeout_ms(0)).unwrap();
+    assert_eq!(
+        bad.error_code,
+        KafkaCode::INVALID_TRANSACTION_TIMEOUT.code()
     );
 }
 

@@ -743,17 +743,30 @@ impl Client {
     }
 }
 
+/// The first candidate broker that connects: a broker that just went down (often the
+/// coordinator being looked up again, connected until then and first by id) is passed
+/// over rather than asked again until metadata drops it.
+async fn reachable_candidate(shared: &Shared) -> Result<Broker> {
+    let mut last = None;
+    for broker in shared.candidates() {
+        match broker.connect().await {
+            Ok(()) => return Ok(broker),
+            Err(e) if e.is_retriable() => last = Some(e),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(last.map_or_else(
+        || Error::OutOfBrokers("no broker known".into()),
+        Error::from,
+    ))
+}
+
 async fn find_coordinators_once(
     shared: &Shared,
     kind: CoordinatorKind,
     keys: &[String],
 ) -> Result<Vec<(String, i32)>> {
-    let broker = shared
-        .candidates()
-        .into_iter()
-        .next()
-        .ok_or_else(|| Error::OutOfBrokers("no broker known".into()))?;
-    broker.connect().await?;
+    let broker = reachable_candidate(shared).await?;
     let version = broker
         .api_versions()
         .and_then(|v| v.version_for(ApiKey::FindCoordinator))

@@ -92,7 +92,7 @@ where
     let timeout = client.config().admin.timeout;
     let backoff = client.config().admin.retry_backoff;
     let attempts = (timeout.as_millis() / backoff.as_millis().max(1)).clamp(1, 600) as usize;
-    let mut last = KafkaCode::COORDINATOR_NOT_AVAILABLE;
+    let mut last = Error::broker(KafkaCode::COORDINATOR_NOT_AVAILABLE, api, None, None);
     for _ in 0..attempts {
         let coordinator = match client.find_coordinator_of(kind, key).await {
             Ok(c) => c,
@@ -102,7 +102,19 @@ where
             }
             Err(e) => return Err(e),
         };
-        coordinator.connect().await?;
+        match coordinator.connect().await {
+            Ok(()) => {}
+            // The coordinator's broker is gone (nothing was sent): another broker
+            // takes over its keys, so look the coordinator up again.
+            Err(e) if e.is_retriable() => {
+                tracing::debug!(key = %key, ?kind, error = %e, ?api, "coordinator unreachable; looking it up again");
+                client.invalidate_coordinator(kind, key);
+                last = e.into();
+                client.sleep(backoff).await?;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        }
         match op(coordinator).await? {
             Ok(v) => return Ok(v),
             Err(code) if coordinator_moved(code) || code.is_retriable() => {
@@ -110,13 +122,13 @@ where
                 if coordinator_moved(code) {
                     client.invalidate_coordinator(kind, key);
                 }
-                last = code;
+                last = Error::broker(code, api, None, None);
                 client.sleep(backoff).await?;
             }
             Err(code) => return Err(Error::broker(code, api, None, None)),
         }
     }
-    Err(Error::broker(last, api, None, None))
+    Err(last)
 }
 
 impl Inner {

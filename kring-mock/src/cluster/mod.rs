@@ -10,13 +10,15 @@
 //! FindCoordinator, InitProducerId, classic consumer groups (JoinGroup, SyncGroup,
 //! Heartbeat, LeaveGroup, DescribeGroups, ListGroups, DeleteGroups), KIP-848 groups
 //! (ConsumerGroupHeartbeat, see [`consumer_group`]) and committed
-//! offsets (OffsetCommit, OffsetFetch, OffsetDelete), and the admin APIs users' tests
+//! offsets (OffsetCommit, OffsetFetch, OffsetDelete), transactions (v1, KIP-98:
+//! InitProducerId with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn,
+//! TxnOffsetCommit, EndTxn, markers, read_committed fetches; see [`txn`]), and the admin APIs users' tests
 //! call: DescribeCluster, CreatePartitions, DescribeConfigs, AlterConfigs and
 //! IncrementalAlterConfigs (topic configs from a fixed list of known names with Kafka's
 //! defaults; broker configs of any name, stored as dynamic ones). ApiVersions advertises
 //! exactly these APIs, with every version kring speaks.
 //!
-//! What it leaves out: transactions, replication (followers never fetch: every replica
+//! What it leaves out: transactions v2 (KIP-890) and transaction timeouts, replication (followers never fetch: every replica
 //! is always in sync while up), quotas, ACLs, list configs (APPEND/SUBTRACT), fetch
 //! sessions, group session expiry, and KIP-848 groups in DescribeGroups/ListGroups.
 //!
@@ -28,13 +30,17 @@
 //! Fetch and OffsetForLeaderEpoch check leader epochs as a broker does (KIP-320: FENCED
 //! or UNKNOWN_LEADER_EPOCH, `diverging_epoch` from v12), and Fetch and Produce name the
 //! new leader on NOT_LEADER_OR_FOLLOWER (KIP-951). Group faults have their own calls
-//! (`move_coordinator`, `fail_next`, `fence_member`, in `faults.rs`).
+//! (`move_coordinator`, `fail_next`, `fence_member`, in `faults.rs`), and so do
+//! transaction faults (`move_coordinator_at_end`, `concurrent_transactions`,
+//! `fence_transactional_id`, in `txn_faults.rs`).
 
 mod consumer_group;
 mod faults;
 mod group;
 mod handlers;
 mod state;
+mod txn;
+mod txn_faults;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -49,6 +55,8 @@ use kring::record::RecordBatchRef;
 
 pub use self::faults::{Handed, request_group};
 use self::state::{BrokerInfo, Config, Log, State};
+pub use self::txn::EndedTxn;
+pub use self::txn_faults::request_transactional_id;
 use super::server::{ConnCtx, Outcome, Server, Service, Signal, lock, resolve};
 use super::{MockError, ReceivedRequest, Reply};
 
@@ -81,6 +89,10 @@ const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::DeleteGroups,
     ApiKey::OffsetDelete,
     ApiKey::ConsumerGroupHeartbeat,
+    ApiKey::AddPartitionsToTxn,
+    ApiKey::AddOffsetsToTxn,
+    ApiKey::EndTxn,
+    ApiKey::TxnOffsetCommit,
 ];
 
 type Hook = dyn Fn(&ReceivedRequest) -> Reply + Send + Sync;
@@ -186,6 +198,12 @@ impl Core {
             RequestKind::DeleteGroups(r) => h::delete_groups::delete_groups(cx, r),
             RequestKind::OffsetDelete(r) => h::offset_delete::offset_delete(cx, r),
             RequestKind::ConsumerGroupHeartbeat(r) => h::consumer_group_heartbeat::heartbeat(cx, r),
+            RequestKind::AddPartitionsToTxn(r) => {
+                h::add_partitions_to_txn::add_partitions_to_txn(cx, r)
+            }
+            RequestKind::AddOffsetsToTxn(r) => h::add_offsets_to_txn::add_offsets_to_txn(cx, r),
+            RequestKind::EndTxn(r) => h::end_txn::end_txn(cx, r),
+            RequestKind::TxnOffsetCommit(r) => h::txn_offset_commit::txn_offset_commit(cx, r),
             _ => return None,
         })
     }

@@ -9,6 +9,9 @@
 //!   epoch written by the cluster (the two header fields outside the CRC).
 //! - Every leader change bumps the partition's leader epoch.
 //! - Placement is a function of the live brokers and the topic's creation number.
+//! - A producer with a transaction open on a partition has its first offset there in
+//!   `open_txns` until its marker (a control batch) is appended; the last stable offset
+//!   is the smallest such first offset (the high watermark when none is open).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -65,11 +68,34 @@ pub(crate) struct Log {
     pub(crate) log_start: i64,
     pub(crate) high_watermark: i64,
     producers: BTreeMap<i64, ProducerSeq>,
+    /// Producers with a transaction open here: producer id → the offset of its first
+    /// batch in the transaction.
+    pub(crate) open_txns: BTreeMap<i64, i64>,
+    /// Transactions aborted here, in the order of their markers.
+    pub(crate) aborted: Vec<AbortedTxn>,
+}
+
+/// A transaction aborted on one partition: what a read_committed Fetch lists so the
+/// consumer skips its batches (Kafka's `AbortedTxn` in the transaction index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AbortedTxn {
+    pub(crate) producer_id: i64,
+    pub(crate) first_offset: i64,
+    /// The offset of its abort marker.
+    pub(crate) last_offset: i64,
 }
 
 /// A validated batch waiting to be appended.
 pub(crate) struct Incoming<'a> {
     batch: RecordBatchRef<'a>,
+}
+
+impl Incoming<'_> {
+    /// The producer id and epoch of a transactional batch (`None` for others).
+    pub(crate) fn transactional(&self) -> Option<(i64, i16)> {
+        (self.batch.is_transactional() && !self.batch.is_control())
+            .then(|| (self.batch.producer_id(), self.batch.producer_epoch()))
+    }
 }
 
 /// What an append did.
@@ -105,6 +131,15 @@ impl Log {
             }
             if batch.as_bytes().len() > max_message_bytes {
                 return Err(KafkaCode::MESSAGE_TOO_LARGE);
+            }
+            // Only the transaction coordinator writes markers (Kafka refuses control
+            // batches from clients).
+            if batch.is_control() {
+                return Err(KafkaCode::INVALID_RECORD);
+            }
+            // A transactional batch needs a producer id (KIP-98).
+            if batch.is_transactional() && batch.producer_id() < 0 {
+                return Err(KafkaCode::INVALID_RECORD);
             }
             out.push(Incoming { batch });
             rest = tail;
@@ -181,6 +216,9 @@ impl Log {
             });
             self.high_watermark = next;
             let pid = b.producer_id();
+            if inc.transactional().is_some() {
+                self.open_txns.entry(pid).or_insert(base);
+            }
             if pid >= 0 {
                 let seq = b.base_sequence();
                 let last = seq.wrapping_add(b.last_offset_delta());
@@ -199,6 +237,73 @@ impl Log {
         first
     }
 
+    /// Appends the marker ending `producer_id`'s transaction here (a control batch of
+    /// one commit or abort record, stamped with the producer's epoch, sequence -1, as
+    /// the coordinator's WriteTxnMarkers writes it) and returns its offset. The
+    /// producer's sequence state is left alone: the next transaction of the same epoch
+    /// goes on from its last sequence. An abort of a transaction that wrote here is
+    /// remembered for read_committed fetches.
+    pub(crate) fn append_marker(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+        leader_epoch: i32,
+        timestamp: i64,
+    ) -> Result<i64, kring::record::BuildError> {
+        let options = kring::record::BatchOptions::default()
+            .with_control(true)
+            .with_transactional(true)
+            .with_producer(producer_id, epoch, -1)
+            .with_base_offset(self.high_watermark)
+            .with_partition_leader_epoch(leader_epoch);
+        let mut builder = kring::record::BatchBuilder::new(Vec::with_capacity(128), options)?;
+        builder.append_control(
+            timestamp,
+            kring::record::ControlRecord::marker(commit, coordinator_epoch),
+        )?;
+        let sealed = builder.seal()?;
+        let offset = self.high_watermark;
+        self.batches.push(StoredBatch {
+            base_offset: offset,
+            next_offset: offset + 1,
+            leader_epoch,
+            max_timestamp: timestamp,
+            bytes: Bytes::copy_from_slice(sealed.as_bytes()),
+        });
+        self.high_watermark = offset + 1;
+        if let Some(first_offset) = self.open_txns.remove(&producer_id) {
+            if !commit {
+                self.aborted.push(AbortedTxn {
+                    producer_id,
+                    first_offset,
+                    last_offset: offset,
+                });
+            }
+        }
+        Ok(offset)
+    }
+
+    /// The last stable offset: below it every transaction is decided (KIP-98).
+    pub(crate) fn last_stable_offset(&self) -> i64 {
+        self.open_txns
+            .values()
+            .copied()
+            .min()
+            .unwrap_or(self.high_watermark)
+    }
+
+    /// The aborted transactions a read_committed fetch of `[from, to)` must list:
+    /// those whose marker is at or after `from` and which began before `to`.
+    pub(crate) fn aborted_between(&self, from: i64, to: i64) -> Vec<AbortedTxn> {
+        self.aborted
+            .iter()
+            .filter(|a| a.last_offset >= from && a.first_offset < to)
+            .copied()
+            .collect()
+    }
+
     /// Moves the log start to `offset` (at most the high watermark), dropping batches
     /// wholly before it.
     pub(crate) fn delete_before(&mut self, offset: i64) {
@@ -208,6 +313,7 @@ impl Log {
         }
         self.log_start = offset;
         self.batches.retain(|b| b.next_offset > offset);
+        self.aborted.retain(|a| a.last_offset >= offset);
     }
 
     /// Cuts the log back to the last batch boundary at or below `offset` (what an
@@ -215,6 +321,14 @@ impl Log {
     /// returns the new log end.
     pub(crate) fn truncate_to(&mut self, offset: i64) -> i64 {
         self.batches.retain(|b| b.next_offset <= offset);
+        // Transactions are not replayed over a truncation: what began after the cut
+        // is gone, and aborts whose markers were cut are forgotten.
+        let end = self
+            .batches
+            .last()
+            .map_or(self.log_start, |b| b.next_offset);
+        self.open_txns.retain(|_, first| *first < end);
+        self.aborted.retain(|a| a.last_offset < end);
         self.high_watermark = self
             .batches
             .last()
@@ -351,7 +465,10 @@ pub(crate) struct State {
     pub(crate) broker_configs: BTreeMap<i32, BTreeMap<String, String>>,
     pub(crate) coordinator_overrides: BTreeMap<String, i32>,
     pub(crate) next_producer_id: i64,
-    pub(crate) transactional_ids: BTreeMap<String, (i64, i16)>,
+    /// The transaction coordinator's state, by transactional id.
+    pub(crate) txns: BTreeMap<String, super::txn::Txn>,
+    /// Every transaction that ended, oldest first (what tests read back).
+    pub(crate) ended_txns: Vec<super::txn::EndedTxn>,
     pub(crate) member_seq: u64,
     pub(crate) closed: bool,
 }
@@ -398,7 +515,8 @@ impl State {
             broker_configs: BTreeMap::new(),
             coordinator_overrides: BTreeMap::new(),
             next_producer_id: 1000,
-            transactional_ids: BTreeMap::new(),
+            txns: BTreeMap::new(),
+            ended_txns: Vec::new(),
             member_seq: 0,
             closed: false,
         }
@@ -793,5 +911,57 @@ mod tests {
         let v = Log::validate(&stale, 1 << 20).unwrap();
         assert!(log.check_sequences(&v).is_err());
         assert_eq!(next_sequence(i32::MAX, 1), 0);
+    }
+
+    fn transactional_batch(pid: i64, epoch: i16, seq: i32, n: usize) -> Bytes {
+        let mut b = BatchBuilder::new(
+            Vec::with_capacity(1024),
+            BatchOptions::default()
+                .with_producer(pid, epoch, seq)
+                .with_transactional(true),
+        )
+        .unwrap();
+        for i in 0..n {
+            b.append(i as i64, None, Some(b"v"), &[]).unwrap();
+        }
+        Bytes::copy_from_slice(b.seal().unwrap().as_bytes())
+    }
+
+    #[test]
+    fn markers_end_transactions_and_move_the_last_stable_offset() {
+        let mut log = Log::default();
+        let plain = record_batch(0, 0, &[(None, Some(b"a"))]).unwrap();
+        log.append(&Log::validate(&plain, 1 << 20).unwrap(), 0);
+        let t = transactional_batch(7, 0, 0, 2);
+        log.append(&Log::validate(&t, 1 << 20).unwrap(), 0);
+        assert_eq!((log.high_watermark, log.last_stable_offset()), (3, 1));
+        // An abort: the marker at 3, the transaction listed for offsets 1..=3.
+        assert_eq!(log.append_marker(7, 0, false, 0, 0, 5).unwrap(), 3);
+        assert_eq!(log.last_stable_offset(), 4);
+        assert_eq!(
+            log.aborted_between(0, 4),
+            vec![AbortedTxn {
+                producer_id: 7,
+                first_offset: 1,
+                last_offset: 3
+            }]
+        );
+        assert!(log.aborted_between(4, 10).is_empty());
+        let marker = RecordBatchRef::new(&log.batches[2].bytes).unwrap();
+        marker.verify_crc().unwrap();
+        assert!(marker.is_control() && marker.is_transactional());
+        assert_eq!(marker.base_offset(), 3);
+        // The marker leaves the sequences alone: the next transaction goes on from 2.
+        let next = transactional_batch(7, 0, 2, 1);
+        let v = Log::validate(&next, 1 << 20).unwrap();
+        assert_eq!(log.check_sequences(&v).unwrap(), None);
+        log.append(&v, 0);
+        assert_eq!(log.append_marker(7, 0, true, 0, 0, 6).unwrap(), 5);
+        assert_eq!(log.aborted.len(), 1, "a commit is not listed");
+        // Clients may not write markers.
+        assert_eq!(
+            Log::validate(&log.batches[2].bytes, 1 << 20).err(),
+            Some(KafkaCode::INVALID_RECORD)
+        );
     }
 }

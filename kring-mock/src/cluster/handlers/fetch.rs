@@ -1,4 +1,6 @@
-//! Fetch (API 1), with long polling up to `max_wait_ms` (capped at 30 s).
+//! Fetch (API 1), with long polling up to `max_wait_ms` (capped at 30 s). A
+//! read_committed fetch returns the batches below the last stable offset and the
+//! aborted transactions among them, as a broker reads its transaction index.
 
 use std::time::{Duration, Instant};
 
@@ -89,7 +91,7 @@ fn fetch_once(
                     };
                     let log = &p.log;
                     out.high_watermark = log.high_watermark;
-                    out.last_stable_offset = log.high_watermark;
+                    out.last_stable_offset = log.last_stable_offset();
                     out.log_start_offset = log.log_start;
                     if version >= 12
                         && let Some(diverging) = diverging_epoch(p, fp)
@@ -104,8 +106,20 @@ fn fetch_once(
                         return out;
                     }
                     let limit = usize::try_from(fp.partition_max_bytes).unwrap_or(0);
+                    // read_committed (v4+) sees only what is below the last stable
+                    // offset, with the aborted transactions in that range (KIP-98).
+                    let read_committed = version >= 4 && r.isolation_level == 1;
+                    let visible_end = if read_committed {
+                        log.last_stable_offset()
+                    } else {
+                        log.high_watermark
+                    };
                     let mut records = BytesMut::new();
+                    let mut end = fp.fetch_offset;
                     for b in &log.batches[log.batch_index(fp.fetch_offset)..] {
+                        if b.base_offset >= visible_end {
+                            break;
+                        }
                         let size = b.bytes.len();
                         // KIP-74: the first batch of the response goes out whatever its
                         // size, so a consumer can always make progress.
@@ -115,6 +129,19 @@ fn fetch_once(
                         }
                         records.extend_from_slice(&b.bytes);
                         total += size;
+                        end = b.next_offset;
+                    }
+                    if read_committed {
+                        out.aborted_transactions = Some(
+                            log.aborted_between(fp.fetch_offset, end)
+                                .into_iter()
+                                .map(|a| {
+                                    fetch::AbortedTransaction::default()
+                                        .with_producer_id(a.producer_id)
+                                        .with_first_offset(a.first_offset)
+                                })
+                                .collect(),
+                        );
                     }
                     out.records = Some(records.freeze());
                     out

@@ -42,6 +42,10 @@ pub(crate) fn list_offsets(cx: &Ctx<'_>, r: &ListOffsetsRequest) -> ResponseKind
                             let log = &p.log;
                             let found = match lp.timestamp {
                                 -2 | -4 => Some((log.log_start, -1, p.leader_epoch)),
+                                // read_committed's latest is the last stable offset.
+                                -1 if r.isolation_level == 1 => {
+                                    Some((log.last_stable_offset(), -1, p.leader_epoch))
+                                }
                                 -1 => Some((log.high_watermark, -1, p.leader_epoch)),
                                 -3 => log.max_timestamp(),
                                 ts if ts >= 0 => log.offset_for_timestamp(ts),

@@ -4,6 +4,8 @@
 //! then the operation. Group handlers (JoinGroup ... OffsetFetch) work on the group
 //! model in [`super::group`].
 
+pub(super) mod add_offsets_to_txn;
+pub(super) mod add_partitions_to_txn;
 pub(super) mod alter_configs;
 pub(super) mod api_versions;
 mod configs;
@@ -16,6 +18,7 @@ pub(super) mod delete_topics;
 pub(super) mod describe_cluster;
 pub(super) mod describe_configs;
 pub(super) mod describe_groups;
+pub(super) mod end_txn;
 pub(super) mod fetch;
 pub(super) mod find_coordinator;
 pub(super) mod heartbeat;
@@ -32,6 +35,7 @@ pub(super) mod offset_fetch;
 pub(super) mod offset_for_leader_epoch;
 pub(super) mod produce;
 pub(super) mod sync_group;
+pub(super) mod txn_offset_commit;
 
 use kring::protocol::KafkaCode;
 
@@ -68,7 +72,11 @@ fn check_epoch(asked: i32, current: i32) -> Result<(), KafkaCode> {
     }
 }
 
-fn partition_mut<'a>(st: &'a mut State, topic: &str, partition: i32) -> Option<&'a mut Partition> {
+pub(super) fn partition_mut<'a>(
+    st: &'a mut State,
+    topic: &str,
+    partition: i32,
+) -> Option<&'a mut Partition> {
     st.topics.get_mut(topic).and_then(|t| {
         usize::try_from(partition)
             .ok()

@@ -1,5 +1,7 @@
 //! Produce (API 0): appends batches to the partition logs (idempotent producers
-//! checked by sequence), after the leader and epoch checks.
+//! checked by sequence), after the leader and epoch checks; a transactional batch
+//! needs its producer's transaction open with the partition added, at the current
+//! epoch (see [`crate::cluster::txn`]).
 
 use kring::protocol::messages::{
     ProduceRequest, ProduceResponse,
@@ -70,6 +72,19 @@ pub(crate) fn produce(cx: &Ctx<'_>, r: &ProduceRequest) -> ResponseKind {
                                     return out;
                                 }
                             };
+                            // Transactional batches: the producer's transaction must be
+                            // open with this partition in it, at its current epoch.
+                            if let Some(code) = checked
+                                .iter()
+                                .filter_map(|b| b.transactional())
+                                .find_map(|(pid, epoch)| {
+                                    st.check_transactional_produce(&t.name, pd.index, pid, epoch)
+                                        .err()
+                                })
+                            {
+                                out.error_code = code.code();
+                                return out;
+                            }
                             let Some(p) = partition_mut(&mut st, &t.name, pd.index) else {
                                 out.error_code = KafkaCode::UNKNOWN_TOPIC_OR_PARTITION.code();
                                 return out;
