@@ -148,7 +148,7 @@ impl TxnShared {
     pub fn handle_sequence_trouble(&self, shared: &ProducerShared) {
         self.update(shared, |t| {
             t.handle_sequence_trouble(
-                "a batch failed in a way that needs a new producer epoch (sequence gap or unknown fate)"
+                "a batch failed in a way that needs a new producer epoch (a sequence gap, a batch of unknown fate, or an epoch the broker refused: see the batch's own error)"
                     .into(),
             );
         });
