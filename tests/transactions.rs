@@ -446,3 +446,43 @@ fn offsets_sent_to_a_transaction_are_committed_with_it_and_not_on_abort() {
     assert_eq!(out, values("out-in", 10));
     admin.close();
 }
+
+#[test]
+fn a_failed_record_fails_the_commit_even_after_a_flush_reported_it() {
+    let topic = unique("kring-txn-fail");
+    let admin = client(config());
+    create_topic(&admin, &topic, 1, 1, &[("max.message.bytes", "2000")]);
+    let (client, producer) = txn_producer(&unique("kring-txn-fail-id"));
+    producer.begin_transaction().unwrap();
+    let small = send_all(&producer, &topic, 0, &values("small", 3));
+    let big = producer
+        .send_blocking(
+            ProducerRecord::new(&topic)
+                .with_partition(0)
+                .with_value(vec![b'x'; 10_000]),
+        )
+        .unwrap();
+    // The flush reports the refused record (and takes the report)...
+    assert!(producer.flush_blocking().is_err());
+    assert!(big.wait().is_err(), "the broker refused the large record");
+    // ...yet the commit still knows: nothing of this transaction may be committed.
+    let e = producer.commit_transaction_blocking().unwrap_err();
+    assert!(
+        matches!(e, Error::Transaction(TransactionError::Abortable { .. })),
+        "{e:?}"
+    );
+    producer.abort_transaction_blocking().unwrap();
+    drop(small);
+    producer.begin_transaction().unwrap();
+    send_all(&producer, &topic, 0, &values("after", 2));
+    producer.commit_transaction_blocking().unwrap();
+    producer.close_blocking().unwrap();
+    client.close();
+    let seen = read_until(&topic, 0, IsolationLevel::ReadCommitted, "after-1");
+    assert_eq!(
+        seen,
+        values("after", 2),
+        "nothing of the failed transaction"
+    );
+    admin.close();
+}

@@ -263,7 +263,10 @@ impl Transaction {
     /// A record went to `partition`: whether it must be added to the transaction
     /// (a request is to be made), or is added or asked for already.
     pub fn note_partition(&mut self, partition: &TxnPartition) -> bool {
-        if self.added.contains(partition) || self.requesting.contains(partition) {
+        // A send that passed its check before an abort began registers late: its batch
+        // fails with the abort, and the partition must not be asked for.
+        if !self.is_open() || self.added.contains(partition) || self.requesting.contains(partition)
+        {
             return false;
         }
         self.pending.insert(partition.clone())
@@ -452,6 +455,11 @@ impl Transaction {
             self.state,
             TxnState::Aborting | TxnState::Abortable | TxnState::Fatal
         )
+    }
+
+    /// The partitions in the open transaction (to be let go before it ends).
+    pub fn added_partitions(&self) -> Vec<TxnPartition> {
+        self.added.iter().cloned().collect()
     }
 
     /// The EndTxn (or, with nothing to end, the commit or abort itself) succeeded: the

@@ -95,6 +95,9 @@ pub(crate) struct TxnShared {
     /// Mirrors `Transaction::drops_unsent` for the sinks, which read it at every drain.
     drop_unsent: AtomicBool,
     adder_started: AtomicBool,
+    /// Batches failed since the producer was made, when the open transaction began: a
+    /// commit refuses to go on if any failed since (a flush may have taken the report).
+    failed_at_begin: std::sync::atomic::AtomicU64,
 }
 
 impl TxnShared {
@@ -107,6 +110,7 @@ impl TxnShared {
             settled: Notify::new(),
             drop_unsent: AtomicBool::new(false),
             adder_started: AtomicBool::new(false),
+            failed_at_begin: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -117,12 +121,15 @@ impl TxnShared {
     /// Runs `f` on the engine, then lets the sinks know whether unsent batches are to
     /// be dropped now.
     fn update<T>(&self, shared: &ProducerShared, f: impl FnOnce(&mut Transaction) -> T) -> T {
-        let (out, drop_unsent) = {
+        let (out, started_dropping) = {
             let mut engine = self.engine();
             let out = f(&mut engine);
-            (out, engine.drops_unsent())
+            // Under the lock, so two updates cannot leave the flag behind the state.
+            let drop_unsent = engine.drops_unsent();
+            let was = self.drop_unsent.swap(drop_unsent, Ordering::SeqCst);
+            (out, drop_unsent && !was)
         };
-        if drop_unsent != self.drop_unsent.swap(drop_unsent, Ordering::SeqCst) && drop_unsent {
+        if started_dropping {
             shared.sinks.wake_all();
         }
         out
@@ -307,6 +314,8 @@ impl Producer {
         let shared = self.shared();
         let txn = shared.txn_of("begin_transaction")?;
         txn.update(shared, Transaction::begin)?;
+        txn.failed_at_begin
+            .store(shared.failures.lifetime().0, Ordering::SeqCst);
         Ok(())
     }
 
@@ -358,18 +367,23 @@ impl Producer {
         let shared = self.shared();
         let txn = shared.txn_of("commit_transaction")?;
         txn.update(shared, Transaction::begin_commit)?;
-        txn.sends_settled().await;
-        if let Some(report) = shared.settle_batches().await {
-            let cause = format!(
-                "{} record(s) in {} batch(es) failed, the first: {}",
-                report.records, report.batches, report.first
-            );
-            return Err(txn.update(shared, |t| {
+        {
+            // Lingering batches go now: a send waiting for memory waits for them.
+            let _hurry = shared.hurry();
+            txn.sends_settled().await;
+        }
+        let _ = shared.settle_batches().await;
+        // Counted since the begin, not taken from the flush report: a flush inside the
+        // transaction may have taken that already. Any failed batch fails the commit
+        // (as the Java client: every failed batch makes the transaction abortable).
+        let (failed, last) = shared.failures.lifetime();
+        let since = failed.saturating_sub(txn.failed_at_begin.load(Ordering::SeqCst));
+        if since > 0 {
+            let last = last.map_or_else(String::new, |e| e.to_string());
+            let cause = format!("{since} batch(es) failed in the transaction, the last: {last}");
+            txn.update(shared, |t| {
                 t.fail(ErrorClass::Abortable, cause, None);
-                Error::Transaction(t.failure().cloned().unwrap_or(TransactionError::Aborted {
-                    transactional_id: t.id().to_string(),
-                }))
-            }));
+            });
         }
         txn.adds_settled().await;
         self.end_transaction(txn, true).await
@@ -383,7 +397,10 @@ impl Producer {
         let shared = self.shared();
         let txn = shared.txn_of("abort_transaction")?;
         txn.update(shared, Transaction::begin_abort)?;
-        txn.sends_settled().await;
+        {
+            let _hurry = shared.hurry();
+            txn.sends_settled().await;
+        }
         // The sinks fail what is not on the wire at their next drain.
         shared.sinks.wake_all();
         let _ = shared.settle_batches().await;
@@ -395,10 +412,28 @@ impl Producer {
     /// an abort that needs it, and lets the partitions leave.
     async fn end_transaction(&self, txn: &TxnShared, commit: bool) -> Result<()> {
         let shared = self.shared();
-        let (needed, bump) = {
+        let failed_in_txn =
+            shared.failures.lifetime().0 > txn.failed_at_begin.load(Ordering::SeqCst);
+        let (needed, bump, state) = {
             let t = txn.engine();
-            (t.needs_end_txn(), !commit && t.needs_bump())
+            // A batch that failed (dropped by the abort included) may have had a
+            // sequence: the next transaction needs a new epoch, or its first batch would
+            // leave a gap (KIP-360; the Java client bumps on every failed sequenced batch).
+            (
+                t.needs_end_txn(),
+                !commit && (t.needs_bump() || failed_in_txn),
+                t.state(),
+            )
         };
+        if commit && state != TxnState::Committing {
+            // The transaction failed meanwhile (a batch, the offsets, the adder): nothing
+            // may be committed.
+            return Err(txn
+                .engine()
+                .failure()
+                .cloned()
+                .map_or(Error::ShuttingDown, Error::Transaction));
+        }
         if needed {
             let producer = shared.current_producer()?;
             if let Err(e) = self.end_txn(producer, commit).await {
@@ -419,7 +454,6 @@ impl Producer {
             }
             tracing::info!(epoch = new.epoch, "producer epoch bumped after the abort");
         }
-        let left = txn.update(shared, Transaction::handle_ended);
         if txn.engine().state() == TxnState::Fatal {
             return Err(txn
                 .engine()
@@ -427,11 +461,14 @@ impl Producer {
                 .cloned()
                 .map_or(Error::ShuttingDown, Error::Transaction));
         }
-        for (topic, index) in left {
+        // The partitions leave before the state says Ready, so a transaction begun at
+        // once cannot send through a partition still marked in this one.
+        for (topic, index) in txn.engine().added_partitions() {
             if let Some(p) = shared.partition_of(&topic, index) {
                 p.state().leave_transaction();
             }
         }
+        txn.update(shared, Transaction::handle_ended);
         tracing::debug!(
             transactional_id = shared.transactional_id(),
             commit,
@@ -674,6 +711,8 @@ async fn run_adder(shared: Arc<ProducerShared>) {
                 });
                 AddOutcome {
                     retry: e.is_retriable(),
+                    // The coordinator's broker may be gone: look it up again.
+                    find_coordinator: e.is_retriable(),
                     ..AddOutcome::default()
                 }
             }

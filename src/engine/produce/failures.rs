@@ -35,6 +35,10 @@ struct Tally {
     window_start: Option<Instant>,
     logged_in_window: u32,
     suppressed: u64,
+    /// Batches failed since the producer was made (never reset), and the last error:
+    /// what a transaction compares against the count at its begin.
+    lifetime_batches: u64,
+    last: Option<Error>,
 }
 
 /// One producer's failure tally, shared by its partitions.
@@ -52,6 +56,8 @@ impl DeliveryFailures {
         };
         t.records += u64::try_from(records).unwrap_or(0);
         t.batches += 1;
+        t.lifetime_batches += 1;
+        t.last = Some(error.clone());
         if t.first.is_none() {
             t.first = Some(error.clone());
         }
@@ -77,6 +83,13 @@ impl DeliveryFailures {
 
     /// The failures since the last call (or since the producer started), if any, and
     /// starts counting afresh.
+    /// Batches failed since the producer was made, and the last one's error.
+    pub fn lifetime(&self) -> (u64, Option<Error>) {
+        self.tally
+            .lock()
+            .map_or((0, None), |t| (t.lifetime_batches, t.last.clone()))
+    }
+
     pub fn take(&self) -> Option<FailureReport> {
         let mut t = self.tally.lock().ok()?;
         let first = t.first.take()?;
