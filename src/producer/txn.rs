@@ -323,7 +323,9 @@ impl Producer {
     /// the open transaction: they are committed with it, or not at all. `group` is the
     /// consuming member's identity ([`crate::group::GroupConsumer::group_metadata`]), so
     /// the group coordinator refuses the offsets of a generation that is over
-    /// (the transaction then must be aborted).
+    /// (the transaction then must be aborted). A commit or abort called meanwhile waits
+    /// for this call. Dropping the future before it completes leaves the transaction in
+    /// an unknown state at the coordinator: abort it then.
     pub async fn send_offsets_to_transaction(
         &self,
         offsets: &[(TopicPartition, OffsetAndMetadata)],
@@ -331,6 +333,10 @@ impl Producer {
     ) -> Result<()> {
         let shared = self.shared();
         let txn = shared.txn_of("send_offsets_to_transaction")?;
+        // Counted as a send: a commit or an abort begun meanwhile waits for it, so its
+        // AddOffsetsToTxn and TxnOffsetCommit never come after the EndTxn.
+        txn.sends.fetch_add(1, Ordering::SeqCst);
+        let _in_transaction = SendGuard(txn);
         txn.engine().check_offsets()?;
         if group.group_id.is_empty() {
             return Err(Error::InvalidArgument(
