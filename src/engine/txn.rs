@@ -150,6 +150,19 @@ pub(crate) fn class_of(api: ApiKey, code: KafkaCode) -> ErrorClass {
     }
 }
 
+/// Whether `code` in a Produce answer ends a transactional producer (as the Java client:
+/// fenced by a newer instance, or not authorised): not a failed batch to abort for, but
+/// the producer's end.
+pub(crate) fn ends_the_producer(code: KafkaCode) -> bool {
+    [
+        KafkaCode::PRODUCER_FENCED,
+        KafkaCode::INVALID_PRODUCER_EPOCH,
+        KafkaCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        KafkaCode::CLUSTER_AUTHORIZATION_FAILED,
+    ]
+    .contains(&code)
+}
+
 /// What an AddPartitionsToTxn answer settled.
 #[derive(Debug, Default, PartialEq)]
 pub(crate) struct AddOutcome {

@@ -219,6 +219,11 @@ impl ProducerShared {
                         stale.push(topic);
                     }
                 }
+                SinkEvent::ProducerFenced(code) => {
+                    if let Some(txn) = &self.txn {
+                        txn.handle_fenced(self, code);
+                    }
+                }
                 SinkEvent::BumpEpoch => self.request_bump(),
                 SinkEvent::LeaderHints { hints, endpoints } => {
                     // The partitions move at the next drain; the refresh their error

@@ -161,6 +161,18 @@ impl TxnShared {
         });
     }
 
+    /// A Produce answer ended the producer (fenced, not authorised): fatal at once, as
+    /// the Java client, rather than abortable until the abort's EndTxn is refused.
+    pub fn handle_fenced(&self, shared: &ProducerShared, code: KafkaCode) {
+        self.update(shared, |t| {
+            t.fail(
+                ErrorClass::Fatal,
+                format!("a Produce answer said {code}"),
+                Some(code),
+            );
+        });
+    }
+
     /// Waits until no send is between its check and its registration.
     async fn sends_settled(&self) {
         loop {

@@ -75,6 +75,9 @@ pub(crate) enum SinkEvent {
     Refresh(Arc<str>),
     /// The idempotent producer's epoch must be bumped before anything more is sent.
     BumpEpoch,
+    /// A batch was refused with a code that ends a transactional producer (fenced, not
+    /// authorised: see `engine::txn::ends_the_producer`).
+    ProducerFenced(KafkaCode),
     /// The broker named the new leaders of partitions it does not lead (KIP-951), and
     /// the brokers they are.
     LeaderHints {
@@ -276,6 +279,7 @@ impl Sink {
                 }),
         };
         let mut bump = false;
+        let mut fenced = None;
         let mut hints = Vec::new();
         for b in batches {
             let verdict = match &response {
@@ -295,6 +299,13 @@ impl Sink {
                     ))),
                 },
             };
+            if let Verdict::Fatal(e) = &verdict
+                && settings.transactional_id.is_some()
+            {
+                fenced = fenced.or(e
+                    .code()
+                    .filter(|c| crate::engine::txn::ends_the_producer(*c)));
+            }
             let partition = b.partition.clone();
             let effects = partition.state().settle(b, verdict, now, settings);
             bump |= effects.bump;
@@ -302,6 +313,9 @@ impl Sink {
                 self.events
                     .push_back(SinkEvent::Refresh(partition.topic.clone()));
             }
+        }
+        if let Some(code) = fenced {
+            self.events.push_back(SinkEvent::ProducerFenced(code));
         }
         if bump {
             self.events.push_back(SinkEvent::BumpEpoch);
@@ -625,5 +639,39 @@ mod tests {
         );
         assert_eq!(endpoints.len(), 1);
         assert_eq!(endpoints[0].addr(), "h2:9093");
+    }
+
+    #[test]
+    fn a_fenced_transactional_producer_is_told_so_at_once() {
+        use crate::protocol::Encode;
+        use crate::protocol::messages::produce::TopicProduceResponse;
+        let fenced = |transactional: bool| {
+            let (mut sink, token, _shared, _) = one_request_in_flight(2);
+            let response = ProduceResponse::default().with_responses(vec![
+                TopicProduceResponse::default()
+                    .with_name("t".into())
+                    .with_partition_responses(vec![
+                        PartitionProduceResponse::default()
+                            .with_index(0)
+                            .with_error_code(KafkaCode::PRODUCER_FENCED.code()),
+                    ]),
+            ]);
+            let mut body = bytes::BytesMut::new();
+            response.encode(&mut body, 11).unwrap();
+            let raw = RawResponse {
+                api: ApiKey::Produce,
+                version: 11,
+                body: body.freeze(),
+            };
+            let mut settings = settings();
+            if transactional {
+                settings.transactional_id = Some("tx".into());
+            }
+            sink.handle_response(token, Ok(raw), Instant::now(), &settings);
+            std::iter::from_fn(|| sink.poll_event())
+                .any(|e| matches!(e, SinkEvent::ProducerFenced(KafkaCode::PRODUCER_FENCED)))
+        };
+        assert!(fenced(true), "a transactional producer learns it is fenced");
+        assert!(!fenced(false), "nothing new for a plain producer");
     }
 }

@@ -926,6 +926,10 @@ impl World {
                     // The simulated cluster names no new leaders (KIP-951): the
                     // metadata refresh the error asked for moves the partition.
                     SinkEvent::LeaderHints { .. } => {}
+                    // The simulated producer is not transactional.
+                    SinkEvent::ProducerFenced(code) => {
+                        panic!("a fenced transactional producer in the simulation: {code}")
+                    }
                 }
             }
         }
