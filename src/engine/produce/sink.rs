@@ -589,9 +589,20 @@ mod tests {
         assert!(failures.take().is_none());
     }
 
+    /// `response` as the connection hands it over, at v11.
+    fn raw_v11(response: &ProduceResponse) -> RawResponse {
+        use crate::protocol::Encode;
+        let mut body = bytes::BytesMut::new();
+        response.encode(&mut body, 11).unwrap();
+        RawResponse {
+            api: ApiKey::Produce,
+            version: 11,
+            body: body.freeze(),
+        }
+    }
+
     #[test]
     fn a_not_leader_answer_naming_the_new_leader_is_passed_on() {
-        use crate::protocol::Encode;
         use crate::protocol::messages::produce::{
             LeaderIdAndEpoch, NodeEndpoint, TopicProduceResponse,
         };
@@ -617,13 +628,7 @@ mod tests {
                     .with_host("h2".into())
                     .with_port(9093),
             ]);
-        let mut body = bytes::BytesMut::new();
-        response.encode(&mut body, 11).unwrap();
-        let raw = RawResponse {
-            api: ApiKey::Produce,
-            version: 11,
-            body: body.freeze(),
-        };
+        let raw = raw_v11(&response);
         sink.handle_response(token, Ok(raw), Instant::now(), &settings());
         assert!(outcome(&shared).is_none(), "retried, at the new leader");
         let mut hinted = None;
@@ -643,7 +648,6 @@ mod tests {
 
     #[test]
     fn a_fenced_transactional_producer_is_told_so_at_once() {
-        use crate::protocol::Encode;
         use crate::protocol::messages::produce::TopicProduceResponse;
         let fenced = |transactional: bool| {
             let (mut sink, token, _shared, _) = one_request_in_flight(2);
@@ -656,13 +660,7 @@ mod tests {
                             .with_error_code(KafkaCode::PRODUCER_FENCED.code()),
                     ]),
             ]);
-            let mut body = bytes::BytesMut::new();
-            response.encode(&mut body, 11).unwrap();
-            let raw = RawResponse {
-                api: ApiKey::Produce,
-                version: 11,
-                body: body.freeze(),
-            };
+            let raw = raw_v11(&response);
             let mut settings = settings();
             if transactional {
                 settings.transactional_id = Some("tx".into());
