@@ -281,10 +281,7 @@ fn consume_partitions(s: Settings, cluster: ClusterOptions) -> CliResult {
         plan.push((p, start, s.exit_at_end.then_some(latest)));
     }
 
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::io("starting a runtime", e))?;
+    let runtime = crate::local_runtime()?;
     let shared = Rc::new(Shared {
         out: RefCell::new(std::io::BufWriter::with_capacity(
             1 << 16,

@@ -363,10 +363,7 @@ pub fn run(s: GroupSettings, cluster: ClusterOptions) -> CliResult {
     for name in &s.names {
         check_topic(&client, name, None)?;
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::io("starting a runtime", e))?;
+    let runtime = crate::local_runtime()?;
     let result = runtime.block_on(consume(&s, &client));
     drop(runtime);
     client.close();

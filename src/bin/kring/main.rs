@@ -208,3 +208,11 @@ pub fn connect(options: args::ClusterOptions) -> Result<kring::Client, CliError>
 pub fn wait<T>(future: impl std::future::Future<Output = T>) -> T {
     kring::client::block_on(future)
 }
+
+/// A single-threaded runtime for a command's own tasks (the client's workers do the I/O).
+pub fn local_runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::io("starting a runtime", e))
+}

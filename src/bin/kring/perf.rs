@@ -399,21 +399,9 @@ fn consume(mut args: Args) -> CliResult {
     let client = connect(cluster)?;
     let count = check_topic(&client, &topic, None)?;
     let consumer = Consumer::new(client.clone())?;
-    let available = available_records(&client, &topic, count)?;
-    let target = records.unwrap_or(available);
-    println!(
-        "perf consume: {target} records from {topic} ({count} partition(s), {available} records there now)"
-    );
-    if target == 0 {
-        return Err(CliError::Failed(format!(
-            "{topic} holds no records to read"
-        )));
-    }
+    let target = consume_target(&client, &topic, count, records, "")?;
 
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::io("starting a runtime", e))?;
+    let runtime = crate::local_runtime()?;
     let shared = Rc::new(ConsumeShared {
         target,
         records: Cell::new(0),
@@ -487,6 +475,28 @@ fn consume(mut args: Args) -> CliResult {
     }
     .print();
     Ok(())
+}
+
+/// How many records a perf consume reads: `records`, or all the topic holds now;
+/// announced (with `how`, e.g. the group it reads as); none is an error.
+pub(crate) fn consume_target(
+    client: &kring::Client,
+    topic: &str,
+    count: usize,
+    records: Option<u64>,
+    how: &str,
+) -> Result<u64, CliError> {
+    let available = available_records(client, topic, count)?;
+    let target = records.unwrap_or(available);
+    println!(
+        "perf consume: {target} records from {topic} ({count} partition(s), {available} records there now){how}"
+    );
+    if target == 0 {
+        return Err(CliError::Failed(format!(
+            "{topic} holds no records to read"
+        )));
+    }
+    Ok(target)
 }
 
 /// Records between the earliest and latest offsets of the topic's `count` partitions.

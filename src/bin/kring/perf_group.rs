@@ -65,20 +65,9 @@ pub fn consume(
     config.consumer.enable_auto_commit = false;
     let client = connect(cluster)?;
     let count = check_topic(&client, topic, None)?;
-    let available = crate::perf::available_records(&client, topic, count)?;
-    let target = records.unwrap_or(available);
-    println!(
-        "perf consume: {target} records from {topic} ({count} partition(s), {available} records there now) as a member of group {group}"
-    );
-    if target == 0 {
-        return Err(CliError::Failed(format!(
-            "{topic} holds no records to read"
-        )));
-    }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::io("starting a runtime", e))?;
+    let as_member = format!(" as a member of group {group}");
+    let target = crate::perf::consume_target(&client, topic, count, records, &as_member)?;
+    let runtime = crate::local_runtime()?;
     let assigned = Arc::new(Mutex::new(None));
     let cpu_start = cpu_seconds();
     let joining = Instant::now();
