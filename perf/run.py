@@ -677,7 +677,9 @@ def kring_has(kring_bin, command, word):
         return False
     _, out, err = sh([kring_bin, command, "--help"], timeout=30)
     text = out + err
-    return word in text and "unknown command" not in text
+    # "unknown command": the hand-written parser of older binaries; "unrecognized
+    # subcommand": clap's.
+    return word in text and "unknown command" not in text and "unrecognized subcommand" not in text
 
 
 # ---------------------------------------------------------------- topics

@@ -236,6 +236,44 @@ impl Error {
             _ => None,
         }
     }
+
+    /// A short, stable name of the error: the broker's code name (`NOT_LEADER_OR_FOLLOWER`)
+    /// for broker errors, the connection failure's kind for I/O errors, otherwise the
+    /// kind of error (the `error` label of kring's error metrics).
+    pub fn kind(&self) -> &'static str {
+        if let Some(code) = self.code() {
+            return code.name();
+        }
+        match self {
+            Error::ClosedClient => "closed_client",
+            Error::OutOfBrokers(_) => "out_of_brokers",
+            Error::NotConnected(_) => "not_connected",
+            Error::MessageTooLarge { .. } => "message_too_large",
+            Error::InvalidPartition { .. } => "invalid_partition",
+            Error::AlreadyConsumed { .. } => "already_consumed",
+            Error::ShuttingDown => "shutting_down",
+            Error::ProducerDropped => "producer_dropped",
+            Error::Configuration(_) => "configuration",
+            Error::Decode(_) => "decode",
+            Error::Encode(_) => "encode",
+            Error::Incomplete { .. } => "incomplete",
+            Error::Malformed(_) => "malformed",
+            Error::UnknownBroker(_) => "unknown_broker",
+            Error::InvalidArgument(_) => "invalid_argument",
+            Error::Io(e) => e.kind(),
+            Error::Batch(_) => "batch",
+            Error::CorruptBatch { .. } => "corrupt_batch",
+            Error::Group(_) => "group",
+            Error::Transaction(_) => "transaction",
+            Error::CommitFenced { .. } => "commit_fenced",
+            Error::NotAssigned { .. } => "not_assigned",
+            Error::Partition(_) => "partition",
+            Error::LogTruncation { .. } => "log_truncation",
+            Error::Timeout(_) => "timeout",
+            Error::DeliveryFailed { .. } => "delivery_failed",
+            _ => "other",
+        }
+    }
 }
 
 #[cfg(test)]

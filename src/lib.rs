@@ -20,14 +20,49 @@
 //!   and the [`client::Broker`] handle for raw requests; [`config`] holds every
 //!   setting, [`Error`] is the error callers see.
 //! - [`consumer`]: partition consumers over lazily parsed fetches, borrowed records,
-//!   fetch sessions, and the offset manager.
+//!   fetch sessions, follower fetching (`client.rack`, KIP-392), and the offset manager.
 //! - [`producer`]: async and sync producers: in-place batching, Java-compatible
-//!   partitioning, compression, idempotence, ordered retries.
-//! - `group` (internal, issue 15 in progress): the classic consumer protocol's
-//!   subscription/assignment formats and the four assignors; no group consumer yet.
+//!   partitioning, compression, idempotence, ordered retries, transactions.
+//! - [`group`]: consumer groups: the [`GroupConsumer`](group::GroupConsumer) (classic
+//!   protocol with the four Java-compatible assignors, and KIP-848), rebalance
+//!   listeners, commits tied to the member's generation.
+//! - [`metrics`]: what kring records through the `metrics` crate's facade, every name
+//!   in one table.
 //! - [`admin`]: what Sarama's `ClusterAdmin` does: topics, partitions, configs,
 //!   records, offsets, consumer groups, ACLs, reassignments, log dirs, quotas, SCRAM
 //!   credentials, producers and transactions, the cluster and its features.
+//!
+//! Where to start: [`Client::connect`] with a [`Config`], then
+//! [`Producer`](producer::Producer) (or [`SyncProducer`](producer::SyncProducer) from
+//! plain threads), [`Consumer`](consumer::Consumer) and its
+//! [`PartitionConsumer::next_batch`](consumer::PartitionConsumer::next_batch) for
+//! borrowed records, [`GroupConsumer`](group::GroupConsumer) for a group member, and
+//! [`Admin`](admin::Admin). Each role also has a builder over a shared client
+//! (`Producer::builder(&client)`, `Consumer::builder(&client)`,
+//! `GroupConsumer::builder(&client)`). For plain threads the client, producer and
+//! partition consumer have `_blocking` twins of their main calls (`connect_blocking`,
+//! `send_blocking`, `next_batch_blocking`, ...), and [`client::block_on`] waits for
+//! any other future. The crate's README has
+//! complete programs, and `examples/` more.
+//!
+//! ```no_run
+//! use kring::producer::{Producer, ProducerRecord};
+//! use kring::{Client, Config};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = Client::connect(Config::new(["127.0.0.1:9092"])).await?;
+//! let producer = Producer::new(client.clone()).await?;
+//! let delivery = producer.send(ProducerRecord::new("orders").with_value("hello")).await?;
+//! let written = delivery.await?; // acknowledged: partition and offset
+//! println!("{}@{}", written.partition, written.offset);
+//! producer.close().await?;
+//! client.close();
+//! # Ok(()) }
+//! ```
+//!
+//! Cargo features: `cli` (default) builds the `kring` command line and its dependencies
+//! (clap, clap_complete, memchr); `io-uring` (default, Linux only) the io_uring backend,
+//! without which, or off Linux, the epoll backend (tokio) is the only one.
 //!
 //! Test doubles live in their own crate, `kring-mock` (a dev-dependency for users'
 //! tests): `MockBroker` and `FakeCluster`, brokers on loopback sockets that speak the
@@ -46,14 +81,19 @@ pub mod error;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
-/// Consumer groups (issue 15): so far only the classic consumer protocol's embedded
-/// formats and the client-side assignors; the group consumer itself is not built yet.
 pub mod group;
 pub(crate) mod io;
+pub mod metrics;
 pub mod producer;
 pub mod protocol;
 pub mod record;
 pub(crate) mod runtime;
+
+/// The README's code blocks, compiled and run as doctests (against the broker at
+/// `KRING_BOOTSTRAP`, default 127.0.0.1:9092), so its examples stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 pub use client::Client;
 pub use config::Config;

@@ -1,7 +1,8 @@
 //! The client and producer against a three-node KRaft cluster (`scripts/kafka up --brokers 3`, as
 //! `scripts/test` does for this binary): leaders spread over brokers, and metadata that
-//! follows a leader when its broker stops and comes back. Built only with the
-//! `cluster-tests` feature, since it needs the three-node cluster and stops nodes of it.
+//! follows a leader when its broker stops and comes back. Run only when named (`cargo
+//! test --test cluster`; `test = false` in Cargo.toml), since it needs the three-node
+//! cluster and stops nodes of it.
 
 use std::path::Path;
 use std::process::Command;
@@ -19,24 +20,6 @@ use kring::{Client, Config};
 mod common;
 
 const SERVERS: [&str; 3] = ["127.0.0.1:9092", "127.0.0.1:9093", "127.0.0.1:9094"];
-
-fn kafka(args: &[&str]) {
-    if args[0] == "start-node" {
-        // A node killed a moment ago may still hold its port: wait until it is free.
-        let port = 9091 + args[1].parse::<u16>().expect("node number");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() && Instant::now() < deadline
-        {
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kafka");
-    let status = Command::new(script)
-        .args(args)
-        .status()
-        .expect("scripts/kafka");
-    assert!(status.success(), "scripts/kafka {args:?} failed");
-}
 
 fn unique(prefix: &str) -> String {
     let n = SystemTime::now()
@@ -132,7 +115,7 @@ fn cluster_leaders_follow_a_stopped_broker() {
 
     // Stop partition 0's leader: metadata moves the leadership elsewhere.
     let old = leaders[0];
-    kafka(&["stop-node", &old.to_string()]);
+    common::kafka_script(&["stop-node", &old.to_string()]);
     let new = eventually("a new leader for partition 0", 60, || {
         kring::client::block_on(client.refresh_after_error(&[&topic])).ok()?;
         let p = client.metadata().partition(&topic, 0).cloned()?;
@@ -152,7 +135,7 @@ fn cluster_leaders_follow_a_stopped_broker() {
     });
 
     // Start it again: it comes back into metadata and the ISR.
-    kafka(&["start-node", &old.to_string()]);
+    common::kafka_script(&["start-node", &old.to_string()]);
     eventually("restarted broker rejoins the ISR", 90, || {
         kring::client::block_on(client.refresh_metadata(&[&topic])).ok()?;
         let p = client.metadata().partition(&topic, 0).cloned()?;
@@ -167,91 +150,6 @@ fn cluster_coordinator_lookup() {
     let group = unique("kring-cluster-group");
     let coordinator = kring::client::block_on(client.coordinator(&group)).unwrap();
     assert!((1..=3).contains(&coordinator.id()));
-    client.close();
-}
-
-/// Idempotence under a crash: 100,000 records while the leader of a partition is killed
-/// (SIGKILL) and restarted; every record must arrive exactly once and in order.
-#[test]
-fn cluster_idempotent_producer_survives_a_leader_kill() {
-    use kring::producer::{Producer, ProducerRecord};
-    let mut config = Config::new(SERVERS);
-    config.net.workers = 2;
-    config.metadata.refresh_backoff = Duration::from_millis(50);
-    config.producer.linger = Duration::from_millis(5);
-    config.producer.partitioner = kring::config::PartitionerKind::Manual;
-    let client = Client::connect_blocking(config).expect("bootstrap");
-    let topic = unique("kring-idem");
-    let partitions = 3;
-    common::create_topic(
-        &client,
-        &topic,
-        partitions,
-        3,
-        &[("min.insync.replicas", "2")],
-    );
-    let victim = client.metadata().partition(&topic, 0).unwrap().leader;
-    let producer = Producer::new_blocking(client.clone()).unwrap();
-
-    let total = 100_000usize;
-    let mut deliveries = Vec::with_capacity(total);
-    for i in 0..total {
-        if i == 30_000 {
-            kafka(&["stop-node", &victim.to_string(), "--kill"]);
-        }
-        if i == 70_000 {
-            kafka(&["start-node", &victim.to_string()]);
-        }
-        let partition = (i % partitions as usize) as i32;
-        let value = (i as u64).to_be_bytes();
-        let d = producer
-            .send_blocking(
-                ProducerRecord::new(&topic)
-                    .with_partition(partition)
-                    .with_value(&value),
-            )
-            .expect("queued");
-        deliveries.push(d);
-    }
-    producer.flush_blocking().unwrap();
-    let mut failed = 0;
-    for d in deliveries {
-        if let Err(e) = d.wait() {
-            failed += 1;
-            eprintln!("delivery failed: {e}");
-        }
-    }
-    assert_eq!(failed, 0, "every record acknowledged");
-    producer.close_blocking().unwrap();
-
-    let (mut lost, mut duplicates, mut reordered) = (0, 0, 0);
-    for p in 0..partitions {
-        let expected: Vec<u64> = (0..total as u64)
-            .filter(|i| i % partitions as u64 == p as u64)
-            .collect();
-        let read = common::read_partition(&client, &topic, p, expected.len());
-        let got: Vec<u64> = read
-            .iter()
-            .map(|r| u64::from_be_bytes(r.value.as_deref().unwrap().try_into().unwrap()))
-            .collect();
-        let mut seen = std::collections::HashSet::new();
-        for w in got.windows(2) {
-            if w[1] <= w[0] {
-                reordered += 1;
-            }
-        }
-        for v in &got {
-            if !seen.insert(*v) {
-                duplicates += 1;
-            }
-        }
-        lost += expected.iter().filter(|v| !seen.contains(v)).count();
-    }
-    assert_eq!(
-        (lost, duplicates, reordered),
-        (0, 0, 0),
-        "lost, duplicates, reordered"
-    );
     client.close();
 }
 
@@ -295,11 +193,11 @@ fn cluster_consumer_survives_a_leader_kill() {
             seen.push((r.offset(), v));
         }
         if !killed && seen.len() > 5_000 {
-            kafka(&["stop-node", &victim.to_string(), "--kill"]);
+            common::kafka_script(&["stop-node", &victim.to_string(), "--kill"]);
             killed = true;
         }
     }
-    kafka(&["start-node", &victim.to_string()]);
+    common::kafka_script(&["start-node", &victim.to_string()]);
     assert!(killed);
     for (i, (offset, value)) in seen.iter().enumerate() {
         assert_eq!(*offset, i as i64, "no offset skipped or repeated");
@@ -554,9 +452,9 @@ fn cluster_transactions_copy_exactly_once_across_broker_kills() {
         })
     };
     wait_for(20_000);
-    kafka(&["stop-node", &coordinator.to_string(), "--kill"]);
+    common::kafka_script(&["stop-node", &coordinator.to_string(), "--kill"]);
     wait_for(40_000);
-    kafka(&["start-node", &coordinator.to_string()]);
+    common::kafka_script(&["start-node", &coordinator.to_string()]);
     let leader = eventually("a leader of the output", 60, || {
         setup
             .metadata()
@@ -565,9 +463,9 @@ fn cluster_transactions_copy_exactly_once_across_broker_kills() {
             .filter(|l| *l >= 0)
     });
     wait_for(60_000);
-    kafka(&["stop-node", &leader.to_string(), "--kill"]);
+    common::kafka_script(&["stop-node", &leader.to_string(), "--kill"]);
     wait_for(80_000);
-    kafka(&["start-node", &leader.to_string()]);
+    common::kafka_script(&["start-node", &leader.to_string()]);
     eventually("every record copied", 300, || {
         (committed.load(Ordering::Acquire) >= total || worker.is_finished()).then_some(())
     });
@@ -653,4 +551,176 @@ fn cluster_transactions_copy_exactly_once_across_broker_kills() {
         "the Java console consumer, read_committed: records, distinct"
     );
     setup.close();
+}
+
+/// Fetch requests answered per broker label since the previous call, read from the
+/// `metrics` crate's debugging recorder (installed on first use; only connections made
+/// after that record into it, and only [`cluster_consumer_fetches_from_the_replica_in_its_rack`]
+/// reads it).
+fn fetches_by_broker() -> std::collections::BTreeMap<String, u64> {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+    static SNAPSHOTTER: std::sync::OnceLock<Snapshotter> = std::sync::OnceLock::new();
+    let snapshotter = SNAPSHOTTER.get_or_init(|| {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder
+            .install()
+            .expect("the only recorder of this binary");
+        snapshotter
+    });
+    let mut fetches = std::collections::BTreeMap::new();
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let (_, key) = key.into_parts();
+        let label = |name: &str| {
+            key.labels()
+                .find(|l| l.key() == name)
+                .map(|l| l.value().to_string())
+        };
+        if key.name() != kring::metrics::names::BROKER_REQUESTS
+            || label("api").as_deref() != Some("Fetch")
+        {
+            continue;
+        }
+        if let (Some(broker), DebugValue::Counter(n)) = (label("broker"), value) {
+            *fetches.entry(broker).or_insert(0) += n;
+        }
+    }
+    fetches
+}
+
+/// Follower fetching (KIP-392) on the three racks (node N in rack rN, the rack-aware
+/// replica selector on): a consumer in the rack of a follower of the partition, not the
+/// leader's, is sent to that follower by the leader and reads every record from it once,
+/// in order, its Fetch requests going to that follower (per-broker request counts in the
+/// metrics); so is a group member in that rack.
+#[test]
+fn cluster_consumer_fetches_from_the_replica_in_its_rack() {
+    use kring::consumer::{Consumer, Offset};
+    use kring::producer::{Producer, ProducerRecord};
+    // The recorder goes in before the rack clients connect, so their connections record.
+    fetches_by_broker();
+    let client = client();
+    let topic = unique("kring-rack");
+    common::create_topic(&client, &topic, 1, 3, &[]);
+    let partition = eventually("the partition in sync on three replicas", 60, || {
+        kring::client::block_on(client.refresh_metadata(&[&topic])).ok()?;
+        let p = client.metadata().partition(&topic, 0).cloned()?;
+        (p.leader > 0 && p.isr.len() == 3).then_some(p)
+    });
+    let follower = *partition
+        .replicas
+        .iter()
+        .find(|&&r| r != partition.leader)
+        .expect("a follower");
+    let metadata = client.metadata();
+    let rack_of = |id: i32| metadata.brokers.get(&id).and_then(|b| b.rack.clone());
+    let rack = rack_of(follower).expect("the follower's broker has a rack");
+    assert_ne!(
+        rack_of(partition.leader).as_deref(),
+        Some(rack.as_str()),
+        "one broker per rack"
+    );
+    drop(metadata);
+
+    let producer = Producer::new_blocking(client.clone()).unwrap();
+    let total = 2_000u64;
+    for i in 0..total {
+        let _queued = producer
+            .send_blocking(
+                ProducerRecord::new(&topic)
+                    .with_partition(0)
+                    .with_value(&i.to_be_bytes()),
+            )
+            .unwrap();
+    }
+    producer.flush_blocking().unwrap();
+    producer.close_blocking().unwrap();
+
+    let mut config = Config::new(SERVERS);
+    config.net.workers = 2;
+    config.set("client.rack", &rack).unwrap();
+    let rack_client = Client::connect_blocking(config).expect("bootstrap");
+    let consumer = Consumer::new(rack_client.clone()).unwrap();
+    let mut pc = consumer
+        .consume_partition_blocking(&topic, 0, Offset::Oldest)
+        .unwrap();
+    let mut seen: Vec<(i64, u64)> = Vec::with_capacity(total as usize);
+    while (seen.len() as u64) < total {
+        let batch = pc.next_batch_blocking().expect("alive").expect("no error");
+        for r in batch.records() {
+            let r = r.unwrap();
+            let v = u64::from_be_bytes(r.value().unwrap().try_into().unwrap());
+            seen.push((r.offset(), v));
+        }
+    }
+    assert_eq!(seen.len() as u64, total, "nothing more than was produced");
+    for (i, (offset, value)) in seen.iter().enumerate() {
+        assert_eq!(*offset, i as i64, "no offset skipped or repeated");
+        assert_eq!(*value, i as u64);
+    }
+    eventually("fetching from the follower in our rack", 30, || {
+        (pc.fetching_from() == Some(follower)).then_some(())
+    });
+    drop(pc);
+    rack_client.close();
+    assert_fetched_mostly_from(follower, partition.leader, "the partition consumer");
+
+    // A group member in the same rack fetches through the same path.
+    let mut config = Config::new(SERVERS);
+    config.net.workers = 2;
+    config.set("client.rack", &rack).unwrap();
+    config.group.group_id = Some(unique("kring-rack-group"));
+    config.consumer.auto_offset_reset = kring::config::OffsetReset::Earliest;
+    config.consumer.enable_auto_commit = false;
+    let group_client = Client::connect_blocking(config).expect("bootstrap");
+    kring::client::block_on(async {
+        use kring::group::{GroupConsumer, Topics};
+        let mut gc = GroupConsumer::subscribe(group_client.clone(), Topics::names([topic.clone()]))
+            .await
+            .unwrap();
+        let mut offsets: Vec<i64> = Vec::with_capacity(total as usize);
+        while (offsets.len() as u64) < total {
+            let batch = gc.next_messages().await.expect("alive").expect("no error");
+            offsets.extend(batch.iter().map(|m| m.offset));
+        }
+        assert_eq!(
+            offsets,
+            (0..total as i64).collect::<Vec<_>>(),
+            "every record once, in order"
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while gc.fetching_from(&topic, 0).unwrap() != Some(follower) {
+            assert!(
+                Instant::now() < deadline,
+                "the member fetches from {:?}, not the follower {follower}",
+                gc.fetching_from(&topic, 0)
+            );
+            group_client
+                .sleep(Duration::from_millis(200))
+                .await
+                .unwrap();
+        }
+        gc.close().await.unwrap();
+    });
+    group_client.close();
+    assert_fetched_mostly_from(follower, partition.leader, "the group member");
+    client.close();
+}
+
+/// The Fetch requests since the previous look went to `follower` at least as often as
+/// to the leader (which sees the first, naming the preferred replica, and maybe a few
+/// after it; a run whose records all came in one fetch from the follower shows 1 and 1),
+/// none to the third broker.
+fn assert_fetched_mostly_from(follower: i32, leader: i32, who: &str) {
+    let fetches = fetches_by_broker();
+    let at = |id: i32| fetches.get(&id.to_string()).copied().unwrap_or(0);
+    let elsewhere: u64 = fetches
+        .iter()
+        .filter(|(broker, _)| **broker != follower.to_string() && **broker != leader.to_string())
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        at(follower) > 0 && at(follower) >= at(leader) && elsewhere == 0,
+        "{who}'s Fetch requests by broker: {fetches:?} (follower {follower}, leader {leader})"
+    );
 }

@@ -240,9 +240,20 @@ fn fetched_offsets(client: &Client, group: &str) -> Vec<(i32, i64, Option<String
         .collect()
 }
 
+/// The leader epochs committed with `group`'s offsets: (partition, epoch, -1 for none).
+fn fetched_epochs(client: &Client, group: &str) -> Vec<(i32, i32)> {
+    let admin = kring::admin::Admin::new(client.clone());
+    kring::client::block_on(admin.list_group_offsets(group))
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.partition, c.leader_epoch))
+        .collect()
+}
+
 /// `commit_async` and `commit_offsets_async`: the futures resolve, the commits are what
-/// OffsetFetch then reports (and `committed()`), and an offset for a partition the
-/// member is not assigned fails with `NotAssigned` and commits nothing.
+/// OffsetFetch then reports (and `committed()`), with the leader epoch of the last
+/// record consumed, and an offset for a partition the member is not assigned fails with
+/// `NotAssigned` and commits nothing.
 #[test]
 fn commit_async_is_visible_through_offset_fetch() {
     let admin = client(config());
@@ -276,11 +287,26 @@ fn commit_async_is_visible_through_offset_fetch() {
             vec![(0, 5, Some(String::new())), (1, 5, Some(String::new()))]
         );
         assert_eq!(gc.committed(&topic, 0).unwrap(), Some(5));
+        // Each commit carries the leader epoch of the batch its last record came in
+        // (KIP-320): the partitions' current epochs here, no leader having changed.
+        let metadata = member.metadata();
+        let epoch_of = |p: i32| {
+            metadata
+                .partition(&topic, p)
+                .expect("metadata")
+                .leader_epoch
+        };
+        let mut epochs = fetched_epochs(&admin, &group);
+        epochs.sort();
+        assert_eq!(epochs, vec![(0, epoch_of(0)), (1, epoch_of(1))]);
+        assert!(epochs.iter().all(|&(_, e)| e >= 0), "{epochs:?}");
+        drop(metadata);
 
         let tp = |p| TopicPartition::new(topic.as_str(), p);
         let with_note = kring::group::OffsetAndMetadata {
             offset: 3,
             metadata: "replay from 3".into(),
+            leader_epoch: None,
         };
         gc.commit_offsets_async(&[(tp(1), with_note)])
             .await
@@ -294,6 +320,7 @@ fn commit_async_is_visible_through_offset_fetch() {
         let not_ours = kring::group::OffsetAndMetadata {
             offset: 1,
             metadata: String::new(),
+            leader_epoch: None,
         };
         let refused = gc.commit_offsets_async(&[(tp(0), not_ours.clone()), (tp(7), not_ours)]);
         match refused.await {

@@ -259,10 +259,10 @@ impl JavaMember {
             "session.timeout.ms=10000".to_string(),
             "heartbeat.interval.ms=300".to_string(),
         ] {
-            command.args(["--command-property", &property]);
+            command.args([common::java_tools().consumer_property, &property]);
         }
         for property in ["print.partition=true", "print.offset=true"] {
-            command.args(["--formatter-property", property]);
+            command.args([common::java_tools().formatter_property, property]);
         }
         command
             .stdin(Stdio::null())
@@ -596,6 +596,7 @@ fn commit_after_the_member_was_put_out_is_fenced() {
         OffsetAndMetadata {
             offset: 1,
             metadata: "stale".into(),
+            leader_epoch: None,
         },
     )]));
     assert!(
@@ -626,6 +627,7 @@ fn commit_after_the_member_was_put_out_is_fenced() {
         OffsetAndMetadata {
             offset: 5,
             metadata: "fresh".into(),
+            leader_epoch: None,
         },
     )]))
     .unwrap();
@@ -827,6 +829,7 @@ fn operations_on_partitions_not_assigned_are_refused() {
             OffsetAndMetadata {
                 offset: 0,
                 metadata: String::new(),
+                leader_epoch: None,
             },
         ),
         (
@@ -834,6 +837,7 @@ fn operations_on_partitions_not_assigned_are_refused() {
             OffsetAndMetadata {
                 offset: 1,
                 metadata: String::new(),
+                leader_epoch: None,
             },
         ),
     ]));
@@ -843,6 +847,7 @@ fn operations_on_partitions_not_assigned_are_refused() {
         OffsetAndMetadata {
             offset: 1,
             metadata: String::new(),
+            leader_epoch: None,
         },
     )])) {
         Err(Error::NotAssigned { topic: t, .. }) => assert_eq!(t, other_topic),
@@ -859,6 +864,7 @@ fn operations_on_partitions_not_assigned_are_refused() {
         OffsetAndMetadata {
             offset: -5,
             metadata: String::new(),
+            leader_epoch: None,
         },
     )]));
     assert!(
@@ -944,6 +950,7 @@ fn per_partition_controls_and_prompt_close() {
         OffsetAndMetadata {
             offset: 7,
             metadata: "manual".into(),
+            leader_epoch: None,
         },
     )]))
     .unwrap();

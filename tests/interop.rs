@@ -771,6 +771,7 @@ fn kring_to_java_console_consumer_every_codec() {
         topics.push((codec, topic));
     }
     // One JVM per codec, all at once: each takes seconds to start.
+    let tools = common::java_tools();
     let consumers: Vec<_> = topics
         .into_iter()
         .map(|(codec, topic)| {
@@ -790,7 +791,7 @@ fn kring_to_java_console_consumer_every_codec() {
                 "headers.separator=,",
                 &format!("null.literal={NULL_LITERAL}"),
             ] {
-                command.args(["--formatter-property", property]);
+                command.args([tools.formatter_property, property]);
             }
             let what = format!("Java ConsoleConsumer reading {topic} ({})", codec.name);
             (what.clone(), spawn(what, command, Vec::new()))
@@ -968,11 +969,12 @@ fn java_console_producer_to_kring_every_codec() {
         topics.push((codec, topic));
     }
     // One JVM per codec, all at once.
+    let tools = common::java_tools();
     let before = now_ms();
     let producers: Vec<_> = topics
         .into_iter()
         .map(|(codec, topic)| {
-            let mut command = kafka_tool("org.apache.kafka.tools.ConsoleProducer");
+            let mut command = kafka_tool(tools.console_producer);
             command
                 .args(["--bootstrap-server", &bootstrap(), "--topic", &topic])
                 .args(["--compression-codec", codec.name]);
@@ -981,7 +983,7 @@ fn java_console_producer_to_kring_every_codec() {
                 "parse.key=true",
                 &format!("null.marker={NULL_MARKER}"),
             ] {
-                command.args(["--reader-property", property]);
+                command.args([tools.reader_property, property]);
             }
             let tool = spawn(
                 format!("Java ConsoleProducer writing {topic}"),

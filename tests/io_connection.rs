@@ -32,6 +32,7 @@ fn bootstrap() -> String {
 
 fn runtime(backend: Backend, name: &str) -> Runtime {
     let choice = match backend {
+        #[cfg(all(target_os = "linux", feature = "io-uring"))]
         Backend::IoUring => BackendChoice::IoUring,
         Backend::Epoll => BackendChoice::Epoll,
     };
@@ -791,6 +792,7 @@ fn shutdown_mid_handshake_ends_every_read(backend: Backend) {
 
 macro_rules! suite {
     ($($test:ident),* $(,)?) => {
+        #[cfg(all(target_os = "linux", feature = "io-uring"))]
         mod io_uring {
             $(#[test] fn $test() { super::$test(kring::internals::Backend::IoUring); })*
         }

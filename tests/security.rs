@@ -635,7 +635,7 @@ fn kcat_and_the_java_console_tools_interoperate_over_sasl_ssl() {
         "--from-beginning",
         "--max-messages",
         "100",
-        "--command-config",
+        common::java_tools().consumer_config,
         &java_config,
     ]
     .iter()
@@ -666,13 +666,13 @@ fn kcat_and_the_java_console_tools_interoperate_over_sasl_ssl() {
         SASL_SSL,
         "--topic",
         &from_java,
-        "--command-config",
+        common::java_tools().producer_config,
         &java_config,
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
-    run("org.apache.kafka.tools.ConsoleProducer", &java_args, &input);
+    run(common::java_tools().console_producer, &java_args, &input);
     assert_eq!(read(&client, &from_java, 100), lines("from-java"));
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -3,7 +3,8 @@
 //! not sent when an abort comes fail with `Aborted`; a second producer with the same
 //! transactional id fences the first; offsets sent to a transaction are committed with
 //! it and only then; calls out of order and bad settings are refused with clear errors
-//! and write nothing.
+//! and write nothing; on this 4.x broker (transaction.version 2 finalized) the producer
+//! speaks KIP-890's transactions v2, each EndTxn bumping its epoch.
 
 mod common;
 
@@ -318,21 +319,7 @@ fn offsets_sent_to_a_transaction_are_committed_with_it_and_not_on_abort() {
             .map(|(o, _)| o)
     };
     // The coordinator applies a transaction's offsets when it writes the markers, just
-    // after EndTxn is answered: wait for them to show.
-    let committed_becomes = |want: i64| {
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let got = committed_in_group();
-            if got == Some(want) {
-                return;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "committed {got:?}, want {want}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    };
+    // after EndTxn is answered: `group_commits` waits for them to show.
     kring::client::block_on(async {
         let mut gc = GroupConsumer::subscribe(gc_client.clone(), Topics::names([input.clone()]))
             .await
@@ -367,6 +354,7 @@ fn offsets_sent_to_a_transaction_are_committed_with_it_and_not_on_abort() {
             kring::group::OffsetAndMetadata {
                 offset: 10,
                 metadata: "t1".into(),
+                leader_epoch: None,
             },
         )];
         producer
@@ -374,7 +362,7 @@ fn offsets_sent_to_a_transaction_are_committed_with_it_and_not_on_abort() {
             .await
             .unwrap();
         producer.commit_transaction().await.unwrap();
-        committed_becomes(10);
+        group_commits(&admin, &group, &input, 10);
 
         // Transaction 2: offsets sent, then aborted: the group's offset stays.
         producer.begin_transaction().unwrap();
@@ -391,6 +379,7 @@ fn offsets_sent_to_a_transaction_are_committed_with_it_and_not_on_abort() {
             kring::group::OffsetAndMetadata {
                 offset: 20,
                 metadata: "t2".into(),
+                leader_epoch: None,
             },
         )];
         producer
@@ -429,6 +418,7 @@ fn offsets_sent_to_a_transaction_are_committed_with_it_and_not_on_abort() {
             kring::group::OffsetAndMetadata {
                 offset: 12,
                 metadata: "t4".into(),
+                leader_epoch: None,
             },
         )];
         producer
@@ -436,7 +426,7 @@ fn offsets_sent_to_a_transaction_are_committed_with_it_and_not_on_abort() {
             .await
             .unwrap();
         producer.commit_transaction().await.unwrap();
-        committed_becomes(12);
+        group_commits(&admin, &group, &input, 12);
         gc.close().await.unwrap();
     });
     producer.close_blocking().unwrap();
@@ -485,4 +475,182 @@ fn a_failed_record_fails_the_commit_even_after_a_flush_reported_it() {
         "nothing of the failed transaction"
     );
     admin.close();
+}
+
+/// Sets the cluster's finalized `transaction.version` with the Java feature tool.
+fn set_transaction_version(level: i16) {
+    let out = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kafka"))
+        .args([
+            "run-class",
+            "org.apache.kafka.tools.FeatureCommand",
+            "--bootstrap-server",
+        ])
+        .arg(common::bootstrap())
+        .arg(if level >= 2 { "upgrade" } else { "downgrade" })
+        .args(["--feature", &format!("transaction.version={level}")])
+        .output()
+        .expect("scripts/kafka run-class FeatureCommand");
+    assert!(
+        out.status.success(),
+        "transaction.version={level}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Puts `transaction.version` back to 2 however the test ends.
+struct RestoreTransactionVersion;
+
+impl Drop for RestoreTransactionVersion {
+    fn drop(&mut self) {
+        set_transaction_version(2);
+    }
+}
+
+fn finalized_transaction_version(client: &Client) -> i16 {
+    kring::client::block_on(kring::admin::Admin::new(client.clone()).describe_features())
+        .unwrap()
+        .finalized
+        .iter()
+        .find(|f| f.name == "transaction.version")
+        .map_or(0, |f| f.max)
+}
+
+/// Runs 4 transactions of 50 records to each of 2 partitions (commits with offsets
+/// for `group` in rounds 0 and 2, aborts in 1 and 3) and an empty one; the epoch after
+/// each, and the committed values.
+fn commit_and_abort_rounds(
+    producer: &Producer,
+    topic: &str,
+    group: &str,
+    prefix: &str,
+) -> (Vec<i16>, Vec<String>) {
+    let epoch = || producer.producer_id().expect("an id").1;
+    let mut epochs = vec![epoch()];
+    let mut committed = Vec::new();
+    for round in 0..4 {
+        producer.begin_transaction().unwrap();
+        let vals = values(&format!("{prefix}{round}"), 50);
+        let futures: Vec<_> = [0, 1]
+            .iter()
+            .flat_map(|&p| send_all(producer, topic, p, &vals))
+            .collect();
+        if round % 2 == 0 {
+            kring::client::block_on(producer.send_offsets_to_transaction(
+                &[(
+                    kring::group::TopicPartition::new(topic, 0),
+                    kring::group::OffsetAndMetadata {
+                        offset: round + 1,
+                        metadata: String::new(),
+                        leader_epoch: None,
+                    },
+                )],
+                &GroupMetadata::for_group(group),
+            ))
+            .unwrap();
+            producer.commit_transaction_blocking().unwrap();
+            for f in futures {
+                f.wait().expect("committed records are acknowledged");
+            }
+            committed.extend(vals.iter().cloned());
+        } else {
+            producer.abort_transaction_blocking().unwrap();
+        }
+        epochs.push(epoch());
+    }
+    producer.begin_transaction().unwrap();
+    producer.commit_transaction_blocking().unwrap();
+    epochs.push(epoch());
+    (epochs, committed)
+}
+
+/// Waits until `group` has committed `want` for `topic`-0 (a transaction's offsets are
+/// applied as its markers are written).
+fn group_commits(client: &Client, group: &str, topic: &str, want: i64) {
+    let om = OffsetManager::new(client.clone(), group.to_string()).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = kring::client::block_on(om.committed(topic, 0))
+            .unwrap()
+            .map(|(o, _)| o);
+        if got == Some(want) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{group} committed {got:?}, want {want}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Both transaction protocols against the real broker. With `transaction.version` 2
+/// finalized (Kafka 4.x's default) the producer speaks KIP-890's v2: every commit and
+/// every abort ends with the epoch the EndTxn v5 answer names, one above the last, and
+/// an empty transaction sends no EndTxn; sequences start again at 0 under each epoch,
+/// which the broker checks, so every transaction's records are accepted; offsets go
+/// with TxnOffsetCommit v5 alone. With the feature downgraded to 1 (the Java feature
+/// tool; on a 3.x broker, which has no v2, as it is), a new producer speaks v1:
+/// AddPartitionsToTxn and AddOffsetsToTxn, and the epoch stays the same across commits.
+/// Under both, read_committed sees exactly the committed rounds in order, and the
+/// group's offsets are the last committed round's.
+#[test]
+fn transactions_v2_bump_the_epoch_at_every_end_and_v1_after_a_downgrade_does_not() {
+    let setup = client(config());
+    let offers_v2 = finalized_transaction_version(&setup) >= 2;
+    let mut checked = Vec::new();
+    if offers_v2 {
+        let topic = unique("kring-txn-v2");
+        create_topic(&setup, &topic, 2, 1, &[]);
+        let (client2, producer) = txn_producer(&unique("kring-txn-v2-id"));
+        assert_eq!(producer.transaction_version(), Some(2));
+        let group = unique("kring-txn-v2-group");
+        let (epochs, committed) = commit_and_abort_rounds(&producer, &topic, &group, "v2-");
+        let e0 = epochs[0];
+        assert_eq!(
+            epochs,
+            vec![e0, e0 + 1, e0 + 2, e0 + 3, e0 + 4, e0 + 4],
+            "v2: each EndTxn's epoch taken; the empty transaction sent none"
+        );
+        producer.close_blocking().unwrap();
+        client2.close();
+        checked.push((topic, committed, group));
+    }
+
+    let restore = offers_v2.then(|| {
+        set_transaction_version(1);
+        RestoreTransactionVersion
+    });
+    let v1_topic = unique("kring-txn-v1");
+    create_topic(&setup, &v1_topic, 2, 1, &[]);
+    let (client1, producer) = txn_producer(&unique("kring-txn-v1-id"));
+    assert_eq!(producer.transaction_version(), Some(1));
+    let group1 = unique("kring-txn-v1-group");
+    let (epochs, committed1) = commit_and_abort_rounds(&producer, &v1_topic, &group1, "v1-");
+    // Rounds 0 and 2 commit, 1 and 3 abort; each abort here fails records still
+    // lingering, which v1 answers with an InitProducerId bump (KIP-360).
+    assert_eq!(
+        (epochs[1], epochs[3], epochs[5]),
+        (epochs[0], epochs[2], epochs[4]),
+        "v1: a commit and an empty transaction keep the epoch: {epochs:?}"
+    );
+    producer.close_blocking().unwrap();
+    client1.close();
+    if let Some(restore) = restore {
+        drop(restore);
+        assert_eq!(finalized_transaction_version(&setup), 2, "restored");
+    }
+    checked.push((v1_topic, committed1, group1));
+
+    for (topic, committed, group) in &checked {
+        let last = committed.last().unwrap().clone();
+        for partition in [0, 1] {
+            assert_eq!(
+                &read_until(topic, partition, IsolationLevel::ReadCommitted, &last),
+                committed,
+                "{topic}-{partition}: the committed rounds, in order, nothing aborted"
+            );
+        }
+        group_commits(&setup, group, topic, 3);
+    }
+    setup.close();
 }

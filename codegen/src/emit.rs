@@ -57,8 +57,16 @@ fn setter(name: &str) -> String {
     format!("with_{}", snake(name))
 }
 
-fn doc_escape(text: &str) -> String {
+/// `text` as the inside of a Rust string literal: quotes and backslashes escaped.
+fn str_escape(text: &str) -> String {
     text.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// `text` as the inside of a `#[doc = "..."]` literal: [`str_escape`]d, and square
+/// brackets escaped for Markdown, so schema prose such as `Array[0]` is not taken for an
+/// intra-doc link (rustdoc's `broken_intra_doc_links`).
+fn doc_escape(text: &str) -> String {
+    str_escape(text).replace('[', "\\\\[").replace(']', "\\\\]")
 }
 
 fn versions_text(v: &Versions) -> String {
@@ -204,7 +212,7 @@ impl MessageEmitter<'_> {
                 } else {
                     match f.default.as_deref() {
                         Some(d) if !d.is_empty() && d != "null" => {
-                            wrap(format!("String::from(\"{}\")", doc_escape(d)))
+                            wrap(format!("String::from(\"{}\")", str_escape(d)))
                         }
                         _ => wrap("String::new()".into()),
                     }
@@ -850,4 +858,22 @@ impl MessageEmitter<'_> {
 /// The Rust type for the api key enum variant: `MetadataRequest` → `Metadata`.
 pub fn api_variant(request_name: &str) -> String {
     request_name.trim_end_matches("Request").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{doc_escape, str_escape};
+
+    #[test]
+    fn doc_text_keeps_brackets_out_of_intra_doc_links() {
+        // In the generated `#[doc = "..."]` literal, `\\[` is Markdown's `\[`: a literal
+        // bracket, not the start of a link rustdoc would try to resolve.
+        assert_eq!(doc_escape("Array[0] empty"), "Array\\\\[0\\\\] empty");
+        assert_eq!(doc_escape("say \"hi\""), "say \\\"hi\\\"");
+    }
+
+    #[test]
+    fn string_defaults_are_not_markdown_escaped() {
+        assert_eq!(str_escape("a[b]\"c\\"), "a[b]\\\"c\\\\");
+    }
 }

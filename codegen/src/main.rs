@@ -9,6 +9,7 @@
 
 mod emit;
 mod error_response;
+mod overrides;
 mod schema;
 
 use std::collections::BTreeMap;
@@ -59,6 +60,7 @@ fn run() -> Result<(), String> {
         let file = path.file_name().unwrap().to_string_lossy().to_string();
         messages.push(parse_message(&src, &file)?);
     }
+    overrides::apply(&mut messages)?;
 
     // Group into modules: one per API (request + response), one per header/data type.
     let mut modules: BTreeMap<String, Vec<&Message>> = BTreeMap::new();

@@ -1410,3 +1410,61 @@ fn kring_producer_retries_a_retriable_produce_error() {
 fn kring_producer_follows_a_leader_moved_mid_produce() {
     producer_round_trip("leader-move");
 }
+
+#[test]
+fn a_preferred_read_replica_is_named_to_a_rack_and_serves_its_fetches() {
+    let cluster = FakeCluster::builder()
+        .brokers(3)
+        .topic_replicated("t", 1, 3)
+        .build()
+        .unwrap();
+    let id = cluster.topic_id("t").unwrap();
+    let leader = cluster.leader("t", 0).unwrap();
+    let follower = cluster
+        .replicas("t", 0)
+        .unwrap()
+        .into_iter()
+        .find(|&b| b != leader)
+        .unwrap();
+    let mut to_leader = connect_to(&cluster, leader);
+    assert_eq!(
+        produced(
+            &to_leader
+                .send(&produce("t", 0, batch(&["a", "b"])))
+                .unwrap()
+        ),
+        (KafkaCode::NONE, 0)
+    );
+    assert!(
+        cluster
+            .set_preferred_read_replica("t", 0, Some(leader))
+            .is_err(),
+        "the leader is no read replica"
+    );
+    cluster
+        .set_preferred_read_replica("t", 0, Some(follower))
+        .unwrap();
+    let with_rack = fetch("t", id, 0, 0, 0).with_rack_id("r1".into());
+    let expected = vec![(0, "a".to_string()), (1, "b".to_string())];
+
+    // Without a rack the leader serves as before.
+    let f = to_leader.send(&fetch("t", id, 0, 0, 0)).unwrap();
+    assert_eq!(fetched(&f), (KafkaCode::NONE, 2, expected.clone()));
+    assert_eq!(f.responses[0].partitions[0].preferred_read_replica, -1);
+    // With one it names the follower, and sends no records.
+    let f = to_leader.send(&with_rack).unwrap();
+    assert_eq!(
+        f.responses[0].partitions[0].preferred_read_replica,
+        follower
+    );
+    assert_eq!(fetched(&f), (KafkaCode::NONE, 2, Vec::new()));
+    // The follower serves the partition.
+    let mut to_follower = connect_to(&cluster, follower);
+    let f = to_follower.send(&with_rack).unwrap();
+    assert_eq!(fetched(&f), (KafkaCode::NONE, 2, expected));
+    assert_eq!(f.responses[0].partitions[0].preferred_read_replica, -1);
+    // Once it is no read replica, it refuses.
+    cluster.set_preferred_read_replica("t", 0, None).unwrap();
+    let f = to_follower.send(&with_rack).unwrap();
+    assert_eq!(fetched(&f).0, KafkaCode::NOT_LEADER_OR_FOLLOWER);
+}

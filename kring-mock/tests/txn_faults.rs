@@ -319,6 +319,7 @@ fn coordinator_moved_mid_commit_the_retried_end_txn_commits_at_the_new_one() {
         OffsetAndMetadata {
             offset: 42,
             metadata: "m".into(),
+            leader_epoch: None,
         },
     )];
     kring::client::block_on(
@@ -773,6 +774,7 @@ fn a_group_members_offsets_commit_with_the_transaction() {
             OffsetAndMetadata {
                 offset: 99,
                 metadata: String::new(),
+                leader_epoch: None,
             },
         )];
         let e = producer
@@ -873,5 +875,72 @@ fn coordinator_broker_down_before_a_transaction_its_partitions_are_added_at_the_
     assert_eq!(
         read_until(&cluster, 0, IsolationLevel::ReadCommitted, "added-1"),
         values("added", 2)
+    );
+}
+
+/// `send_offsets_to_transaction` cut short by the application (its future dropped while
+/// the TxnOffsetCommit is held at the group coordinator): the offsets' fate is unknown,
+/// so the commit is refused as abortable and says why; the abort bumps the epoch, so the
+/// held request, answered late, cannot put its offsets in the next transaction, which
+/// commits without them.
+#[test]
+fn a_cancelled_send_offsets_makes_the_transaction_abortable_and_its_offsets_never_commit() {
+    let cluster = cluster();
+    let id = "txn-offsets-cancelled";
+    let group = "cancelled";
+    cluster.control_once(Some(ApiKey::TxnOffsetCommit), |_| {
+        kring_mock::Reply::pass().after(Duration::from_secs(2))
+    });
+    let (client, producer) = txn_producer(&cluster, id);
+    let epoch_before = producer.producer_id().unwrap().1;
+    producer.begin_transaction().unwrap();
+    send_all(&producer, 0, &values("cut", 2));
+    let offsets = vec![(
+        TopicPartition::new("in", 0),
+        OffsetAndMetadata {
+            offset: 5,
+            metadata: String::new(),
+            leader_epoch: None,
+        },
+    )];
+    let meta = GroupMetadata::for_group(group);
+    let finished = kring::client::block_on(async {
+        tokio::select! {
+            r = producer.send_offsets_to_transaction(&offsets, &meta) => Some(r),
+            _ = client.sleep(Duration::from_millis(300)) => None,
+        }
+    });
+    assert!(finished.is_none(), "held for 2 s, cut short at 300 ms");
+    let e = producer.commit_transaction_blocking().unwrap_err();
+    assert!(
+        matches!(e, Error::Transaction(TransactionError::Abortable { .. }))
+            && e.to_string().contains("cancelled"),
+        "{e}"
+    );
+    producer.abort_transaction_blocking().unwrap();
+    assert!(
+        producer.producer_id().unwrap().1 > epoch_before,
+        "the abort bumped the epoch"
+    );
+    // The held request is answered meanwhile; the next transaction carries no offsets.
+    std::thread::sleep(Duration::from_secs(2));
+    producer.begin_transaction().unwrap();
+    send_all(&producer, 0, &values("next", 2));
+    producer.commit_transaction_blocking().unwrap();
+    producer.close_blocking().unwrap();
+    client.close();
+    let ended = cluster.ended_transactions(id);
+    assert_eq!(
+        ended.iter().map(|e| e.committed).collect::<Vec<_>>(),
+        vec![false, true]
+    );
+    assert!(
+        ended.iter().all(|e| e.offsets.is_empty()),
+        "no transaction committed the cut-short offsets: {ended:?}"
+    );
+    assert_eq!(cluster.committed(group, "in", 0), None);
+    assert_eq!(
+        read_until(&cluster, 0, IsolationLevel::ReadCommitted, "next-1"),
+        values("next", 2)
     );
 }

@@ -187,7 +187,12 @@ impl Admin {
                 .into_iter()
                 .find(|g| g.group_id == group)
                 .ok_or_else(|| left_out(ApiKey::ConsumerGroupDescribe, label))?;
-            if KafkaCode(g.error_code) == KafkaCode::GROUP_ID_NOT_FOUND {
+            // Kafka 3.9 advertises ConsumerGroupDescribe but answers UNSUPPORTED_VERSION
+            // unless KIP-848 is switched on: no such group can exist there.
+            if matches!(
+                KafkaCode(g.error_code),
+                KafkaCode::GROUP_ID_NOT_FOUND | KafkaCode::UNSUPPORTED_VERSION
+            ) {
                 return Err(not_found());
             }
             check(

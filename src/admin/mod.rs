@@ -117,7 +117,27 @@ pub struct ConfigEntry {
     pub source: ConfigSource,
 }
 
-/// Topic administration. Cheap to clone; shares the client's connections.
+/// Cluster administration: topics here, the other subjects in this module's submodules
+/// (see the module documentation). Cheap to clone; shares the client's connections.
+///
+/// ```no_run
+/// use kring::admin::{Admin, NewTopic};
+/// use kring::{Client, Config};
+///
+/// # async fn run() -> kring::Result<()> {
+/// let client = Client::connect(Config::new(["127.0.0.1:9092"])).await?;
+/// let admin = Admin::new(client.clone());
+/// let orders = NewTopic::new("orders", 6, 3).with_config("retention.ms", "86400000");
+/// admin.create_topic(&orders).await?; // returns once every partition has a leader
+/// for topic in admin.list_topics(false).await? {
+///     println!("{}: {} partitions", topic.name, topic.partitions.len());
+/// }
+/// for committed in admin.list_group_offsets("billing").await? {
+///     println!("{}-{}: {}", committed.topic, committed.partition, committed.offset);
+/// }
+/// admin.delete_topic("orders").await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Admin {
     client: Client,

@@ -89,6 +89,26 @@ struct ClientInner {
 
 /// A connection to a Kafka cluster: metadata, routing and coordinators. Cheap to clone;
 /// `Send + Sync`.
+///
+/// It owns the worker threads and their broker connections; producers, consumers, group
+/// members and [`Admin`](crate::admin::Admin) made from it share them.
+/// [`Client::close`] ends them, as does dropping the last clone.
+///
+/// ```no_run
+/// use kring::{Client, Config};
+///
+/// # async fn run() -> kring::Result<()> {
+/// let client = Client::connect(Config::new(["127.0.0.1:9092"])).await?;
+/// for topic in client.topics().await? {
+///     println!("{topic}: partitions {:?}", client.partitions(&topic).await?);
+/// }
+/// client.close();
+///
+/// // From a plain thread:
+/// let client = Client::connect_blocking(Config::new(["127.0.0.1:9092"]))?;
+/// # drop(client);
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<ClientInner>,
@@ -319,6 +339,7 @@ impl Client {
     #[doc(hidden)]
     pub async fn connect_with_runtime(config: Config, runtime: Runtime) -> Result<Client> {
         config.validate()?;
+        crate::metrics::describe();
         let conn_config = config.connection_config()?;
         let mut seeds = Vec::new();
         for addr in &config.bootstrap_servers {

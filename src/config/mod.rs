@@ -5,9 +5,12 @@
 //! Settings can also come from the property names users already have in Java or
 //! librdkafka configurations (`bootstrap.servers`, `linger.ms`, `acks`, ...): see
 //! [`Config::from_properties`] and [`Config::set`]. [`Config::validate`] checks the
-//! combination and names the field at fault.
+//! combination and names the field at fault. A producer or consumer may have settings of
+//! its own over a shared client: its builder starts from the client's section and takes
+//! that role's properties alone ([`PropertyScope`]).
 
 mod properties;
+mod roles;
 pub mod security;
 
 use std::time::Duration;
@@ -17,6 +20,8 @@ pub use crate::io::{Backend, BackendChoice};
 use crate::runtime::RuntimeConfig;
 
 pub use properties::PROPERTIES;
+pub use roles::PropertyScope;
+pub(crate) use roles::{Role, set_for_role};
 pub use security::{
     OAuthToken, PemSource, SaslConfig, SaslMechanism, Secret, SecurityConfig, SecurityProtocol,
     TlsConfig, TokenProvider, UnsecuredJwt,
@@ -47,9 +52,48 @@ pub enum ConfigurationError {
         /// Why.
         reason: String,
     },
+    /// A property given to a role's builder (`Producer::builder`, ...) that belongs to
+    /// another role or to the client (`bootstrap.servers`, `security.protocol`, ...).
+    #[error("{}", roles::not_for_role(.property, .role, .belongs_to))]
+    NotForRole {
+        /// The property.
+        property: String,
+        /// The role it was given to ("a producer", ...).
+        role: &'static str,
+        /// Where it belongs.
+        belongs_to: PropertyScope,
+    },
 }
 
 /// The whole configuration.
+///
+/// Typed sections with the Java client's defaults, or properties by their Java or
+/// librdkafka names ([`Config::set`], [`Config::from_properties`]);
+/// [`Client::connect`](crate::Client::connect) validates it.
+///
+/// ```
+/// use std::time::Duration;
+/// use kring::Config;
+/// use kring::config::{Acks, Compression};
+///
+/// let mut config = Config::new(["127.0.0.1:9092"]);
+/// config.producer.acks = Acks::All;
+/// config.producer.linger = Duration::from_millis(5);
+/// config.set("compression.type", "zstd")?;
+/// config.validate()?;
+///
+/// // The same from properties (a file of them: `kring -F FILE`).
+/// let same = Config::from_properties([
+///     ("bootstrap.servers", "127.0.0.1:9092"),
+///     ("acks", "all"),
+///     ("linger.ms", "5"),
+///     ("compression.type", "zstd"),
+/// ])?;
+/// assert_eq!(same.producer.compression, Compression::Zstd);
+/// assert_eq!(same.producer.linger, config.producer.linger);
+/// assert!(config.set("no.such.property", "1").is_err());
+/// # Ok::<(), kring::config::ConfigurationError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Config {
@@ -218,6 +262,57 @@ pub struct ProducerConfig {
     /// (`transaction.timeout.ms`, 60 s as in the Java client; the broker caps it at its
     /// `transaction.max.timeout.ms`).
     pub transaction_timeout: Duration,
+    /// Code run on each record sent and each batch's outcome, in order (none by
+    /// default; set in code, there is no property for it).
+    pub interceptors: Interceptors<dyn crate::producer::ProducerInterceptor>,
+}
+
+/// Interceptors of one role, run in the order given. Equal when they hold the very same
+/// interceptors (compared by pointer).
+pub struct Interceptors<T: ?Sized>(Vec<std::sync::Arc<T>>);
+
+impl<T: ?Sized> Interceptors<T> {
+    /// Adds `interceptor` after those already there.
+    pub fn push(&mut self, interceptor: std::sync::Arc<T>) {
+        self.0.push(interceptor);
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Each, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &T> {
+        self.0.iter().map(|i| &**i)
+    }
+}
+
+impl<T: ?Sized> Default for Interceptors<T> {
+    fn default() -> Self {
+        Interceptors(Vec::new())
+    }
+}
+
+impl<T: ?Sized> Clone for Interceptors<T> {
+    fn clone(&self) -> Self {
+        Interceptors(self.0.clone())
+    }
+}
+
+impl<T: ?Sized> PartialEq for Interceptors<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len()
+            && self.0.iter().zip(&other.0).all(|(a, b)| {
+                std::ptr::addr_eq(std::sync::Arc::as_ptr(a), std::sync::Arc::as_ptr(b))
+            })
+    }
+}
+
+impl<T: ?Sized> std::fmt::Debug for Interceptors<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Interceptors({})", self.0.len())
+    }
 }
 
 /// Where a consumer starts when it has no valid offset.
@@ -274,6 +369,16 @@ pub struct ConsumerConfig {
     pub enable_auto_commit: bool,
     /// Auto-commit period (`auto.commit.interval.ms`, 5 s).
     pub auto_commit_interval: Duration,
+    /// Code run on each batch handed to the application, in order (none by default;
+    /// set in code, there is no property for it).
+    pub interceptors: Interceptors<dyn crate::consumer::ConsumerInterceptor>,
+    /// The rack this client runs in (`client.rack`, empty = none, as in the Java client
+    /// and librdkafka). Sent as `rack_id` in every Fetch (v11+, KIP-392): a broker whose
+    /// `replica.selector.class` is rack-aware then names a replica in this rack
+    /// (`preferred_read_replica`), and the consumer fetches from that follower, back to
+    /// the leader after `metadata.max.age.ms` or when the follower fails. At most 32767
+    /// bytes (a protocol string).
+    pub client_rack: String,
 }
 
 /// Consumer group settings.
@@ -371,6 +476,7 @@ impl Default for ProducerConfig {
             partitioner: PartitionerKind::Default,
             transactional_id: None,
             transaction_timeout: Duration::from_secs(60),
+            interceptors: Interceptors::default(),
         }
     }
 }
@@ -389,6 +495,8 @@ impl Default for ConsumerConfig {
             fetch_max_decompressed_bytes: crate::record::DEFAULT_MAX_DECOMPRESSED,
             enable_auto_commit: true,
             auto_commit_interval: Duration::from_secs(5),
+            interceptors: Interceptors::default(),
+            client_rack: String::new(),
         }
     }
 }
@@ -615,6 +723,12 @@ impl Config {
                 "must be at least consumer.max_partition_fetch_bytes",
             ));
         }
+        if c.client_rack.len() > i16::MAX as usize {
+            return Err(inconsistent(
+                "consumer.client_rack",
+                "must be at most 32767 bytes (a protocol string)",
+            ));
+        }
         if c.enable_auto_commit && c.auto_commit_interval.is_zero() {
             return Err(inconsistent(
                 "consumer.auto_commit_interval",
@@ -734,6 +848,10 @@ mod tests {
             (
                 "consumer.fetch_max_decompressed_bytes",
                 Box::new(|c| c.consumer.fetch_max_decompressed_bytes = 1000),
+            ),
+            (
+                "consumer.client_rack",
+                Box::new(|c| c.consumer.client_rack = "r".repeat(40_000)),
             ),
             (
                 "producer.enable_idempotence",

@@ -61,6 +61,7 @@ pub const PROPERTIES: &[&str] = &[
     "kring.fetch.max.decompressed.bytes",
     "enable.auto.commit",
     "auto.commit.interval.ms",
+    "client.rack",
     "group.id",
     "group.instance.id",
     "session.timeout.ms",
@@ -328,6 +329,7 @@ impl Config {
             }
             "enable.auto.commit" => self.consumer.enable_auto_commit = parse_bool(key, value)?,
             "auto.commit.interval.ms" => self.consumer.auto_commit_interval = parse_ms(key, value)?,
+            "client.rack" => self.consumer.client_rack = value.trim().to_string(),
             "group.id" => self.group.group_id = optional_string(value),
             "group.instance.id" => self.group.group_instance_id = optional_string(value),
             "session.timeout.ms" => self.group.session_timeout = parse_ms(key, value)?,
@@ -366,7 +368,9 @@ mod tests {
     fn sample(name: &str) -> &'static str {
         match name {
             "bootstrap.servers" | "metadata.broker.list" => "a:1,b:2",
-            "client.id" | "transactional.id" | "group.id" | "group.instance.id" => "x",
+            "client.id" | "transactional.id" | "group.id" | "group.instance.id" | "client.rack" => {
+                "x"
+            }
             "group.protocol" => "consumer",
             "group.remote.assignor" => "uniform",
             "kring.io.backend" => "epoll",
@@ -429,6 +433,7 @@ mod tests {
             ("auto.offset.reset", "smallest"),
             ("kring.io.workers", "2"),
             ("kring.fetch.max.decompressed.bytes", "8388608"),
+            ("client.rack", " r2 "),
         ])
         .unwrap();
         assert_eq!(c.bootstrap_servers, vec!["k1:9092", "k2:9092"]);
@@ -441,6 +446,7 @@ mod tests {
         assert_eq!(c.consumer.auto_offset_reset, OffsetReset::Earliest);
         assert_eq!(c.net.workers, 2);
         assert_eq!(c.consumer.fetch_max_decompressed_bytes, 8 << 20);
+        assert_eq!(c.consumer.client_rack, "r2");
         // Group settings parse onto their fields and validate.
         let mut g = Config::new(["k1:9092"]);
         g.set("partition.assignment.strategy", "roundrobin")
@@ -454,6 +460,55 @@ mod tests {
         assert_eq!(g.group.remote_assignor.as_deref(), Some("range"));
         g.validate().unwrap();
         assert!(g.set("group.protocol", "eager").is_err());
+    }
+
+    /// A property's scope (what a role's builder takes) is the section it changes: a
+    /// client property changes no role's section, a role's property only its own (so
+    /// a builder never refuses what it uses, nor takes what it would ignore).
+    #[test]
+    fn every_property_changes_only_its_scope() {
+        use super::super::PropertyScope;
+        for name in PROPERTIES {
+            let base = Config::default();
+            let mut c = base.clone();
+            c.set(name, sample(name)).unwrap();
+            let changed = [
+                (PropertyScope::Producer, c.producer != base.producer),
+                (PropertyScope::Consumer, c.consumer != base.consumer),
+                (PropertyScope::Group, c.group != base.group),
+            ];
+            let scope = PropertyScope::of(name).unwrap_or_else(|| panic!("{name}: no scope"));
+            for (section, differs) in changed {
+                if section != scope {
+                    assert!(
+                        !differs,
+                        "{name} ({scope:?}) changes the {section:?} section"
+                    );
+                }
+            }
+            if scope != PropertyScope::Client {
+                assert!(
+                    changed.iter().any(|&(s, d)| s == scope && d),
+                    "{name} changes nothing of its {scope:?} section"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn io_uring_is_refused_with_the_reason_by_a_build_without_it() {
+        let mut c = Config::default();
+        let result = c.set("kring.io.backend", "io_uring");
+        #[cfg(all(target_os = "linux", feature = "io-uring"))]
+        assert_eq!(result, Ok(()));
+        #[cfg(not(all(target_os = "linux", feature = "io-uring")))]
+        match result {
+            Err(ConfigurationError::InvalidValue { field, reason, .. }) => {
+                assert_eq!(field, "kring.io.backend");
+                assert!(reason.contains("no io_uring backend"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //! connection, runs the fetch engine ([`crate::engine::fetch`]) — it reserves the
 //! memory each Fetch may bring back (waiting for budget: backpressure), sends the
 //! request, and hands partitions the engine gives back to the consumer (leader moved,
-//! offset out of range). Partitions reach it over a channel; consumers wake it when they
-//! take a chunk, pause, resume or close.
+//! offset out of range, a preferred read replica named, a read replica that failed or
+//! aged out: KIP-392). Partitions reach it over a channel; consumers wake it when they
+//! take a chunk, pause, resume or close. A fetcher serves the partitions routed to its
+//! broker, as leader or as their read replica ([`crate::engine::fetch::replica`]).
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Weak};
@@ -14,6 +16,7 @@ use tokio::sync::{Notify, mpsc};
 use crate::buf::MemoryBudget;
 use crate::client::{BrokerInfo, LeaderHint};
 use crate::config::{Config, IsolationLevel, OffsetReset};
+use crate::engine::fetch::replica::ReadReplica;
 use crate::engine::fetch::{Chunk, FetchSettings, FetchTarget, Fetcher, Next};
 use crate::error::Error;
 use crate::io::Broker;
@@ -53,6 +56,10 @@ pub(crate) struct PartitionShared {
     /// Wakes the serving fetcher when the consumer has taken a chunk (room again), or
     /// was paused, resumed or closed.
     pub wake: std::sync::Mutex<Option<Arc<Notify>>>,
+    /// The replica it is read from instead of its leader (KIP-392), if any.
+    pub read_replica: std::sync::Mutex<Option<ReadReplica>>,
+    /// The broker whose fetcher it was last attached to (-1 before the first).
+    pub fetching_from: AtomicI32,
 }
 
 impl PartitionShared {
@@ -131,6 +138,16 @@ impl FetchTarget for PartitionShared {
         };
         let _ = self.tx.try_send(Delivery::Error(e.error));
     }
+
+    fn read_replica(&self) -> Option<ReadReplica> {
+        self.read_replica.lock().ok().and_then(|r| *r)
+    }
+
+    fn set_read_replica(&self, replica: Option<ReadReplica>) {
+        if let Ok(mut r) = self.read_replica.lock() {
+            *r = replica;
+        }
+    }
 }
 
 pub(crate) enum Command {
@@ -151,6 +168,8 @@ pub(crate) fn settings_of(config: &Config) -> FetchSettings {
         },
         error_backoff: config.admin.retry_backoff,
         error_backoff_max: config.producer.retry_backoff_max,
+        rack_id: c.client_rack.clone(),
+        read_replica_max_age: config.metadata.refresh_interval,
     }
 }
 
@@ -169,11 +188,19 @@ pub(crate) async fn run(
             *w = Some(wake.clone());
         }
     };
-    let mut engine: Fetcher<PartitionShared> = Fetcher::new(settings);
+    let mut engine: Fetcher<PartitionShared> = Fetcher::for_broker(settings, broker.id());
     loop {
         while let Ok(Command::Add(p)) = commands.try_recv() {
             adopt(&p);
             engine.add(p);
+        }
+        let expired = engine.poll_expired(Instant::now());
+        if !expired.is_empty() {
+            let Some(inner) = consumer.upgrade() else {
+                return;
+            };
+            // The read replica's age ran out: the leader is asked again.
+            inner.reattach(expired);
         }
         let (max_bytes, short_poll) = match engine.poll_next(Instant::now(), budget.capacity()) {
             Next::Idle => match commands.recv().await {
@@ -217,7 +244,18 @@ pub(crate) async fn run(
         let topic_id = |t: &str| metadata.topics.get(t).map_or(Uuid::ZERO, |m| m.id);
         let request = engine.build_request(version, max_bytes, short_poll, &topic_id);
         drop(metadata);
-        let response = match broker.send_version(request, version).await {
+        let span = tracing::debug_span!(
+            "kring_fetch",
+            broker = broker.id(),
+            partitions = request
+                .topics
+                .iter()
+                .map(|t| t.partitions.len())
+                .sum::<usize>(),
+            max_bytes,
+        );
+        let sent = tracing::Instrument::instrument(broker.send_version(request, version), span);
+        let response = match sent.await {
             Ok(r) => r,
             Err(e) => {
                 tracing::debug!(broker = broker.addr(), error = %e, "fetch failed");
@@ -228,6 +266,14 @@ pub(crate) async fn run(
             }
         };
         let outcome = engine.handle_response(response, version, permit, Instant::now());
+        if !outcome.redirected.is_empty() {
+            redirect(&inner, outcome.redirected);
+        }
+        if !outcome.fallback.is_empty() {
+            // Back to the leader at once; metadata is refreshed meanwhile (the replica
+            // may have left the partition).
+            inner.reroute(outcome.fallback, Duration::ZERO, true);
+        }
         if !outcome.moved.is_empty() {
             reroute_moved(
                 &inner,
@@ -245,6 +291,23 @@ pub(crate) async fn run(
         for (p, end) in outcome.diverged {
             inner.handle_divergence(&p, end).await;
         }
+    }
+}
+
+/// Sends partitions to the read replica a leader named (KIP-392): at once when metadata
+/// lists its broker; else metadata is refreshed first (after `retry.backoff.ms`, so a
+/// leader naming an unknown broker is not asked in a loop) and they go to the leader
+/// until it lists the replica.
+fn redirect(inner: &ConsumerInner, partitions: Vec<Arc<PartitionShared>>) {
+    let (known, unknown): (Vec<_>, Vec<_>) = partitions.into_iter().partition(|p| {
+        p.read_replica()
+            .is_some_and(|r| inner.client.broker(r.broker).is_some())
+    });
+    if !known.is_empty() {
+        inner.reattach(known);
+    }
+    if !unknown.is_empty() {
+        inner.reroute(unknown, inner.config.metadata.refresh_backoff, false);
     }
 }
 

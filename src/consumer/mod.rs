@@ -23,9 +23,17 @@
 //! [`Error::LogTruncation`] (reset `none`), as the Java client does. A Fetch answer that
 //! names the new leader (KIP-951) moves the partition there without waiting for a
 //! Metadata round trip.
+//!
+//! Follower fetching (KIP-392): with `client.rack` set, each Fetch names the rack; a
+//! leader that names a replica in it as the preferred read replica has the partition
+//! fetched there (see the internal `engine::fetch::replica` for when it goes back to the
+//! leader); [`PartitionConsumer::fetching_from`] says which broker serves it.
 
 mod api;
+mod builder;
 pub(crate) mod fetcher;
+mod interceptor;
+mod metrics;
 pub mod offsets;
 pub(crate) mod reader;
 
@@ -40,14 +48,17 @@ use tokio::sync::mpsc;
 pub use api::{
     ConsumePartitionFuture, MessageSource, NextMessages, NextMessagesFuture, PartitionSource,
 };
+pub use builder::ConsumerBuilder;
+pub use interceptor::{ConsumedBatch, ConsumerInterceptor};
 pub use offsets::{OffsetManager, PartitionOffsetManager};
 pub use reader::FetchedBatch;
 
 use crate::buf::MemoryBudget;
 use crate::client::Client;
-use crate::config::{Config, IsolationLevel, OffsetReset};
+use crate::config::{Config, ConsumerConfig, IsolationLevel, OffsetReset};
 use crate::engine::fetch::FetchTarget;
 use crate::engine::fetch::epochs::{self, EpochEnd, Validation};
+use crate::engine::fetch::replica;
 use crate::error::{Error, Result};
 use crate::io::Broker;
 use crate::protocol::messages::{
@@ -106,6 +117,8 @@ pub struct Message {
 
 pub(crate) struct ConsumerInner {
     pub client: Client,
+    /// The client's configuration with this consumer's own `consumer` section: what
+    /// the consumer, its fetchers and its offset managers read.
     pub config: Arc<Config>,
     budget: MemoryBudget,
     fetchers: Mutex<HashMap<i32, mpsc::Sender<Command>>>,
@@ -115,6 +128,29 @@ pub(crate) struct ConsumerInner {
 }
 
 /// Creates partition consumers. Cheap to clone; `Send + Sync`.
+///
+/// Each [`PartitionConsumer`] reads one partition from a start [`Offset`]; the fetcher of
+/// each broker fetches all the partitions consumed there at once. For a consumer group
+/// see [`GroupConsumer`](crate::group::GroupConsumer); [`Consumer::builder`] gives a
+/// consumer settings of its own on a shared client.
+///
+/// ```no_run
+/// use kring::consumer::{Consumer, Offset};
+/// use kring::{Client, Config};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = Client::connect(Config::new(["127.0.0.1:9092"])).await?;
+/// let consumer = Consumer::new(client.clone())?;
+/// let (oldest, next) = consumer.offsets("orders", 0).await?;
+/// println!("partition 0 holds offsets {oldest}..{next}");
+/// let mut pc = consumer.consume_partition("orders", 0, Offset::Newest).await?;
+/// // Owned messages (Bytes sharing the fetch buffer); next_batch borrows instead.
+/// while let Some(message) = pc.next_message().await {
+///     let message = message?;
+///     println!("{}: {:?}", message.offset, message.value);
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Consumer {
     inner: Arc<ConsumerInner>,
@@ -322,28 +358,31 @@ impl ConsumerInner {
         }
     }
 
-    /// Attaches a partition to its leader's fetcher, its position validated first when
-    /// the leader's epoch is new to it.
+    /// Attaches a partition to the fetcher of its leader (or of its read replica,
+    /// KIP-392), its position validated first at the leader when the leader's epoch is
+    /// new to it.
     async fn attach(&self, shared: Arc<PartitionShared>) -> Result<()> {
         let (leader, leader_epoch) = self.client.leader(&shared.topic, shared.partition).await?;
         self.validate_position(&leader, &shared, leader_epoch)
             .await?;
         shared.leader_epoch.store(leader_epoch, Ordering::Release);
+        let broker = self.fetch_broker(&shared, &leader);
+        shared.fetching_from.store(broker.id(), Ordering::Release);
         let tx = {
             let mut fetchers = self.fetchers.lock().map_err(|_| Error::ShuttingDown)?;
-            match fetchers.get(&leader.id()) {
+            match fetchers.get(&broker.id()) {
                 Some(tx) if !tx.is_closed() => tx.clone(),
                 _ => {
                     let (tx, rx) = mpsc::channel(256);
                     let weak = self.this.clone();
                     let budget = self.budget.clone();
-                    let broker = leader.clone();
+                    let id = broker.id();
                     let settings = fetcher::settings_of(&self.config);
                     let runtime = self.client.runtime();
-                    runtime.spawn_on(runtime.worker_for(leader.id()), move |_| {
+                    runtime.spawn_on(runtime.worker_for(id), move |_| {
                         fetcher::run(weak, broker, rx, budget, settings)
                     })?;
-                    fetchers.insert(leader.id(), tx.clone());
+                    fetchers.insert(id, tx.clone());
                     tx
                 }
             }
@@ -380,34 +419,101 @@ impl ConsumerInner {
                 let _ = this.client.refresh_after_error(&names).await;
             }
             for p in partitions {
-                if p.closed.load(Ordering::Acquire) {
-                    continue;
-                }
-                let mut delay = Duration::from_millis(100);
-                loop {
-                    match this.attach(p.clone()).await {
-                        Ok(()) => break,
-                        Err(e) if e.is_retriable() && !p.tx.is_closed() => {
-                            tracing::debug!(topic = %p.topic, partition = p.partition, error = %e, "no leader yet");
-                            tokio::time::sleep(delay).await;
-                            delay = (delay * 2).min(Duration::from_secs(2));
-                            let _ = this.client.refresh_after_error(&[&p.topic]).await;
-                        }
-                        Err(e) => {
-                            p.report(e);
-                            break;
-                        }
-                    }
-                }
+                this.attach_retrying(p).await;
             }
         });
+    }
+
+    /// Attaches partitions again at once, with the metadata as it is: those whose read
+    /// replica was named or aged out (KIP-392).
+    fn reattach(&self, partitions: Vec<Arc<PartitionShared>>) {
+        let Some(this) = self.this.upgrade() else {
+            return;
+        };
+        tokio::task::spawn_local(async move {
+            for p in partitions {
+                this.attach_retrying(p).await;
+            }
+        });
+    }
+
+    /// Attaches a partition, retrying (with a metadata refresh) while its leader is
+    /// not known; other errors are reported to its consumer.
+    async fn attach_retrying(&self, p: Arc<PartitionShared>) {
+        if p.closed.load(Ordering::Acquire) {
+            return;
+        }
+        let mut delay = Duration::from_millis(100);
+        loop {
+            match self.attach(p.clone()).await {
+                Ok(()) => return,
+                Err(e) if e.is_retriable() && !p.tx.is_closed() => {
+                    tracing::debug!(topic = %p.topic, partition = p.partition, error = %e, "no leader yet");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(2));
+                    let _ = self.client.refresh_after_error(&[&p.topic]).await;
+                }
+                Err(e) => {
+                    p.report(e);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The broker a partition led by `leader` is fetched from now (KIP-392, see
+    /// [`replica::route`]): its read replica while that is current and metadata lists
+    /// it, else the leader (an aged-out replica is forgotten; an unlisted one stays
+    /// remembered while metadata is refreshed in the background).
+    fn fetch_broker(&self, p: &PartitionShared, leader: &Broker) -> Broker {
+        let now = std::time::Instant::now();
+        let preferred = p.read_replica();
+        let route = replica::route(preferred, leader.id(), now, |id| {
+            self.client.broker(id).is_some()
+        });
+        match route {
+            replica::Route::Replica(id) => {
+                if let Some(b) = self.client.broker(id) {
+                    return b;
+                }
+            }
+            replica::Route::LeaderUntilKnown(id) => {
+                tracing::debug!(topic = %p.topic, partition = p.partition, replica = id, "read replica not in metadata yet: fetching from the leader");
+                let client = self.client.clone();
+                let topic = p.topic.to_string();
+                tokio::task::spawn_local(async move {
+                    let _ = client.refresh_after_error(&[&topic]).await;
+                });
+            }
+            replica::Route::Leader => {
+                if preferred.is_some_and(|r| !r.is_current(now)) {
+                    p.set_read_replica(None);
+                }
+            }
+        }
+        leader.clone()
     }
 }
 
 impl Consumer {
     /// A consumer on `client`'s connections, configured by `client.config().consumer`.
     pub fn new(client: Client) -> Result<Consumer> {
-        let config = Arc::new(client.config().clone());
+        let own = client.config().consumer.clone();
+        Self::start(client, own)
+    }
+
+    /// A consumer with settings of its own over `client`'s connections and workers:
+    /// starts from `client.config().consumer`; see [`ConsumerBuilder`].
+    pub fn builder(client: &Client) -> ConsumerBuilder {
+        ConsumerBuilder::new(client)
+    }
+
+    /// A consumer on `client` with `own` settings (validated with the client's).
+    pub(crate) fn start(client: Client, own: ConsumerConfig) -> Result<Consumer> {
+        let mut config = client.config().clone();
+        config.consumer = own;
+        config.validate()?;
+        let config = Arc::new(config);
         let budget = MemoryBudget::new(config.consumer.fetch_buffer_memory);
         let inner = Arc::new_cyclic(|this| ConsumerInner {
             client,
@@ -423,6 +529,22 @@ impl Consumer {
     /// The client underneath.
     pub fn client(&self) -> &Client {
         &self.inner.client
+    }
+
+    /// This consumer's settings (the client's, or its builder's).
+    pub fn consumer_config(&self) -> &ConsumerConfig {
+        &self.inner.config.consumer
+    }
+
+    /// An offset manager of group `group` with this consumer's settings
+    /// (`enable.auto.commit`, `auto.commit.interval.ms`); [`OffsetManager::new`] takes
+    /// the client's.
+    pub fn offset_manager(&self, group: impl Into<String>) -> Result<OffsetManager> {
+        OffsetManager::start(
+            self.inner.client.clone(),
+            group.into(),
+            self.consumer_config(),
+        )
     }
 
     /// The earliest and the next offset of a partition (ListOffsets at its leader).
@@ -508,11 +630,15 @@ impl Consumer {
             tx,
             errors: Mutex::new(errors),
             wake: Mutex::new(None),
+            read_replica: Mutex::new(None),
+            fetching_from: std::sync::atomic::AtomicI32::new(-1),
         });
         self.inner.attach(shared.clone()).await?;
         let config = &self.inner.config.consumer;
         Ok(PartitionConsumer {
             _claim: guard,
+            metrics: metrics::PartitionMetrics::new(topic, partition, config.interceptors.clone()),
+            budget: self.inner.budget.clone(),
             shared,
             rx,
             reader: PartitionReader::new(
@@ -552,6 +678,9 @@ pub struct PartitionConsumer {
     reader: PartitionReader,
     /// Owned messages of the current batch not handed out yet (`next_message`).
     pending: std::collections::VecDeque<Message>,
+    metrics: metrics::PartitionMetrics,
+    /// The consumer's fetch memory (for the prefetch gauge).
+    budget: MemoryBudget,
 }
 
 impl PartitionConsumer {
@@ -574,9 +703,26 @@ impl PartitionConsumer {
         self.reader.position()
     }
 
+    /// The leader epoch of the batch last handed out (or passed over: control batches,
+    /// aborted transactions), `None` before the first and after a seek: what a commit
+    /// of [`PartitionConsumer::position`] carries (KIP-320), so a consumer starting from
+    /// it can tell whether the log was truncated below it.
+    pub fn position_leader_epoch(&self) -> Option<i32> {
+        self.reader.position_epoch()
+    }
+
     /// The partition's high watermark as of the latest fetch (-1 before the first).
     pub fn high_watermark(&self) -> i64 {
         self.shared.high_watermark.load(Ordering::Acquire)
+    }
+
+    /// The broker whose fetcher serves this partition (its id): the leader, or, with
+    /// `client.rack` set, the replica in that rack the leader named (KIP-392). `None`
+    /// before it was first attached. While the partition moves between brokers (a
+    /// leader change, a read replica named or given up) it names the last one.
+    pub fn fetching_from(&self) -> Option<i32> {
+        let id = self.shared.fetching_from.load(Ordering::Acquire);
+        (id >= 0).then_some(id)
     }
 
     /// Records between the position and the high watermark.
@@ -624,6 +770,9 @@ impl PartitionConsumer {
                 // Room in the channel again: the fetcher may fetch for us.
                 self.shared.wake_fetcher();
                 self.reader.push_chunk(chunk);
+                let high_watermark = self.shared.high_watermark.load(Ordering::Acquire);
+                self.metrics
+                    .fetched(high_watermark, self.reader.position(), &self.budget);
                 Ok(())
             }
             Delivery::Reset(offset) => {
@@ -668,10 +817,14 @@ impl PartitionConsumer {
     pub(crate) fn take_ready_batch(
         &mut self,
     ) -> Option<std::result::Result<FetchedBatch<'_>, ConsumerError>> {
-        let shared = &self.shared;
-        self.reader
-            .take_ready()
-            .map(|r| r.map_err(|error| consumer_error(shared, error)))
+        let (shared, metrics) = (&self.shared, &self.metrics);
+        self.reader.take_ready().map(|r| match r {
+            Ok(batch) => {
+                metrics.handing_out(&shared.topic, shared.partition, &batch);
+                Ok(batch)
+            }
+            Err(error) => Err(consumer_error(shared, error)),
+        })
     }
 
     /// The batch [`PartitionConsumer::poll_ready`] found, as owned messages.
@@ -679,18 +832,51 @@ impl PartitionConsumer {
         &mut self,
     ) -> Option<std::result::Result<Vec<Message>, ConsumerError>> {
         let topic = self.shared.topic.clone();
-        let shared = &self.shared;
+        let (shared, metrics) = (&self.shared, &self.metrics);
+        let observe = |batch: &FetchedBatch<'_>| {
+            metrics.handing_out(&shared.topic, shared.partition, batch);
+        };
         self.reader
-            .take_messages(&topic, shared.partition)
+            .take_messages(&topic, shared.partition, observe)
             .map(|r| r.map_err(|error| consumer_error(shared, error)))
     }
 
     /// The next batch with records for the user, or an error. `None` when the consumer's
     /// fetcher is gone (the consumer or client was closed).
     ///
+    /// The batch's records borrow the fetch buffer (or, for a compressed batch, the
+    /// decompression scratch): keys, values and headers are `&[u8]`, nothing is copied
+    /// or allocated per record. The batch borrows the consumer, so it is dropped before
+    /// the next call.
+    ///
     /// A batch that fails its CRC check or does not decompress is reported as
     /// [`Error::CorruptBatch`] on this and every later call, the position staying at
     /// it, until [`PartitionConsumer::skip_bad_batch`].
+    ///
+    /// ```no_run
+    /// use kring::consumer::{Consumer, Offset};
+    /// use kring::{Client, Config};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = Client::connect(Config::new(["127.0.0.1:9092"])).await?;
+    /// let consumer = Consumer::new(client)?;
+    /// let mut pc = consumer.consume_partition("orders", 0, Offset::Oldest).await?;
+    /// let mut bytes = 0;
+    /// while let Some(batch) = pc.next_batch().await {
+    ///     for record in batch?.records() {
+    ///         let record = record?;
+    ///         let key: Option<&[u8]> = record.key();
+    ///         let value: &[u8] = record.value().unwrap_or_default();
+    ///         bytes += key.map_or(0, <[u8]>::len) + value.len();
+    ///         for header in record.headers() {
+    ///             let header = header?; // borrowed too: key and value are slices
+    ///             println!("{}: {:?} = {:?}", record.offset(), header.key, header.value);
+    ///         }
+    ///     }
+    ///     println!("{bytes} bytes so far, lag {}", pc.lag());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn next_batch(
         &mut self,
     ) -> Option<std::result::Result<FetchedBatch<'_>, ConsumerError>> {
@@ -764,6 +950,7 @@ impl PartitionConsumer {
 
 /// `error` as the partition's consumer reports it.
 fn consumer_error(shared: &PartitionShared, error: Error) -> ConsumerError {
+    metrics::count_error(&shared.topic, &error);
     ConsumerError {
         topic: shared.topic.to_string(),
         partition: shared.partition,

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use crate::client::{Client, CoordinatorKind};
+use crate::config::ConsumerConfig;
 use crate::error::{Error, Result};
 use crate::protocol::messages::offset_commit::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
@@ -115,7 +116,22 @@ where
             }
             Err(e) => return Err(e.into()),
         }
-        match op(coordinator).await? {
+        let answer = match op(coordinator).await {
+            Ok(answer) => answer,
+            // The connection failed under the request (the broker went down after the
+            // connect above, or the request timed out): the coordinator may have moved
+            // with it. Every request sent here may be sent again (the coordinator
+            // answers a repeated one by its state), so look it up and retry.
+            Err(e) if e.is_retriable() => {
+                tracing::debug!(key = %key, ?kind, error = %e, ?api, "coordinator request failed; looking it up again");
+                client.invalidate_coordinator(kind, key);
+                last = e;
+                client.sleep(backoff).await?;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        match answer {
             Ok(v) => return Ok(v),
             Err(code) if coordinator_moved(code) || code.is_retriable() => {
                 tracing::debug!(key = %key, ?kind, %code, ?api, "coordinator moved or busy; retrying");
@@ -290,7 +306,17 @@ impl OffsetManager {
     /// Offsets of consumer group `group`; with `consumer.enable_auto_commit`, marked
     /// offsets are committed every `consumer.auto_commit_interval`.
     pub fn new(client: Client, group: impl Into<String>) -> Result<OffsetManager> {
-        let group = group.into();
+        let own = client.config().consumer.clone();
+        Self::start(client, group.into(), &own)
+    }
+
+    /// An offset manager whose auto-commit follows `own` (a consumer's settings, see
+    /// [`Consumer::offset_manager`](crate::consumer::Consumer::offset_manager)).
+    pub(crate) fn start(
+        client: Client,
+        group: String,
+        own: &ConsumerConfig,
+    ) -> Result<OffsetManager> {
         if group.is_empty() {
             return Err(Error::Configuration(
                 crate::config::ConfigurationError::Inconsistent {
@@ -299,7 +325,7 @@ impl OffsetManager {
                 },
             ));
         }
-        let config = client.config().consumer.clone();
+        let config = own.clone();
         let inner = Arc::new(Inner {
             client: client.clone(),
             group,

@@ -40,6 +40,9 @@ pub struct FetchedBatch<'a> {
     /// The fetch buffer, when `backing` is a slice of it (uncompressed batches).
     buffer: Option<Bytes>,
     start: i64,
+    last_offset: i64,
+    /// Its size in bytes as fetched (compressed).
+    size: usize,
 }
 
 impl<'a> FetchedBatch<'a> {
@@ -75,6 +78,15 @@ impl<'a> FetchedBatch<'a> {
     /// when the batch was taken).
     pub(crate) fn start(&self) -> i64 {
         self.start
+    }
+
+    /// The first offset handed out, the batch's last offset, and its size as fetched.
+    pub(crate) fn extent(&self) -> (i64, i64, usize) {
+        (
+            self.start.max(self.batch.base_offset()),
+            self.last_offset,
+            self.size,
+        )
     }
 
     /// A shared, owned handle to the bytes the records point into: a zero-copy slice of
@@ -130,6 +142,9 @@ pub(crate) enum Advance {
 pub(crate) struct PartitionReader {
     /// The next offset to hand to the user.
     position: i64,
+    /// The leader epoch of the batch the position last moved past (-1: none since the
+    /// start or the last reset), committed with the position (KIP-320).
+    position_epoch: i32,
     read_committed: bool,
     check_crcs: bool,
     current: Option<Chunk>,
@@ -221,6 +236,7 @@ impl PartitionReader {
     ) -> Self {
         PartitionReader {
             position,
+            position_epoch: -1,
             read_committed,
             check_crcs,
             current: None,
@@ -241,6 +257,12 @@ impl PartitionReader {
     /// The next offset to hand out.
     pub fn position(&self) -> i64 {
         self.position
+    }
+
+    /// The leader epoch of the last batch the position moved past, if any since the
+    /// start or the last reset.
+    pub fn position_epoch(&self) -> Option<i32> {
+        (self.position_epoch >= 0).then_some(self.position_epoch)
     }
 
     /// Takes the next chunk from the fetcher.
@@ -265,6 +287,7 @@ impl PartitionReader {
     /// Chunks fetched from the new position carry their own aborted list.
     pub fn reset(&mut self, offset: i64) {
         self.position = offset;
+        self.position_epoch = -1;
         self.current = None;
         self.ready = None;
         self.taken = None;
@@ -351,6 +374,7 @@ impl PartitionReader {
                 return Advance::Error(Error::Batch("a batch span outside its chunk".into()));
             };
             let next = span.next_offset();
+            let epoch = batch.partition_leader_epoch();
             if next <= self.position {
                 chunk.batches.pop_front();
                 continue; // all before the position (a batch we asked to start inside)
@@ -375,6 +399,7 @@ impl PartitionReader {
                     self.aborted_active.remove(&facts.producer);
                 }
                 self.position = next;
+                self.position_epoch = epoch;
                 continue;
             }
             if self.read_committed
@@ -382,6 +407,7 @@ impl PartitionReader {
                 && self.aborted_active.contains(&facts.producer)
             {
                 self.position = next;
+                self.position_epoch = epoch;
                 continue;
             }
             self.ready = Some((span, self.position));
@@ -422,6 +448,7 @@ impl PartitionReader {
             self.recent = [self.recent[1], records.bytes().len()];
         }
         self.position = span.next_offset();
+        self.position_epoch = batch.partition_leader_epoch();
         self.taken = Some((span, start));
         self.bad = None;
         Some(Ok(FetchedBatch {
@@ -430,6 +457,8 @@ impl PartitionReader {
             records,
             buffer: zero_copy.then(|| chunk.records.clone()),
             start,
+            last_offset: span.last_offset,
+            size: span.len,
         }))
     }
 
@@ -437,13 +466,18 @@ impl PartitionReader {
     /// record that does not decode ends it there, the records before it come back, and
     /// the batch stays first with the position at the bad record, so the next read
     /// reports it.
+    /// `observe` sees the batch before it is turned into messages.
     pub fn take_messages(
         &mut self,
         topic: &Arc<str>,
         partition: i32,
+        observe: impl FnOnce(&FetchedBatch<'_>),
     ) -> Option<Result<Vec<super::Message>, Error>> {
         let (out, failure) = match self.take_ready()? {
-            Ok(batch) => owned_messages(&batch, topic, partition),
+            Ok(batch) => {
+                observe(&batch);
+                owned_messages(&batch, topic, partition)
+            }
             Err(e) => return Some(Err(e)),
         };
         match failure {

@@ -146,6 +146,11 @@ pub struct RawResponse {
     pub version: i16,
     /// The body; empty for requests that expect no response (acks=0 produce).
     pub body: Bytes,
+    /// From encoding the request (it went out in that turn's write) to cutting its
+    /// answer; to the end of its write for requests that expect no response.
+    pub round_trip: Duration,
+    /// The correlation id it was sent with.
+    pub correlation_id: i32,
 }
 
 /// What a request encoder reports about the frame it wrote.
@@ -271,6 +276,8 @@ struct InFlight<T> {
     correlation_id: i32,
     api: ApiKey,
     version: i16,
+    /// When it was encoded (and so handed to the next write).
+    sent: Instant,
     deadline: Instant,
     /// What `deadline` was set from, for the error.
     timeout: Duration,
@@ -279,8 +286,10 @@ struct InFlight<T> {
 
 /// An acks=0 request: answered once its bytes are written.
 struct Unanswered<T> {
+    correlation_id: i32,
     api: ApiKey,
     version: i16,
+    sent: Instant,
     token: T,
 }
 
@@ -593,13 +602,16 @@ impl<T> Connection<T> {
                     correlation_id,
                     api,
                     version: e.version,
+                    sent: now,
                     deadline: now + timeout,
                     timeout,
                     token: q.token,
                 }),
                 Ok(e) => self.unanswered.push(Unanswered {
+                    correlation_id,
                     api,
                     version: e.version,
+                    sent: now,
                     token: q.token,
                 }),
             }
@@ -631,7 +643,7 @@ impl<T> Connection<T> {
 
     /// The driver wrote everything [`Connection::poll_transmit`] handed it: requests
     /// that expect no answer (acks=0) are done.
-    pub fn handle_transmitted(&mut self) {
+    pub fn handle_transmitted(&mut self, now: Instant) {
         for u in self.writing.drain(..) {
             self.events.push_back(Event::Response(
                 u.token,
@@ -639,6 +651,8 @@ impl<T> Connection<T> {
                     api: u.api,
                     version: u.version,
                     body: Bytes::new(),
+                    round_trip: now.saturating_duration_since(u.sent),
+                    correlation_id: u.correlation_id,
                 }),
             ));
         }
@@ -646,8 +660,9 @@ impl<T> Connection<T> {
     }
 
     /// The read buffer, lent to the driver's read: bytes not yet cut stay at its front
-    /// and its spare capacity holds at least the rest of the frame being read. Give it
-    /// back through [`Connection::handle_read`].
+    /// and its spare capacity holds the rest of the frame being read (up to 8 MiB ahead
+    /// of what has arrived: see [`FrameCutter::lend`]). Give it back through
+    /// [`Connection::handle_read`].
     pub fn lend_read_buffer(&mut self) -> BytesMut {
         if self.tls.is_none() {
             return self.cutter.lend();
@@ -1113,6 +1128,8 @@ impl<T> Connection<T> {
                         api: entry.api,
                         version: entry.version,
                         body: frame,
+                        round_trip: now.saturating_duration_since(entry.sent),
+                        correlation_id: entry.correlation_id,
                     }),
                 ));
                 self.encode_queued(now);

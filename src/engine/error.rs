@@ -172,6 +172,32 @@ pub enum IoError {
 }
 
 impl IoError {
+    /// A short, stable name of the kind of failure (the `kind` label of
+    /// `kring_broker_request_errors_total`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            IoError::Connect { .. } => "connect",
+            IoError::Disconnected { .. } => "disconnected",
+            IoError::NotConnected { .. } => "not_connected",
+            IoError::RequestTimedOut { .. } => "timeout",
+            IoError::ConnectTimedOut { .. } => "connect_timeout",
+            IoError::HandshakeTimedOut { .. } => "handshake_timeout",
+            IoError::NotKafka { .. } => "not_kafka",
+            IoError::SetupTimedOut { .. } => "setup_timeout",
+            IoError::Tls { .. } => "tls",
+            IoError::Authentication { .. } => "authentication",
+            IoError::TokenProvider { .. } => "token_provider",
+            IoError::Encode { .. } => "encode",
+            IoError::Decode { .. } => "decode",
+            IoError::UnsupportedApi { .. } => "unsupported_api",
+            IoError::Handshake { .. } => "handshake",
+            IoError::QueueFull { .. } => "queue_full",
+            IoError::Closed { .. } => "closed",
+            IoError::ShuttingDown => "shutting_down",
+            IoError::Runtime(_) => "runtime",
+        }
+    }
+
     /// Whether the same request may succeed if sent again (after a metadata refresh or a
     /// reconnect, as the caller sees fit).
     pub fn is_retriable(&self) -> bool {

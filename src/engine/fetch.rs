@@ -29,6 +29,12 @@
 //!   `retry.backoff.ms` to `retry.backoff.max.ms` while the same position keeps failing;
 //!   a new position (a reset) or a clean answer ends it. Other partitions are fetched
 //!   meanwhile.
+//! - Follower fetching (KIP-392, [`replica`]): every Fetch carries the consumer's rack
+//!   (v11+). An answer naming another broker as the partition's preferred read replica
+//!   hands the partition back to be fetched there; a read replica's fetcher hands it back
+//!   to the leader when the replica's age runs out, when its fetch fails, or when it
+//!   answers an error [`replica::falls_back`] names (never resetting the position on
+//!   its OFFSET_OUT_OF_RANGE).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -45,7 +51,9 @@ use crate::protocol::{ApiKey, KafkaCode, Uuid, is_stale_metadata};
 use crate::record::{BatchRef, BatchSpan};
 
 pub(crate) mod epochs;
+pub(crate) mod replica;
 use epochs::EpochEnd;
+use replica::ReadReplica;
 
 /// A partition's fetched data: a slice of one response, with its complete batches.
 #[derive(Debug)]
@@ -86,6 +94,11 @@ pub(crate) trait FetchTarget {
     fn deliver(&self, chunk: Chunk) -> bool;
     /// Reports an error to the consumer.
     fn report(&self, error: Error);
+    /// The replica it is read from instead of its leader (KIP-392), if any.
+    fn read_replica(&self) -> Option<ReadReplica>;
+    /// Remembers (or, with `None`, forgets) its read replica; the fetcher changes it
+    /// only by [`replica`]'s rules.
+    fn set_read_replica(&self, replica: Option<ReadReplica>);
 }
 
 /// The consumer settings the fetcher needs.
@@ -102,6 +115,11 @@ pub(crate) struct FetchSettings {
     pub error_backoff: Duration,
     /// The longest a failing partition waits (`retry.backoff.max.ms`).
     pub error_backoff_max: Duration,
+    /// The consumer's rack (`client.rack`), sent as `rack_id` (v11+); empty for none.
+    pub rack_id: String,
+    /// How long a preferred read replica is used before the leader is asked again
+    /// (`metadata.max.age.ms`, as the Java client).
+    pub read_replica_max_age: Duration,
 }
 
 /// A partition's backoff after its fetch failed at `position`.
@@ -149,11 +167,19 @@ pub(crate) struct FetchOutcome<P> {
     pub hints: Vec<LeaderHint>,
     /// The brokers the hints name (Fetch v16+'s `node_endpoints`).
     pub endpoints: Vec<BrokerInfo>,
+    /// The answer named another broker as their preferred read replica (KIP-392,
+    /// already set on them): fetch them there.
+    pub redirected: Vec<Arc<P>>,
+    /// Fetched from a read replica that could not serve them (see
+    /// [`replica::falls_back`]; the replica already forgotten): back to their leader.
+    pub fallback: Vec<Arc<P>>,
 }
 
 impl<P> FetchOutcome<P> {
     fn new() -> Self {
         FetchOutcome {
+            redirected: Vec::new(),
+            fallback: Vec::new(),
             moved: Vec::new(),
             reset: Vec::new(),
             diverged: Vec::new(),
@@ -175,6 +201,9 @@ struct Session {
 /// One broker's fetcher.
 pub(crate) struct Fetcher<P> {
     settings: FetchSettings,
+    /// The broker's id (-1 when unknown): a partition whose read replica is this broker
+    /// is fetched from a follower here.
+    node: i32,
     partitions: Vec<Arc<P>>,
     session: Session,
     /// Until when caught-up partitions wait for others to make room.
@@ -239,9 +268,18 @@ fn nothing_worth_fetching(states: &[FetchState]) -> bool {
 }
 
 impl<P: FetchTarget> Fetcher<P> {
+    /// A fetcher whose broker id is not known (-1): every partition is fetched from
+    /// its leader here (tests, the simulation, fuzzing).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn new(settings: FetchSettings) -> Self {
+        Self::for_broker(settings, -1)
+    }
+
+    /// The fetcher of broker `node`.
+    pub fn for_broker(settings: FetchSettings, node: i32) -> Self {
         Fetcher {
             settings,
+            node,
             partitions: Vec::new(),
             session: Session::default(),
             room_wait_until: None,
@@ -297,9 +335,52 @@ impl<P: FetchTarget> Fetcher<P> {
         self.partitions.push(partition);
     }
 
+    /// Whether `p` is fetched here from a follower, its read replica.
+    fn reads_from_replica(&self, p: &P) -> bool {
+        self.node >= 0 && p.read_replica().is_some_and(|r| r.broker == self.node)
+    }
+
+    /// Hands back the partitions read here from a follower whose read replica's age ran
+    /// out at `now` (the replica forgotten): they go back to their leader, which may
+    /// name a replica again. Call it before [`Fetcher::poll_next`], never while a Fetch
+    /// is in flight.
+    pub fn poll_expired(&mut self, now: Instant) -> Vec<Arc<P>> {
+        let (expired, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.partitions)
+            .into_iter()
+            .partition(|p| {
+                self.reads_from_replica(p) && p.read_replica().is_some_and(|r| !r.is_current(now))
+            });
+        self.partitions = kept;
+        for p in &expired {
+            p.set_read_replica(None);
+            self.backoff.remove(&key(&**p));
+        }
+        expired
+    }
+
+    /// The earliest end of a read replica's age among the partitions read here from a
+    /// follower.
+    fn next_expiry(&self) -> Option<Instant> {
+        self.partitions
+            .iter()
+            .filter(|p| self.reads_from_replica(p))
+            .filter_map(|p| p.read_replica().map(|r| r.until))
+            .min()
+    }
+
     /// Decides what to do now. `budget` is the memory budget's capacity (a fetch never
-    /// reserves more).
+    /// reserves more). A wait ends no later than a read replica's age (then
+    /// [`Fetcher::poll_expired`] hands the partition back).
     pub fn poll_next(&mut self, now: Instant, budget: usize) -> Next {
+        match (self.decide(now, budget), self.next_expiry()) {
+            (Next::Wait { until }, Some(expiry)) => Next::Wait {
+                until: until.min(expiry.max(now)),
+            },
+            (next, _) => next,
+        }
+    }
+
+    fn decide(&mut self, now: Instant, budget: usize) -> Next {
         self.partitions.retain(|p| !p.is_closed());
         if !self.backoff.is_empty() {
             let partitions = &self.partitions;
@@ -483,16 +564,25 @@ impl<P: FetchTarget> Fetcher<P> {
         if version <= 14 {
             request = request.with_replica_id(-1);
         }
+        if version >= 11 {
+            request = request.with_rack_id(s.rack_id.clone());
+        }
         request
     }
 
     /// The Fetch failed as a whole (the connection broke or timed out): every partition
-    /// goes back to find its leader again.
+    /// goes back to find its leader again (those read here from a follower forget it).
     pub fn handle_failure(&mut self) -> Vec<Arc<P>> {
         self.session = Session::default();
         self.requested.clear();
         self.backoff.clear();
-        std::mem::take(&mut self.partitions)
+        let partitions = std::mem::take(&mut self.partitions);
+        for p in &partitions {
+            if self.reads_from_replica(p) {
+                p.set_read_replica(None);
+            }
+        }
+        partitions
     }
 
     /// Applies a response: chunks to the consumers, positions, the session. `permit` is
@@ -551,10 +641,21 @@ impl<P: FetchTarget> Fetcher<P> {
                 else {
                     continue;
                 };
+                let code = KafkaCode(data.error_code);
+                if self.reads_from_replica(&p) && replica::falls_back(code) {
+                    tracing::debug!(topic = %p.topic(), partition = p.partition(), broker = self.node, %code, "read replica failed: back to the leader");
+                    p.set_read_replica(None);
+                    outcome.fallback.push(p);
+                    continue;
+                }
+                let preferred = data.preferred_read_replica;
                 if self.apply_partition(&p, data, &permit, &mut outcome) {
                     self.backoff.remove(&key(&*p));
                 } else {
                     self.back_off(&p, now);
+                }
+                if code.is_ok() && self.redirects(&p, preferred, now) {
+                    outcome.redirected.push(p);
                 }
             }
         }
@@ -563,6 +664,7 @@ impl<P: FetchTarget> Fetcher<P> {
             .moved
             .iter()
             .chain(outcome.reset.iter())
+            .chain(outcome.fallback.iter())
             .chain(diverged)
         {
             self.session.sent.remove(&key(&**p));
@@ -570,13 +672,42 @@ impl<P: FetchTarget> Fetcher<P> {
         if !outcome.hints.is_empty() {
             outcome.endpoints = endpoints_of(&response_endpoints);
         }
-        let moved = &outcome.moved;
+        // Redirected partitions stay in the session's record, so the next request
+        // lists them as forgotten.
+        let gone: Vec<Arc<P>> = outcome
+            .moved
+            .iter()
+            .chain(outcome.fallback.iter())
+            .chain(outcome.redirected.iter())
+            .cloned()
+            .collect();
         self.partitions
-            .retain(|p| !moved.iter().any(|m| Arc::ptr_eq(m, p)));
-        for p in moved {
+            .retain(|p| !gone.iter().any(|m| Arc::ptr_eq(m, p)));
+        for p in &gone {
             self.backoff.remove(&key(&**p));
         }
         outcome
+    }
+
+    /// Applies a clean answer's `preferred_read_replica` (KIP-392) to `p`: true when it
+    /// is to be fetched from another broker now.
+    fn redirects(&self, p: &P, preferred_read_replica: i32, now: Instant) -> bool {
+        if preferred_read_replica < 0 || preferred_read_replica == self.node {
+            return false;
+        }
+        let current = p.read_replica();
+        let next = replica::after_answer(
+            current,
+            self.node,
+            preferred_read_replica,
+            now,
+            self.settings.read_replica_max_age,
+        );
+        if next != current {
+            tracing::debug!(topic = %p.topic(), partition = p.partition(), from = self.node, replica = preferred_read_replica, "preferred read replica");
+            p.set_read_replica(next);
+        }
+        next.is_some_and(|r| r.broker != self.node)
     }
 
     /// Applies one partition's answer; false when it failed (an error code,

@@ -185,7 +185,8 @@ pub enum GroupError {
     },
 }
 
-/// A [`GroupProtocolError`] kept as text (so [`GroupError`] stays `Clone`).
+/// What went wrong with a consumer protocol payload (one that does not decode, say),
+/// kept as text so that [`GroupError`] stays `Clone`.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{0}")]
 pub struct GroupProtocolErrorText(String);

@@ -1,8 +1,9 @@
 //! The transactional producer's rules, sans-IO (KIP-98, with KIP-360's epoch bump after
-//! an abort and KIP-447's group metadata on offsets): which calls each state allows,
-//! which partitions must be added to the transaction before their batches go out, how
-//! each broker error code is classed, and what ends a transaction. The producer's
-//! driver (`producer::txn`) does the I/O and feeds the answers back here.
+//! an abort, KIP-447's group metadata on offsets and KIP-890's transactions v2): which
+//! calls each state allows, which partitions must be added to the transaction before
+//! their batches go out, how each broker error code is classed, and what ends a
+//! transaction. The producer's driver (`producer::txn`) does the I/O and feeds the
+//! answers back here.
 //!
 //! States, as the Java client's `TransactionManager`:
 //! - `Uninitialized` → (`init_transactions`) → `Ready` → (`begin`) → `InTransaction`.
@@ -15,10 +16,22 @@
 //!   authorised, a broker that lost the producer's state) → `Fatal`: the producer can only
 //!   be closed; nothing more is written.
 //!
-//! Partitions: a batch of a partition goes out only once the coordinator has added the
-//! partition to the transaction (AddPartitionsToTxn, all the partitions first sent to
-//! since the last request in one request per round). The set is emptied when the
-//! transaction ends.
+//! Two protocols ([`TxnProtocol`]), chosen from the cluster's finalized
+//! `transaction.version` at `init_transactions` and again whenever a transaction ends
+//! (never in the middle of one):
+//! - **v1**: a batch of a partition goes out only once the coordinator has added the
+//!   partition to the transaction (AddPartitionsToTxn, all the partitions first sent to
+//!   since the last request in one request per round), offsets only after
+//!   AddOffsetsToTxn; an abort after something that may have left a sequence gap ends
+//!   with an epoch bump (InitProducerId with the current id and epoch).
+//! - **v2** (KIP-890, Kafka 4.0+): a partition is in the transaction as soon as a batch
+//!   goes to it (Produce v12 has the partition leader add it), offsets as soon as they
+//!   are sent (TxnOffsetCommit v5); every EndTxn (v5) bumps the epoch and its answer
+//!   carries the new one, so no InitProducerId follows an abort. Moving from v1 to v2
+//!   after init costs one bump when the v1 transaction ended (as the Java client,
+//!   KAFKA-18227), so none of its partitions counts as added to the next one.
+//!
+//! The set of partitions in the transaction is emptied when the transaction ends.
 //!
 //! Errors are classed once, in [`class_of`]: retriable codes are retried inside (the
 //! coordinator is looked up again when it moved), the others end the transaction or the
@@ -27,10 +40,79 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crate::protocol::{ApiKey, KafkaCode};
+use crate::protocol::{ApiKey, KafkaCode, VersionRange};
 
 /// A topic and partition of the transaction.
 pub(crate) type TxnPartition = (Arc<str>, i32);
+
+/// The transaction protocol, from the cluster's finalized `transaction.version`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnProtocol {
+    /// Transactions v1 (KIP-98): partitions and offsets added explicitly, Produce at
+    /// most v11, EndTxn at most v4, TxnOffsetCommit at most v4.
+    V1,
+    /// Transactions v2 (KIP-890): partitions and offsets added implicitly, Produce v12,
+    /// EndTxn v5 (which bumps the epoch), TxnOffsetCommit v5.
+    V2,
+}
+
+/// The versions a transaction's requests may go at, by protocol: in v1 at most the
+/// last version before KIP-890 (a higher one tells the broker the client speaks v2), in
+/// v2 exactly the first version of v2 (kring does not speak the topic-id versions after
+/// it).
+impl TxnProtocol {
+    /// The protocol for a cluster whose finalized `transaction.version` is `level`.
+    pub fn for_feature_level(level: i16) -> Self {
+        if level >= 2 {
+            TxnProtocol::V2
+        } else {
+            TxnProtocol::V1
+        }
+    }
+
+    /// Produce of a transactional producer.
+    pub fn produce_versions(self) -> VersionRange {
+        self.pick(
+            VersionRange { min: 0, max: 11 },
+            VersionRange { min: 12, max: 12 },
+        )
+    }
+
+    /// EndTxn (v5 bumps the epoch and names it).
+    pub fn end_txn_versions(self) -> VersionRange {
+        self.pick(
+            VersionRange { min: 0, max: 4 },
+            VersionRange { min: 5, max: 5 },
+        )
+    }
+
+    /// TxnOffsetCommit (v5 adds the group to the transaction itself).
+    pub fn txn_offset_commit_versions(self) -> VersionRange {
+        self.pick(
+            VersionRange { min: 0, max: 4 },
+            VersionRange { min: 5, max: 5 },
+        )
+    }
+
+    fn pick(self, v1: VersionRange, v2: VersionRange) -> VersionRange {
+        match self {
+            TxnProtocol::V1 => v1,
+            TxnProtocol::V2 => v2,
+        }
+    }
+}
+
+/// What sending to a partition means for the transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Joining {
+    /// Nothing to do: the partition is in the transaction or asked for already (or no
+    /// transaction is open).
+    Nothing,
+    /// v1: the partition is to be asked for (AddPartitionsToTxn).
+    Ask,
+    /// v2: the partition is in the transaction from now on; its batches may go out.
+    Joined,
+}
 
 /// Where the transactional producer stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,6 +278,8 @@ pub(crate) struct Transaction {
     /// Something went wrong in this transaction that may have left a sequence gap: the
     /// abort ends with an epoch bump (KIP-360).
     needs_bump: bool,
+    /// The protocol of the open (or next) transaction.
+    protocol: TxnProtocol,
 }
 
 impl Transaction {
@@ -210,7 +294,27 @@ impl Transaction {
             requesting: BTreeSet::new(),
             groups: BTreeSet::new(),
             needs_bump: false,
+            protocol: TxnProtocol::V1,
         }
+    }
+
+    /// The protocol of the open (or next) transaction.
+    pub fn protocol(&self) -> TxnProtocol {
+        self.protocol
+    }
+
+    /// Takes `protocol` for the transactions from now on: at `init_transactions`, or
+    /// once a transaction ended (never while one is open, where it is ignored). Returns
+    /// whether the producer must bump its epoch before the next transaction: a move from
+    /// v1 to v2 after init (KAFKA-18227).
+    pub fn adopt_protocol(&mut self, protocol: TxnProtocol) -> bool {
+        let upgrade = match self.state {
+            TxnState::Uninitialized => false,
+            TxnState::Ready => self.protocol == TxnProtocol::V1 && protocol == TxnProtocol::V2,
+            _ => return false,
+        };
+        self.protocol = protocol;
+        upgrade
     }
 
     /// The transactional id.
@@ -273,16 +377,23 @@ impl Transaction {
         self.require("send", &[TxnState::InTransaction])
     }
 
-    /// A record went to `partition`: whether it must be added to the transaction
-    /// (a request is to be made), or is added or asked for already.
-    pub fn note_partition(&mut self, partition: &TxnPartition) -> bool {
+    /// A record went to `partition`: whether it must be asked for (v1), joins the
+    /// transaction at once (v2), or is in it or asked for already.
+    pub fn note_partition(&mut self, partition: &TxnPartition) -> Joining {
         // A send that passed its check before an abort began registers late: its batch
         // fails with the abort, and the partition must not be asked for.
         if !self.is_open() || self.added.contains(partition) || self.requesting.contains(partition)
         {
-            return false;
+            return Joining::Nothing;
         }
-        self.pending.insert(partition.clone())
+        match self.protocol {
+            TxnProtocol::V2 => {
+                self.added.insert(partition.clone());
+                Joining::Joined
+            }
+            TxnProtocol::V1 if self.pending.insert(partition.clone()) => Joining::Ask,
+            TxnProtocol::V1 => Joining::Nothing,
+        }
     }
 
     /// Whether `partition` is in the open transaction (its batches may go out).
@@ -369,12 +480,15 @@ impl Transaction {
         self.require("send_offsets_to_transaction", &[TxnState::InTransaction])
     }
 
-    /// Whether `group` must still be added (AddOffsetsToTxn) to the open transaction.
+    /// Whether `group` must still be added (AddOffsetsToTxn) to the open transaction
+    /// before its offsets are sent: in v1, once per group; never in v2, where the
+    /// TxnOffsetCommit adds it.
     pub fn needs_group(&self, group: &str) -> bool {
-        !self.groups.contains(group)
+        self.protocol == TxnProtocol::V1 && !self.groups.contains(group)
     }
 
-    /// AddOffsetsToTxn succeeded for `group`.
+    /// `group` is part of the open transaction: AddOffsetsToTxn succeeded (v1), or its
+    /// TxnOffsetCommit is about to go (v2, which may add it even if no answer comes).
     pub fn handle_group_added(&mut self, group: &str) {
         self.groups.insert(group.to_string());
     }
@@ -413,9 +527,11 @@ impl Transaction {
         !self.added.is_empty() || !self.groups.is_empty() || !self.requesting.is_empty()
     }
 
-    /// Whether the abort must end with an epoch bump.
-    pub fn needs_bump(&self) -> bool {
-        self.needs_bump
+    /// Whether the abort must end with an epoch bump by InitProducerId: in v1 when
+    /// something in the transaction may have left a sequence gap (or a batch of it
+    /// failed: `batch_failed`); never in v2, whose EndTxn bumps the epoch itself.
+    pub fn abort_needs_bump(&self, batch_failed: bool) -> bool {
+        self.protocol == TxnProtocol::V1 && (self.needs_bump || batch_failed)
     }
 
     /// Something in this transaction may have left a sequence gap (a batch failed or was
@@ -428,9 +544,38 @@ impl Transaction {
         }
     }
 
+    /// A `send_offsets_to_transaction` was cancelled before its answer: its requests may
+    /// still reach the coordinators, so the transaction can only be aborted, and the
+    /// abort bumps the epoch so that a late TxnOffsetCommit is refused rather than taken
+    /// into the next transaction.
+    pub fn handle_offsets_cancelled(&mut self) {
+        self.needs_bump = true;
+        if self.is_open() {
+            self.fail(
+                ErrorClass::Abortable,
+                "send_offsets_to_transaction was cancelled before its answer: the offsets' fate is unknown".into(),
+                None,
+            );
+        }
+    }
+
     /// The transaction (or, for a fatal class, the producer) failed.
     pub fn fail(&mut self, class: ErrorClass, cause: String, code: Option<KafkaCode>) {
         let transactional_id = self.transactional_id.clone();
+        // The coordinator lost the producer's state (KIP-360): the next transaction
+        // needs a new epoch, which the abort obtains (v1; the Java client's
+        // `abortableErrorIfPossible`).
+        if code == Some(KafkaCode::UNKNOWN_PRODUCER_ID) {
+            self.needs_bump = true;
+        }
+        // An abort refused as abortable would be retried for ever (the Java client
+        // makes it fatal, KAFKA-19250).
+        let class =
+            if self.state == TxnState::Aborting && code == Some(KafkaCode::TRANSACTION_ABORTABLE) {
+                ErrorClass::Fatal
+            } else {
+                class
+            };
         match class {
             ErrorClass::Fatal => {
                 self.state = TxnState::Fatal;

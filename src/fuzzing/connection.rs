@@ -361,7 +361,7 @@ impl Harness {
             if self.ended.is_some() {
                 return Err(violation("bytes to write after the connection ended"));
             }
-            self.conn.handle_transmitted();
+            self.conn.handle_transmitted(self.now);
         }
         while let Some(event) = self.conn.poll_event() {
             self.event(event)?;

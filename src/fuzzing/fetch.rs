@@ -27,6 +27,7 @@ use bytes::Bytes;
 use super::{Cursor, Violation, violation};
 use crate::buf::MemoryBudget;
 use crate::consumer::reader::{Advance, PartitionReader};
+use crate::engine::fetch::replica::ReadReplica;
 use crate::engine::fetch::{Chunk, FetchSettings, FetchTarget, Fetcher, Next};
 use crate::error::Error;
 use crate::protocol::messages::FetchResponse;
@@ -221,6 +222,12 @@ impl FetchTarget for Partition {
     fn report(&self, _error: Error) {
         self.errors.fetch_add(1, Relaxed);
     }
+    /// The scripted answers never name a read replica (and the fetcher's broker id is
+    /// unknown): always the leader.
+    fn read_replica(&self) -> Option<ReadReplica> {
+        None
+    }
+    fn set_read_replica(&self, _replica: Option<ReadReplica>) {}
 }
 
 /// Runs one input; see the module docs for the format and what is checked.
@@ -262,6 +269,8 @@ fn run_script(script: &FetchScript, budget: &MemoryBudget) -> Result<FetchReport
         isolation_level: i8::from(read_committed),
         error_backoff: Duration::from_millis(100),
         error_backoff_max: Duration::from_secs(1),
+        rack_id: String::new(),
+        read_replica_max_age: Duration::from_secs(300),
     };
     let partition = Arc::new(Partition {
         topic: Arc::from(TOPIC),
@@ -336,7 +345,12 @@ impl Harness {
             p.set_fetch_position(self.start, -1);
             p.queue().push_back(Delivery::Reset(self.start));
         }
-        for p in outcome.moved {
+        for p in outcome
+            .moved
+            .into_iter()
+            .chain(outcome.redirected)
+            .chain(outcome.fallback)
+        {
             // Rerouted to the same broker.
             self.fetcher.add(p);
         }
@@ -431,7 +445,7 @@ impl Harness {
     fn take_messages(&mut self) -> Result<bool, Violation> {
         let position = self.reader.position();
         let topic = self.partition.topic.clone();
-        let Some(taken) = self.reader.take_messages(&topic, 0) else {
+        let Some(taken) = self.reader.take_messages(&topic, 0, |_| {}) else {
             return Err(violation("advance said Ready, take_messages had nothing"));
         };
         let Ok(messages) = taken else {

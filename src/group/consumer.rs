@@ -2,25 +2,7 @@
 //! client's `KafkaConsumer` with `subscribe`) as one stream of records over every
 //! partition the group assigns it.
 //!
-//! - Records come as borrowed batches ([`GroupConsumer::next_batch`]) or owned
-//!   messages ([`GroupConsumer::next_message`], [`GroupConsumer::next_messages`]), from
-//!   one partition consumer per assigned partition (so fetching is the per-broker
-//!   fetchers' work, as for partition consumers), taken in turn so no partition starves.
-//! - Rebalances run inside those calls, on the application's task: a
-//!   [`RebalanceListener`]'s async callbacks see the partitions assigned, revoked or
-//!   lost and may commit (the consumer is handed to them), unlike callbacks that must
-//!   return at once.
-//! - **Consumed** means handed out and then followed by another call: a batch counts as
-//!   consumed when the application asks for the next one (it has stopped borrowing it),
-//!   a message when it was returned. Auto-commit (`enable.auto.commit`) commits
-//!   consumed positions every `auto.commit.interval.ms` (checked on each call), on
-//!   revocation and on close — at-least-once: after a crash, what was consumed since
-//!   the last commit is read again by the partition's next owner.
-//! - `max.poll.interval.ms` is the longest the application may go between two calls
-//!   (of `next_*`, `commit*` or `poll_group`); past it a dynamic member leaves the
-//!   group, its partitions are lost, and it joins again on the next call. Heartbeats
-//!   (`heartbeat.interval.ms`, within `session.timeout.ms`) run on a worker meanwhile,
-//!   whatever the application does.
+//! The user-facing description is on [`GroupConsumer`] itself (this module is private).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::future::Future;
@@ -33,6 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::TopicPartition;
 use super::assignor::Assignor;
+use super::builder::GroupConsumerBuilder;
 use super::driver::{self, FromConsumer, GroupShared, ToConsumer};
 use super::offsets::{self, CommitRefusal, OffsetAndMetadata};
 use crate::client::Client;
@@ -167,7 +150,7 @@ pub trait RebalanceListener: Send {
 
 /// The listener used when none is given.
 #[derive(Debug, Default)]
-struct NoListener;
+pub(super) struct NoListener;
 
 impl RebalanceListener for NoListener {}
 
@@ -178,6 +161,9 @@ struct Slot {
     consumer: PartitionConsumer,
     /// The next offset after what the application consumed.
     consumed: i64,
+    /// The leader epoch of the batch the last consumed record came in (KIP-320), if
+    /// known: committed with `consumed`.
+    consumed_epoch: Option<i32>,
     /// What the member last committed (or found committed).
     committed: Option<i64>,
 }
@@ -203,7 +189,52 @@ enum Next {
     DriverGone,
 }
 
-/// A member of a consumer group. See the module documentation.
+/// A member of a consumer group (Sarama's `ConsumerGroup`, the Java client's
+/// `KafkaConsumer` with `subscribe`) as one stream of records over every partition the
+/// group assigns it.
+///
+/// - Records come as borrowed batches ([`GroupConsumer::next_batch`]) or owned
+///   messages ([`GroupConsumer::next_message`], [`GroupConsumer::next_messages`]), from
+///   one partition consumer per assigned partition (so fetching is the per-broker
+///   fetchers' work, as for partition consumers), taken in turn so no partition starves.
+/// - Rebalances run inside those calls, on the application's task: a
+///   [`RebalanceListener`]'s async callbacks see the partitions assigned, revoked or
+///   lost and may commit (the consumer is handed to them), unlike callbacks that must
+///   return at once.
+/// - **Consumed** means handed out and then followed by another call: a batch counts as
+///   consumed when the application asks for the next one (it has stopped borrowing it),
+///   a message when it was returned. Auto-commit (`enable.auto.commit`) commits
+///   consumed positions every `auto.commit.interval.ms` (checked on each call), on
+///   revocation and on close — at-least-once: after a crash, what was consumed since
+///   the last commit is read again by the partition's next owner.
+/// - `max.poll.interval.ms` is the longest the application may go between two calls
+///   (of `next_*`, `commit*` or `poll_group`); past it a dynamic member leaves the
+///   group, its partitions are lost, and it joins again on the next call. Heartbeats
+///   (`heartbeat.interval.ms`, within `session.timeout.ms`) run on a worker meanwhile,
+///   whatever the application does.
+///
+/// ```no_run
+/// use kring::config::OffsetReset;
+/// use kring::group::{GroupConsumer, Topics};
+/// use kring::{Client, Config};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = Client::connect(Config::new(["127.0.0.1:9092"])).await?;
+/// let mut member = GroupConsumer::builder(&client)
+///     .group_id("billing")
+///     .auto_offset_reset(OffsetReset::Earliest)
+///     .subscribe(Topics::names(["orders", "refunds"]))
+///     .await?;
+/// while let Some(batch) = member.next_batch().await {
+///     let batch = batch?;
+///     for record in batch.batch.records() {
+///         let record = record?; // key and value borrow the fetch buffer
+///         println!("{}/{}@{}: {:?}", batch.topic, batch.partition, record.offset(), record.value());
+///     }
+/// }
+/// member.close().await?; // commits what was consumed, leaves the group
+/// # Ok(()) }
+/// ```
 pub struct GroupConsumer {
     client: Client,
     consumer: Consumer,
@@ -220,7 +251,10 @@ pub struct GroupConsumer {
     in_progress: Option<ToConsumer>,
     commands: mpsc::UnboundedSender<FromConsumer>,
     shared: Arc<GroupShared>,
-    listener: Option<Box<dyn RebalanceListener>>,
+    /// Behind an async mutex so that a callback cut short (the caller's future dropped
+    /// mid-await) drops only its lock, never the listener; a callback running already
+    /// (one that calls back into the consumer) makes nested ones skip.
+    listener: Arc<tokio::sync::Mutex<Box<dyn RebalanceListener>>>,
     auto_commit: bool,
     reset: OffsetReset,
     failed: Option<Error>,
@@ -296,8 +330,28 @@ impl GroupConsumer {
         topics: Topics,
         listener: Box<dyn RebalanceListener>,
     ) -> Result<GroupConsumer> {
-        topics.validate()?;
         let config = client.config().clone();
+        Self::start(client, config, topics, listener).await
+    }
+
+    /// A group consumer with settings of its own (group and consumer) over `client`'s
+    /// connections and workers: starts from the client's; see [`GroupConsumerBuilder`].
+    pub fn builder(client: &Client) -> GroupConsumerBuilder {
+        GroupConsumerBuilder::new(client)
+    }
+
+    /// Joins with `config`: the client's configuration with this member's own `group`
+    /// and `consumer` sections (validated here). The member engine, its partition
+    /// consumers (through [`Consumer::start`]), auto-commit and the reset policy all
+    /// read those sections, never `client.config()`'s.
+    pub(crate) async fn start(
+        client: Client,
+        config: Config,
+        topics: Topics,
+        listener: Box<dyn RebalanceListener>,
+    ) -> Result<GroupConsumer> {
+        topics.validate()?;
+        config.validate()?;
         let group = config.group.group_id.clone().ok_or_else(|| {
             Error::Configuration(ConfigurationError::Inconsistent {
                 field: "group.group_id",
@@ -306,7 +360,7 @@ impl GroupConsumer {
         })?;
         let settings = member_settings(&config, &group)?;
         let subscribed = topics.resolve(&client).await?;
-        let consumer = Consumer::new(client.clone())?;
+        let consumer = Consumer::start(client.clone(), config.consumer.clone())?;
         let (to_consumer, events) = mpsc::unbounded_channel();
         let (commands, from_consumer) = mpsc::unbounded_channel();
         let shared = Arc::new(GroupShared::default());
@@ -343,7 +397,7 @@ impl GroupConsumer {
             in_progress: None,
             commands,
             shared,
-            listener: Some(listener),
+            listener: Arc::new(tokio::sync::Mutex::new(listener)),
             auto_commit: config.consumer.enable_auto_commit,
             reset: config.consumer.auto_offset_reset,
             failed: None,
@@ -390,10 +444,7 @@ impl GroupConsumer {
             .slots
             .iter()
             .map(|s| {
-                let offset = OffsetAndMetadata {
-                    offset: s.consumed,
-                    metadata: String::new(),
-                };
+                let offset = OffsetAndMetadata::new(s.consumed).with_leader_epoch(s.consumed_epoch);
                 (s.tp.clone(), offset)
             })
             .collect();
@@ -453,6 +504,15 @@ impl GroupConsumer {
         })
     }
 
+    /// The broker whose fetcher serves an assigned partition (see
+    /// [`PartitionConsumer::fetching_from`]): its leader, or with `client.rack` set the
+    /// replica in that rack the leader named (KIP-392).
+    pub fn fetching_from(&self, topic: &str, partition: i32) -> Result<Option<i32>> {
+        Ok(self.slots[self.slot_of(topic, partition)?]
+            .consumer
+            .fetching_from())
+    }
+
     /// Stops a partition (it stays assigned): nothing more is fetched for it and
     /// nothing it already fetched is handed out until [`GroupConsumer::resume`].
     pub fn pause(&self, topic: &str, partition: i32) -> Result<()> {
@@ -493,6 +553,7 @@ impl GroupConsumer {
         self.slots.push(Slot {
             tp,
             consumed: consumer.position(),
+            consumed_epoch: None,
             consumer,
             committed,
         });
@@ -524,11 +585,16 @@ impl GroupConsumer {
             Some(Handed::Batch(i)) => {
                 if let Some(s) = self.slots.get_mut(i) {
                     s.consumed = s.consumer.position();
+                    s.consumed_epoch = s.consumer.position_leader_epoch();
                 }
             }
+            // The messages waiting are those of the batch the partition's consumer
+            // took last (it takes no other until they are handed out), so its epoch is
+            // theirs.
             Some(Handed::Message(i, next)) => {
                 if let Some(s) = self.slots.get_mut(i) {
                     s.consumed = next;
+                    s.consumed_epoch = s.consumer.position_leader_epoch();
                 }
             }
             None => {}
@@ -750,12 +816,23 @@ impl GroupConsumer {
             self.slots.push(Slot {
                 tp,
                 consumed: consumer.position(),
+                consumed_epoch: None,
                 consumer,
                 committed,
             });
         }
+        let group = self.group.clone();
+        metrics::counter!(crate::metrics::names::GROUP_REBALANCES, "group" => group).increment(1);
+        self.publish_assignment_size();
         self.call_listener(Callback::Assigned, &added).await;
         Ok(())
+    }
+
+    /// The assigned-partitions gauge, after the assignment changed.
+    fn publish_assignment_size(&self) {
+        let group = self.group.clone();
+        metrics::gauge!(crate::metrics::names::GROUP_ASSIGNED_PARTITIONS, "group" => group)
+            .set(self.slots.len() as f64);
     }
 
     /// Starts consumers for `partitions` on a worker, at their committed offsets or the
@@ -881,13 +958,14 @@ impl GroupConsumer {
             .filter_map(|(i, m)| renumber.get(&i).map(|&j| (j, m)))
             .collect();
         self.turn = 0;
+        self.publish_assignment_size();
     }
 
     async fn call_listener(&mut self, callback: Callback, partitions: &[TopicPartition]) {
         if partitions.is_empty() {
             return;
         }
-        let Some(mut listener) = self.listener.take() else {
+        let Ok(mut listener) = self.listener.clone().try_lock_owned() else {
             return;
         };
         match callback {
@@ -895,7 +973,6 @@ impl GroupConsumer {
             Callback::Revoked => listener.on_revoked(self, partitions).await,
             Callback::Lost => listener.on_lost(self, partitions).await,
         }
-        self.listener = Some(listener);
     }
 
     /// Commits what the application consumed from every assigned partition (where it
@@ -915,10 +992,7 @@ impl GroupConsumer {
             .filter(|s| only.is_none_or(|o| o.contains(&s.tp)))
             .filter(|s| s.committed != Some(s.consumed))
             .map(|s| {
-                let offset = OffsetAndMetadata {
-                    offset: s.consumed,
-                    metadata: String::new(),
-                };
+                let offset = OffsetAndMetadata::new(s.consumed).with_leader_epoch(s.consumed_epoch);
                 (s.tp.clone(), offset)
             })
             .collect()

@@ -28,6 +28,9 @@ use crate::protocol::messages::{
 use crate::protocol::{ApiKey, KafkaCode, Uuid};
 use crate::runtime::sleep_until;
 
+/// The feature whose finalized level 1 enables KIP-848's consumer group protocol.
+const GROUP_VERSION_FEATURE: &str = "group.version";
+
 /// What the driver tells the group consumer.
 #[derive(Debug, Clone)]
 pub(crate) enum ToConsumer {
@@ -332,23 +335,26 @@ impl Driver {
         });
     }
 
-    /// A KIP-848 member whose coordinator does not offer ConsumerGroupHeartbeat (a
-    /// broker before 4.0, or one with the new protocol switched off) becomes a classic
-    /// member, before it ever joined.
+    /// A KIP-848 member whose coordinator does not offer the new protocol becomes a
+    /// classic member, before it ever joined: a broker before 3.7 has no
+    /// ConsumerGroupHeartbeat; 3.7 to 3.9 advertise it but answer UNSUPPORTED_VERSION
+    /// unless the cluster finalized `group.version` 1 (4.0's default), which is what
+    /// tells.
     fn fall_back_to_classic_if_needed(&mut self, broker: &Broker, now: Instant) {
         let AnyMember::Consumer(m) = &self.member else {
             return;
         };
-        let offered = broker
-            .api_versions()
-            .is_some_and(|v| v.version_for(ApiKey::ConsumerGroupHeartbeat).is_some());
+        let offered = broker.api_versions().is_some_and(|v| {
+            v.version_for(ApiKey::ConsumerGroupHeartbeat).is_some()
+                && v.feature_level(GROUP_VERSION_FEATURE) >= 1
+        });
         if offered {
             return;
         }
         tracing::warn!(
             group = %m.settings().group_id,
             broker = broker.id(),
-            "group.protocol=consumer, but the coordinator does not offer ConsumerGroupHeartbeat: using the classic protocol"
+            "group.protocol=consumer, but the coordinator does not offer it (no ConsumerGroupHeartbeat, or group.version not finalized at 1): using the classic protocol"
         );
         let settings = m.settings().clone();
         let topics = m.subscription().clone();

@@ -3,6 +3,8 @@
 //! member's generation.
 //!
 //! - `consumer`: the public handle (records, commits, positions, close).
+//! - `builder`: [`GroupConsumerBuilder`], a member with settings of its own over a
+//!   shared client.
 //! - `driver`: the task on a worker that runs the member engine
 //!   (`engine::group`): coordinator, heartbeats, metadata for the leader.
 //! - `offsets`: OffsetFetch for assigned partitions and commits with the generation.
@@ -12,12 +14,14 @@
 //!   `cooperative-sticky`) as pure, deterministic functions.
 
 pub(crate) mod assignor;
+mod builder;
 mod consumer;
 mod driver;
 mod offsets;
 pub(crate) mod protocol;
 
 pub use crate::engine::group::{GroupError, GroupProtocolErrorText};
+pub use builder::GroupConsumerBuilder;
 pub use consumer::{
     CommitFuture, GroupBatch, GroupConsumer, ListenerFuture, Pattern, RebalanceListener, Topics,
 };

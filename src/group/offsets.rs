@@ -21,13 +21,46 @@ use crate::protocol::messages::offset_fetch::{
 use crate::protocol::messages::{OffsetCommitRequest, OffsetFetchRequest, OffsetFetchResponse};
 use crate::protocol::{ApiKey, KafkaCode};
 
-/// An offset to commit: the next one to consume, with the application's metadata.
+/// An offset to commit: the next one to consume, with the application's metadata and
+/// the leader epoch of the record before it (KIP-320).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OffsetAndMetadata {
     /// The next offset to consume.
     pub offset: i64,
     /// Free text stored with it.
     pub metadata: String,
+    /// The leader epoch of the last record consumed (the batch it came in), so a
+    /// consumer starting from this offset can tell a truncated log; `None` when unknown
+    /// (sent as -1). The group consumer fills it in; Java members read it too.
+    pub leader_epoch: Option<i32>,
+}
+
+impl OffsetAndMetadata {
+    /// `offset` with no metadata and no leader epoch.
+    pub fn new(offset: i64) -> Self {
+        OffsetAndMetadata {
+            offset,
+            metadata: String::new(),
+            leader_epoch: None,
+        }
+    }
+
+    /// With `metadata` stored beside the offset.
+    pub fn with_metadata(mut self, metadata: impl Into<String>) -> Self {
+        self.metadata = metadata.into();
+        self
+    }
+
+    /// With the leader epoch of the last record consumed.
+    pub fn with_leader_epoch(mut self, epoch: Option<i32>) -> Self {
+        self.leader_epoch = epoch;
+        self
+    }
+
+    /// The epoch as the wire has it (-1 for none).
+    pub(crate) fn wire_epoch(&self) -> i32 {
+        self.leader_epoch.unwrap_or(-1)
+    }
 }
 
 /// Committed offsets of `partitions` in `group` (`None`: nothing committed).
@@ -178,7 +211,7 @@ pub(crate) async fn commit(
                             OffsetCommitRequestPartition::default()
                                 .with_partition_index(p)
                                 .with_committed_offset(o.offset)
-                                .with_committed_leader_epoch(-1)
+                                .with_committed_leader_epoch(o.wire_epoch())
                                 .with_committed_metadata(Some(o.metadata.clone()))
                         })
                         .collect(),
@@ -211,6 +244,11 @@ pub(crate) async fn commit(
         }
     })
     .await;
+    let name = match result {
+        Ok(None) => crate::metrics::names::GROUP_COMMITS,
+        _ => crate::metrics::names::GROUP_COMMIT_ERRORS,
+    };
+    metrics::counter!(name, "group" => group.to_string()).increment(1);
     match result {
         Ok(Some(code)) => Err(CommitRefusal::Fenced(code)),
         Ok(None) => Ok(()),

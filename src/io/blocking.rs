@@ -194,7 +194,7 @@ impl BlockingConnection {
                 return Ok(());
             }
         }
-        self.engine.handle_transmitted();
+        self.engine.handle_transmitted(Instant::now());
         Ok(())
     }
 

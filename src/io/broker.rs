@@ -22,7 +22,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::engine::error::IoError;
 use crate::io::backend::Backend;
@@ -31,6 +31,7 @@ use crate::io::connection::{
     RawResponse, TypedRequest,
 };
 use crate::io::epoll::EpollConnector;
+#[cfg(all(target_os = "linux", feature = "io-uring"))]
 use crate::io::uring::UringConnector;
 use crate::protocol::negotiation::ApiVersionsTable;
 use crate::protocol::{Request, decode_response_body};
@@ -65,6 +66,8 @@ impl std::fmt::Debug for Broker {
 pub struct PendingResponse<R: Request> {
     rx: oneshot::Receiver<Result<RawResponse, IoError>>,
     addr: Arc<str>,
+    /// The request's span: open from queueing to the answer (or to being dropped).
+    span: tracing::Span,
     _request: std::marker::PhantomData<fn() -> R>,
 }
 
@@ -72,8 +75,10 @@ impl<R: Request> PendingResponse<R> {
     fn finish(
         received: Result<Result<RawResponse, IoError>, oneshot::error::RecvError>,
         addr: &str,
+        span: &tracing::Span,
     ) -> Result<R::Response, IoError> {
         let raw = received.map_err(|_| IoError::ShuttingDown)??;
+        record_answer(span, &raw);
         if raw.body.is_empty() && raw.api == crate::protocol::ApiKey::Produce {
             // acks=0: the broker sends nothing back.
             return Ok(R::Response::default());
@@ -90,7 +95,7 @@ impl<R: Request> PendingResponse<R> {
     /// Blocks this thread until the response arrives. Must not be called from within an
     /// async runtime.
     pub fn wait(self) -> Result<R::Response, IoError> {
-        Self::finish(self.rx.blocking_recv(), &self.addr)
+        Self::finish(self.rx.blocking_recv(), &self.addr, &self.span)
     }
 }
 
@@ -101,10 +106,52 @@ impl<R: Request> std::future::Future for PendingResponse<R> {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
-        let addr = self.addr.clone();
+        let (addr, span) = (self.addr.clone(), self.span.clone());
         std::pin::Pin::new(&mut self.rx)
             .poll(cx)
-            .map(|r| Self::finish(r, &addr))
+            .map(|r| Self::finish(r, &addr, &span))
+    }
+}
+
+/// A span for one request to broker `broker` (debug level: one per request).
+fn request_span(api: crate::protocol::ApiKey, broker: i32) -> tracing::Span {
+    tracing::debug_span!(
+        "kring_request",
+        api = api.name(),
+        broker,
+        version = tracing::field::Empty,
+        correlation_id = tracing::field::Empty,
+    )
+}
+
+/// What the answer says of the request, recorded on its span.
+fn record_answer(span: &tracing::Span, raw: &RawResponse) {
+    if !span.is_disabled() {
+        span.record("version", raw.version);
+        span.record("correlation_id", raw.correlation_id);
+    }
+}
+
+/// The connection task on the backend its worker runs.
+async fn connection_task(
+    backend: Backend,
+    shared: Arc<ConnectionShared>,
+    config: Arc<ConnectionConfig>,
+    rx: mpsc::Receiver<Command>,
+    shutdown: watch::Receiver<bool>,
+    seed: u64,
+    id: i32,
+) {
+    match backend {
+        #[cfg(all(target_os = "linux", feature = "io-uring"))]
+        Backend::IoUring => {
+            connection::run_connection::<UringConnector>(shared, config, rx, shutdown, seed, id)
+                .await
+        }
+        Backend::Epoll => {
+            connection::run_connection::<EpollConnector>(shared, config, rx, shutdown, seed, id)
+                .await
+        }
     }
 }
 
@@ -125,29 +172,14 @@ impl Broker {
         let shutdown = runtime.shutdown_signal();
         let task_shared = shared.clone();
         let seed = seed_for(&addr, id);
-        runtime.spawn_on(runtime.worker_for(id), move |backend| async move {
-            match backend {
-                Backend::IoUring => {
-                    connection::run_connection::<UringConnector>(
-                        task_shared,
-                        config,
-                        rx,
-                        shutdown,
-                        seed,
-                    )
-                    .await
-                }
-                Backend::Epoll => {
-                    connection::run_connection::<EpollConnector>(
-                        task_shared,
-                        config,
-                        rx,
-                        shutdown,
-                        seed,
-                    )
-                    .await
-                }
-            }
+        // Every event of the connection's task (connects, losses, re-authentication)
+        // carries the broker it is about.
+        let span = tracing::info_span!("kring_connection", broker = id, addr = %addr);
+        runtime.spawn_on(runtime.worker_for(id), move |backend| {
+            tracing::Instrument::instrument(
+                connection_task(backend, task_shared, config, rx, shutdown, seed, id),
+                span,
+            )
         })?;
         Ok(Broker {
             inner: Arc::new(BrokerInner {
@@ -267,6 +299,7 @@ impl Broker {
             PendingResponse {
                 rx,
                 addr: self.inner.shared.addr.clone(),
+                span: request_span(R::API_KEY, self.inner.id),
                 _request: std::marker::PhantomData,
             },
         )
@@ -361,13 +394,16 @@ impl Broker {
         request: Box<dyn EncodeRequest>,
     ) -> Result<RawResponse, IoError> {
         self.check_open()?;
+        let span = request_span(request.api_key(), self.inner.id);
         let (tx, rx) = oneshot::channel();
         self.inner
             .tx
             .send(Command::Send(Outbound { request, reply: tx }))
             .await
             .map_err(|_| self.closed())?;
-        rx.await.map_err(|_| IoError::ShuttingDown)?
+        let raw = rx.await.map_err(|_| IoError::ShuttingDown)??;
+        record_answer(&span, &raw);
+        Ok(raw)
     }
 }
 

@@ -38,6 +38,7 @@ use crate::engine::connection::{Connection, Event};
 use crate::engine::error::IoError;
 use crate::io::security;
 use crate::io::transport::{Connector, ShutdownHandle, TransportRead, TransportWrite};
+use crate::metrics::BrokerMetrics;
 use crate::protocol::negotiation::ApiVersionsTable;
 use crate::runtime::sleep_until;
 
@@ -139,7 +140,12 @@ pub(crate) async fn run_connection<C: Connector>(
     mut rx: mpsc::Receiver<Command>,
     mut shutdown: watch::Receiver<bool>,
     seed: u64,
+    broker: i32,
 ) {
+    let metrics = Rc::new(BrokerMetrics::new(crate::metrics::broker_label(
+        broker,
+        &shared.addr,
+    )));
     let mut backoff = Backoff::new(
         config.reconnect_backoff,
         config.reconnect_backoff_max,
@@ -170,8 +176,10 @@ pub(crate) async fn run_connection<C: Connector>(
                 addr: shared.addr.to_string(),
                 retry_in: at - Instant::now(),
             };
+            metrics.failed(err.kind());
             fail_command(command, err.clone());
             while let Ok(c) = rx.try_recv() {
+                metrics.failed(err.kind());
                 fail_command(c, err.clone());
             }
             continue;
@@ -194,12 +202,14 @@ pub(crate) async fn run_connection<C: Connector>(
                     setup_deadline.into_std(),
                     start,
                 );
-                let session = Session::new(engine, shared.clone(), config.clone());
+                let session = Session::new(engine, shared.clone(), config.clone(), metrics.clone());
                 session.accept(command);
                 session.run::<C>(read, write, &mut rx, &mut shutdown).await
             }
             Err(err) => {
                 tracing::debug!(addr = %shared.addr, error = %err, "connect failed");
+                metrics.disconnects.increment(1);
+                metrics.failed(err.kind());
                 fail_command(command, err);
                 (Outcome::Broken, false)
             }
@@ -307,6 +317,7 @@ struct Session {
     was_ready: std::cell::Cell<bool>,
     /// Wakes the writer loop: the reader changed the engine.
     wake: Notify,
+    metrics: Rc<BrokerMetrics>,
 }
 
 impl Session {
@@ -314,8 +325,10 @@ impl Session {
         engine: Connection<Reply>,
         shared: Arc<ConnectionShared>,
         config: Arc<ConnectionConfig>,
+        metrics: Rc<BrokerMetrics>,
     ) -> Self {
         Session {
+            metrics,
             engine: RefCell::new(engine),
             shared,
             config,
@@ -353,14 +366,20 @@ impl Session {
         // Published before the answers go out, so a caller holding its answer sees it.
         let in_flight = self.engine.borrow().in_flight();
         self.shared.in_flight.store(in_flight, Ordering::Relaxed);
+        self.metrics.in_flight.set(in_flight as f64);
         loop {
             let event = self.engine.borrow_mut().poll_event();
             let Some(event) = event else { break };
             match event {
                 Event::Response(reply, result) => {
+                    match &result {
+                        Ok(raw) => self.metrics.answered(raw.api, raw.round_trip),
+                        Err(e) => self.metrics.failed(e.kind()),
+                    }
                     let _ = reply.send(result);
                 }
                 Event::Ready(versions) => {
+                    self.metrics.connects.increment(1);
                     self.was_ready.set(true);
                     self.shared.connects.fetch_add(1, Ordering::Relaxed);
                     self.shared.set_versions(versions);
@@ -375,6 +394,7 @@ impl Session {
                 }
                 Event::ReauthenticationNeeded => self.reauth_requested.set(true),
                 Event::Broken(error) => {
+                    self.metrics.disconnects.increment(1);
                     if self.was_ready.get() {
                         tracing::info!(addr = %self.shared.addr, %error, "connection lost");
                     } else {
@@ -496,6 +516,8 @@ impl Session {
         segments: &mut Vec<Bytes>,
         closer: &W::Shutdown,
     ) -> bool {
+        let bytes: usize = segments.iter().map(Bytes::len).sum();
+        self.metrics.sent_bytes.increment(bytes as u64);
         let pending = write.write_all(std::mem::take(segments));
         tokio::pin!(pending);
         loop {
@@ -507,7 +529,7 @@ impl Session {
                     segments.clear();
                     let mut engine = self.engine.borrow_mut();
                     match result {
-                        Ok(()) => engine.handle_transmitted(),
+                        Ok(()) => engine.handle_transmitted(Self::now()),
                         Err(e) => engine.handle_io_error(&e, Self::now()),
                     }
                     return true;
@@ -576,7 +598,7 @@ async fn read_loop<R: TransportRead>(mut read: R, session: Rc<Session>) {
             engine.handle_read(buf, now);
             match result {
                 Ok(0) => engine.handle_eof(now),
-                Ok(_) => {}
+                Ok(n) => session.metrics.received_bytes.increment(n as u64),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => engine.handle_io_error(&e, now),
             }

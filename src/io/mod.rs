@@ -1,8 +1,9 @@
 //! The only layer with sockets.
 //!
 //! - [`transport`]: the completion-style transport traits (owned buffers in, owned
-//!   buffers back), with an io_uring backend ([`uring`], tokio-uring) and an epoll
-//!   backend ([`epoll`], tokio), chosen by [`backend`].
+//!   buffers back), with an io_uring backend (`uring`, tokio-uring; Linux with the
+//!   `io-uring` feature only) and an epoll backend ([`epoll`], tokio), chosen by
+//!   [`backend`].
 //! - [`connection`]: one broker connection driven by a task on its worker: framing,
 //!   correlation ids, pipelining, batched vectored writes, timeouts, the ApiVersions
 //!   handshake, reconnection with backoff.
@@ -17,6 +18,7 @@ pub mod connection;
 pub mod epoll;
 pub mod security;
 pub mod transport;
+#[cfg(all(target_os = "linux", feature = "io-uring"))]
 pub mod uring;
 
 pub use crate::engine::error::IoError;

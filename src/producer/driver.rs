@@ -29,10 +29,12 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
 use super::ProducerShared;
+use super::metrics::SinkMetrics;
 use crate::client::ClusterMetadata;
 use crate::engine::connection::RawResponse;
 use crate::engine::error::IoError;
 use crate::engine::produce::partition::{ProducePartition, ProducerId, Wake};
+use crate::engine::produce::request::ANY_PRODUCE_VERSION;
 use crate::engine::produce::sink::{Leaders, Sink, SinkContext, SinkEvent};
 use crate::error::{Error, Result};
 use crate::protocol::messages::InitProducerIdRequest;
@@ -263,6 +265,10 @@ async fn run_sink(
         |b| Arc::from(b.addr()),
     );
     let mut sink = Sink::new(broker, addr.clone());
+    let mut metrics = SinkMetrics::new(
+        broker,
+        shared.settings.codec != crate::record::Compression::None,
+    );
     let waker: Arc<dyn Wake> = handle.waker.clone();
     let mut answers: JoinSet<Answer> = JoinSet::new();
     loop {
@@ -288,6 +294,11 @@ async fn run_sink(
         if shared.closed.load(Ordering::Acquire) && answers.is_empty() && !sink.has_pending() {
             break;
         }
+        metrics.sample(
+            Instant::now(),
+            || sink.unsettled_records(),
+            || shared.pools.budget_used(),
+        );
         let timeout = sink.poll_timeout();
         tokio::select! {
             biased;
@@ -300,6 +311,7 @@ async fn run_sink(
                 while let Some(joined) = answers.try_join_next() {
                     settle(&shared, &mut sink, joined);
                 }
+                report(&shared, &mut sink, &mut metrics);
             }
             _ = handle.waker.0.notified() => {}
             _ = sleep_until(timeout) => {}
@@ -331,13 +343,22 @@ fn drain(
         flushing: shared.flushing.load(Ordering::Acquire) > 0
             || shared.closing.load(Ordering::Acquire),
         leaders: &MetadataLeaders(&metadata),
+        produce_versions: shared
+            .txn
+            .as_ref()
+            .map_or(ANY_PRODUCE_VERSION, |t| t.produce_versions()),
     };
     sink.drain(Instant::now(), &cx);
     while let Some((token, request)) = sink.poll_request() {
         shared.active.fetch_add(1, Ordering::SeqCst);
         let broker = shared.client.broker(sink.broker());
         let addr = addr.clone();
-        answers.spawn_local(async move {
+        let span = tracing::debug_span!(
+            "kring_produce",
+            broker = sink.broker(),
+            batches = request.topics.iter().map(|(_, b)| b.len()).sum::<usize>(),
+        );
+        let answer = async move {
             let result = match broker {
                 Some(b) => b.send_raw(Box::new(request)).await,
                 None => Err(IoError::NotConnected {
@@ -346,9 +367,18 @@ fn drain(
                 }),
             };
             (token, result)
-        });
+        };
+        answers.spawn_local(tracing::Instrument::instrument(answer, span));
     }
     shared.leave();
+}
+
+/// Hands the batches just answered to the metrics and the interceptors.
+fn report(shared: &ProducerShared, sink: &mut Sink, metrics: &mut SinkMetrics) {
+    let interceptors = &shared.interceptors;
+    for (partition, report) in sink.take_reports() {
+        metrics.record(&partition, &report, interceptors);
+    }
 }
 
 fn settle(

@@ -37,7 +37,10 @@
 //! ```
 
 mod api;
+mod builder;
 mod driver;
+mod interceptor;
+mod metrics;
 pub mod partitioner;
 mod record;
 mod txn;
@@ -51,13 +54,15 @@ use tokio::sync::{Notify, mpsc};
 
 pub use crate::engine::txn::TransactionError;
 pub use api::{FlushFuture, RecordProducer, SendFuture, SyncRecordProducer};
+pub use builder::ProducerBuilder;
+pub use interceptor::{Acknowledgement, ProducerInterceptor};
 pub use partitioner::{Partitioner, TopicPartitions};
 pub use record::{DeliveryFuture, Payload, ProducerRecord, RecordMetadata};
 pub use txn::GroupMetadata;
 
 use crate::buf::MemoryBudget;
 use crate::client::Client;
-use crate::config::{Acks, Config};
+use crate::config::{Acks, Config, ProducerConfig};
 use crate::engine::produce::arenas::ArenaPools;
 use crate::engine::produce::completion::batch_done;
 use crate::engine::produce::failures::{DeliveryFailures, FailureReport};
@@ -93,6 +98,8 @@ pub(crate) struct ProducerShared {
     pub settings: ProduceSettings,
     /// Batch arenas by size class, charged to `buffer.memory`.
     pub pools: ArenaPools,
+    /// This producer's `buffer.memory` (for errors).
+    buffer_memory: usize,
     partitioner: Option<Box<dyn Partitioner>>,
     pub topics: RwLock<HashMap<String, Arc<TopicState>>>,
     pub sinks: Sinks,
@@ -115,6 +122,8 @@ pub(crate) struct ProducerShared {
     pub failures: Arc<DeliveryFailures>,
     /// A transactional producer's transactions (`transactional.id` set).
     pub txn: Option<txn::TxnShared>,
+    /// Run on each record sent and each batch's outcome.
+    pub interceptors: crate::config::Interceptors<dyn ProducerInterceptor>,
 }
 
 impl std::fmt::Debug for ProducerShared {
@@ -149,6 +158,38 @@ impl Drop for Handle {
 }
 
 /// The asynchronous producer. Cheap to clone; `Send + Sync`.
+///
+/// [`Producer::send`] copies the record into its partition's open batch and returns a
+/// [`DeliveryFuture`] that resolves once the broker acknowledged it (or it failed for
+/// good); [`Producer::flush`] sends everything queued and reports failures since the
+/// last flush; [`Producer::close`] flushes and stops. [`Producer::builder`] gives a
+/// producer settings of its own on a shared client; [`SyncProducer`] waits for each
+/// send.
+///
+/// ```no_run
+/// use kring::producer::{Producer, ProducerRecord};
+/// use kring::{Client, Config};
+///
+/// # async fn run() -> kring::Result<()> {
+/// let client = Client::connect(Config::new(["127.0.0.1:9092"])).await?;
+/// let producer = Producer::new(client.clone()).await?;
+/// let mut deliveries = Vec::new();
+/// for i in 0..100u32 {
+///     let value = i.to_string();
+///     let record = ProducerRecord::new("orders")
+///         .with_key("customer-7")
+///         .with_value(value.as_str())
+///         .with_header("source", b"example");
+///     deliveries.push(producer.send(record).await?);
+/// }
+/// producer.flush().await?; // Error::DeliveryFailed when any record failed
+/// for delivery in deliveries {
+///     let written = delivery.await?;
+///     println!("partition {} offset {}", written.partition, written.offset);
+/// }
+/// producer.close().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Producer {
     handle: Arc<Handle>,
@@ -171,7 +212,8 @@ fn codec_of(c: crate::config::Compression) -> Codec {
     }
 }
 
-/// The settings the producer's engines use, from the client's configuration.
+/// The settings the producer's engines use, from the client's configuration with this
+/// producer's own section.
 fn settings_of(config: &Config) -> ProduceSettings {
     let p = &config.producer;
     ProduceSettings {
@@ -225,6 +267,15 @@ impl ProducerShared {
         self.failures.take()
     }
 
+    /// Shows `record` to the interceptors, if there are any.
+    fn intercept(&self, record: &ProducerRecord<'_>) {
+        if !self.interceptors.is_empty() {
+            for i in self.interceptors.iter() {
+                i.on_send(record);
+            }
+        }
+    }
+
     /// Asks every sink to seal and send now (a flush, or a sync send, is waiting).
     fn hurry(&self) -> FlushGuard<'_> {
         self.flushing.fetch_add(1, Ordering::AcqRel);
@@ -255,7 +306,26 @@ impl Producer {
         client: Client,
         partitioner: Option<Box<dyn Partitioner>>,
     ) -> Result<Producer> {
-        let config = client.config().clone();
+        let own = client.config().producer.clone();
+        Self::start(client, own, partitioner).await
+    }
+
+    /// A producer with settings of its own over `client`'s connections and workers:
+    /// starts from `client.config().producer`; see [`ProducerBuilder`].
+    pub fn builder(client: &Client) -> ProducerBuilder {
+        ProducerBuilder::new(client)
+    }
+
+    /// Starts a producer on `client` with `own` settings (validated with the client's).
+    /// Everything below reads `own` (through `settings`, `pools`, `buffer_memory` and
+    /// the partitioner), never `client.config().producer`.
+    async fn start(
+        client: Client,
+        own: ProducerConfig,
+        partitioner: Option<Box<dyn Partitioner>>,
+    ) -> Result<Producer> {
+        let mut config = client.config().clone();
+        config.producer = own;
         config.validate()?;
         let p = &config.producer;
         let pools = ArenaPools::new(p.batch_size, MemoryBudget::new(p.buffer_memory));
@@ -266,6 +336,7 @@ impl Producer {
             partitioner: partitioner
                 .or_else(|| partitioner::from_kind(p.partitioner, p.batch_size, seed)),
             pools,
+            buffer_memory: p.buffer_memory,
             topics: RwLock::new(HashMap::new()),
             sinks: Sinks::default(),
             identity: Mutex::new(None),
@@ -278,6 +349,7 @@ impl Producer {
             abandoned: AtomicBool::new(false),
             failures: Arc::default(),
             txn: p.transactional_id.as_deref().map(txn::TxnShared::new),
+            interceptors: p.interceptors.clone(),
         });
         // A transactional producer obtains its id in init_transactions.
         if shared.settings.idempotent && shared.txn.is_none() {
@@ -487,6 +559,7 @@ impl Producer {
     /// used up (and for metadata of a topic not seen before).
     pub async fn send(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
         self.check_open()?;
+        self.shared().intercept(&record);
         let _in_transaction = self.shared().enter_send()?;
         let (topic, available, count) = self.topic(record.topic, true).await?;
         let partition = self.choose_partition(&record, &available, count)?;
@@ -515,6 +588,7 @@ impl Producer {
     /// metadata is not known yet, is an error.
     pub fn try_send(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
         self.check_open()?;
+        self.shared().intercept(&record);
         let _in_transaction = self.shared().enter_send()?;
         let (topic, available, count) = crate::client::block_on(self.topic(record.topic, false))?;
         let partition = self.choose_partition(&record, &available, count)?;
@@ -525,7 +599,7 @@ impl Producer {
             }
             Appended::NeedArena(_) => Err(Error::Batch(format!(
                 "buffer.memory ({} bytes) is full",
-                self.shared().client.config().producer.buffer_memory
+                self.shared().buffer_memory
             ))),
         }
     }
@@ -695,6 +769,28 @@ pub struct ProducerChannels {
 
 /// A blocking producer (Sarama's SyncProducer): each call returns once its records are
 /// acknowledged.
+///
+/// For plain threads (no async runtime needed); [`Producer::send_blocking`] is the
+/// non-waiting alternative, queueing a record and returning its delivery future.
+///
+/// ```no_run
+/// use kring::producer::{ProducerRecord, SyncProducer};
+/// use kring::{Client, Config};
+///
+/// let client = Client::connect_blocking(Config::new(["127.0.0.1:9092"]))?;
+/// let producer = SyncProducer::connect(client)?;
+/// let written = producer.send(ProducerRecord::new("orders").with_value("one"))?;
+/// println!("partition {} offset {}", written.partition, written.offset);
+/// let batch = [
+///     ProducerRecord::new("orders").with_value("two"),
+///     ProducerRecord::new("orders").with_value("three"),
+/// ];
+/// for result in producer.send_all(&batch) {
+///     result?;
+/// }
+/// producer.close()?;
+/// # Ok::<(), kring::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct SyncProducer {
     producer: Producer,

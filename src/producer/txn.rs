@@ -4,8 +4,13 @@
 //! allows, how each error is classed) are the sans-IO [`crate::engine::txn`]; this module
 //! sends what it decides and feeds the answers back.
 //!
-//! The flow of one transaction, in the older protocol every broker speaks (transactions
-//! v1; KIP-890's v2 is not used yet, so Produce stays at v11 or below, EndTxn at v4):
+//! Which protocol a transaction uses follows the cluster's finalized `transaction.version`
+//! (read from the brokers' ApiVersions answers at `init_transactions` and whenever a
+//! transaction ends, the newest features epoch winning, as the Java client does):
+//! transactions v2 (KIP-890, Kafka 4.0+) where it is 2 or more, v1 otherwise.
+//!
+//! The flow of one transaction in v1 (Produce at most v11, EndTxn and TxnOffsetCommit at
+//! most v4):
 //! - a record sent to a partition not yet in the transaction registers it; the adder task
 //!   asks the coordinator for every partition registered since its last request in one
 //!   AddPartitionsToTxn, and only then lets the partition's sink send its batches;
@@ -16,6 +21,13 @@
 //! - an abort fails what was not sent, waits for what is on the wire, and ends the
 //!   transaction with EndTxn; when something in it may have left a sequence gap it then
 //!   bumps the epoch (InitProducerId with the current id and epoch, KIP-360).
+//!
+//! In v2 (Produce v12, EndTxn v5, TxnOffsetCommit v5) there is no AddPartitionsToTxn and
+//! no AddOffsetsToTxn: a partition's batches go out at once and its leader adds it to
+//! the transaction, the group coordinator adds the offsets. Every EndTxn bumps the
+//! epoch and its answer names the new one (a new producer id when the epoch ran out),
+//! which the producer takes, its sequences starting again at 0; no InitProducerId
+//! follows an abort.
 //!
 //! Calls a state does not allow fail with [`TransactionError`] and change nothing.
 
@@ -30,7 +42,8 @@ use crate::client::CoordinatorKind;
 use crate::consumer::offsets::with_coordinator;
 use crate::engine::produce::partition::{ProducePartition, ProducerId};
 use crate::engine::txn::{
-    AddOutcome, ErrorClass, Transaction, TransactionError, TxnPartition, TxnState, class_of,
+    AddOutcome, ErrorClass, Joining, Transaction, TransactionError, TxnPartition, TxnProtocol,
+    TxnState, class_of,
 };
 use crate::error::{Error, Result};
 use crate::group::{OffsetAndMetadata, TopicPartition};
@@ -41,16 +54,14 @@ use crate::protocol::messages::txn_offset_commit::{
 use crate::protocol::messages::{
     AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest, TxnOffsetCommitRequest,
 };
-use crate::protocol::{ApiKey, KafkaCode};
+use crate::protocol::{ApiKey, KafkaCode, VersionRange};
 
 /// The newest AddPartitionsToTxn a client sends (v4+ are the brokers' own, KIP-890).
 const ADD_PARTITIONS_MAX_VERSION: i16 = 3;
-/// The newest EndTxn of transactions v1 (v5 is KIP-890's v2).
-const END_TXN_MAX_VERSION: i16 = 4;
-/// The newest AddOffsetsToTxn of transactions v1.
+/// The newest AddOffsetsToTxn of transactions v1 (v2 sends none).
 const ADD_OFFSETS_MAX_VERSION: i16 = 3;
-/// The newest TxnOffsetCommit of transactions v1.
-const TXN_OFFSET_COMMIT_MAX_VERSION: i16 = 4;
+/// The feature whose finalized level chooses the protocol.
+const TRANSACTION_VERSION_FEATURE: &str = "transaction.version";
 
 /// A consumer group member's identity, for offsets sent to a transaction (KIP-447: the
 /// group coordinator refuses them once that generation is over, so a zombie member's
@@ -94,6 +105,8 @@ pub(crate) struct TxnShared {
     settled: Notify,
     /// Mirrors `Transaction::drops_unsent` for the sinks, which read it at every drain.
     drop_unsent: AtomicBool,
+    /// Mirrors `Transaction::protocol() == V2` for the sinks (the Produce version).
+    v2: AtomicBool,
     adder_started: AtomicBool,
     /// Batches failed since the producer was made, when the open transaction began: a
     /// commit refuses to go on if any failed since (a flush may have taken the report).
@@ -109,6 +122,7 @@ impl TxnShared {
             adder: Notify::new(),
             settled: Notify::new(),
             drop_unsent: AtomicBool::new(false),
+            v2: AtomicBool::new(false),
             adder_started: AtomicBool::new(false),
             failed_at_begin: std::sync::atomic::AtomicU64::new(0),
         }
@@ -127,6 +141,8 @@ impl TxnShared {
             // Under the lock, so two updates cannot leave the flag behind the state.
             let drop_unsent = engine.drops_unsent();
             let was = self.drop_unsent.swap(drop_unsent, Ordering::SeqCst);
+            self.v2
+                .store(engine.protocol() == TxnProtocol::V2, Ordering::SeqCst);
             (out, drop_unsent && !was)
         };
         if started_dropping {
@@ -204,6 +220,16 @@ impl TxnShared {
     pub fn wake_adder(&self) {
         self.adder.notify_one();
     }
+
+    /// The versions Produce requests of this producer may go at now.
+    pub fn produce_versions(&self) -> VersionRange {
+        let protocol = if self.v2.load(Ordering::Acquire) {
+            TxnProtocol::V2
+        } else {
+            TxnProtocol::V1
+        };
+        protocol.produce_versions()
+    }
 }
 
 /// A send in progress, counted until it has registered its partition.
@@ -250,8 +276,11 @@ impl ProducerShared {
     pub(crate) fn register_partition(&self, partition: &ProducePartition) {
         if let Some(txn) = &self.txn {
             let key: TxnPartition = (partition.topic.clone(), partition.index);
-            if txn.engine().note_partition(&key) {
-                txn.adder.notify_one();
+            let joining = txn.engine().note_partition(&key);
+            match joining {
+                Joining::Ask => txn.adder.notify_one(),
+                Joining::Joined => partition.state().join_transaction(),
+                Joining::Nothing => {}
             }
         }
     }
@@ -271,6 +300,33 @@ impl ProducerShared {
                 state: "before init_transactions",
             })
         })
+    }
+
+    /// The protocol the cluster's finalized `transaction.version` calls for: from the
+    /// connected broker whose features epoch is the newest (the transaction coordinator's
+    /// when no other answered ApiVersions with features).
+    fn cluster_txn_protocol(&self, coordinator: Option<&crate::io::Broker>) -> TxnProtocol {
+        let tables = self
+            .client
+            .brokers()
+            .into_iter()
+            .chain(coordinator.cloned())
+            .filter_map(|b| b.api_versions());
+        let newest = tables.max_by_key(|t| t.features_epoch());
+        TxnProtocol::for_feature_level(
+            newest.map_or(0, |t| t.feature_level(TRANSACTION_VERSION_FEATURE)),
+        )
+    }
+
+    /// Takes `new` as the producer's id and epoch: the batches still queued get it and
+    /// sequences from 0.
+    fn adopt_producer(&self, new: ProducerId) {
+        if let Ok(mut slot) = self.identity.lock() {
+            *slot = Some(new);
+        }
+        for p in self.all_partitions() {
+            p.state().restamp(new, Instant::now());
+        }
     }
 
     /// Records `error` (from a transactional request) in the engine as its class says,
@@ -309,15 +365,38 @@ impl Producer {
         if let Ok(mut slot) = shared.identity.lock() {
             *slot = Some(id);
         }
-        txn.update(shared, Transaction::handle_initialized);
+        let coordinator = shared
+            .client
+            .find_coordinator_of(CoordinatorKind::Transaction, shared.transactional_id())
+            .await
+            .ok();
+        let protocol = shared.cluster_txn_protocol(coordinator.as_ref());
+        txn.update(shared, |t| {
+            t.adopt_protocol(protocol);
+            t.handle_initialized();
+        });
         self.start_adder()?;
         tracing::info!(
             transactional_id = shared.transactional_id(),
             producer_id = id.id,
             epoch = id.epoch,
+            ?protocol,
             "transactions initialised"
         );
         Ok(())
+    }
+
+    /// The transaction protocol the next (or open) transaction uses: `Some(2)` for
+    /// KIP-890's transactions v2 (the cluster finalized `transaction.version` 2 or more),
+    /// `Some(1)` for the older protocol, `None` for a producer without
+    /// `transactional.id`. Read from the brokers at `init_transactions` and whenever a
+    /// transaction ends.
+    pub fn transaction_version(&self) -> Option<i16> {
+        let txn = self.shared().txn.as_ref()?;
+        Some(match txn.engine().protocol() {
+            TxnProtocol::V1 => 1,
+            TxnProtocol::V2 => 2,
+        })
     }
 
     /// Opens a transaction: records sent from now on until the commit or the abort
@@ -336,8 +415,10 @@ impl Producer {
     /// consuming member's identity ([`crate::group::GroupConsumer::group_metadata`]), so
     /// the group coordinator refuses the offsets of a generation that is over
     /// (the transaction then must be aborted). A commit or abort called meanwhile waits
-    /// for this call. Dropping the future before it completes leaves the transaction in
-    /// an unknown state at the coordinator: abort it then.
+    /// for this call. Dropping the future once its first request is out (a timeout of
+    /// the application's) leaves the offsets' fate unknown: the transaction becomes
+    /// abortable (a commit fails and says so), and the abort bumps the epoch so a late
+    /// request cannot land in the next transaction.
     pub async fn send_offsets_to_transaction(
         &self,
         offsets: &[(TopicPartition, OffsetAndMetadata)],
@@ -365,15 +446,29 @@ impl Producer {
             return Ok(());
         }
         let producer = shared.current_producer()?;
+        // Dropped before it completes, the call leaves the offsets' fate unknown (they
+        // may be in the transaction or not): the transaction can then only be aborted.
+        let unfinished = OffsetsUnfinished {
+            shared,
+            txn,
+            done: false,
+        };
+        let protocol = txn.engine().protocol();
         if txn.engine().needs_group(&group.group_id) {
             if let Err(e) = self.add_offsets(producer, &group.group_id).await {
-                return Err(shared.fail_with(txn, ApiKey::AddOffsetsToTxn, e));
+                return Err(unfinished.failed(ApiKey::AddOffsetsToTxn, e));
             }
-            txn.engine().handle_group_added(&group.group_id);
         }
-        if let Err(e) = self.txn_offset_commit(producer, offsets, group).await {
-            return Err(shared.fail_with(txn, ApiKey::TxnOffsetCommit, e));
+        // v1: added by AddOffsetsToTxn; v2: the TxnOffsetCommit adds it, even when its
+        // answer is lost, so the transaction needs its EndTxn from here on.
+        txn.engine().handle_group_added(&group.group_id);
+        if let Err(e) = self
+            .txn_offset_commit(producer, offsets, group, protocol)
+            .await
+        {
+            return Err(unfinished.failed(ApiKey::TxnOffsetCommit, e));
         }
+        unfinished.finished();
         Ok(())
     }
 
@@ -439,7 +534,7 @@ impl Producer {
             // leave a gap (KIP-360; the Java client bumps on every failed sequenced batch).
             (
                 t.needs_end_txn(),
-                !commit && (t.needs_bump() || failed_in_txn),
+                !commit && t.abort_needs_bump(failed_in_txn),
                 t.state(),
             )
         };
@@ -454,23 +549,13 @@ impl Producer {
         }
         if needed {
             let producer = shared.current_producer()?;
-            if let Err(e) = self.end_txn(producer, commit).await {
-                return Err(shared.fail_with(txn, ApiKey::EndTxn, e));
+            let protocol = txn.engine().protocol();
+            match self.end_txn(producer, commit, protocol).await {
+                // v2: every EndTxn bumps the epoch (a new id when it ran out).
+                Ok(Some(new)) => shared.adopt_producer(new),
+                Ok(None) => {}
+                Err(e) => return Err(shared.fail_with(txn, ApiKey::EndTxn, e)),
             }
-        }
-        if bump {
-            let current = shared.current_producer()?;
-            let new = match driver::init_producer_id(shared, Some(current)).await {
-                Ok(id) => id,
-                Err(e) => return Err(shared.fail_with(txn, ApiKey::InitProducerId, e)),
-            };
-            if let Ok(mut slot) = shared.identity.lock() {
-                *slot = Some(new);
-            }
-            for p in shared.all_partitions() {
-                p.state().restamp(new, Instant::now());
-            }
-            tracing::info!(epoch = new.epoch, "producer epoch bumped after the abort");
         }
         if txn.engine().state() == TxnState::Fatal {
             return Err(txn
@@ -479,6 +564,26 @@ impl Producer {
                 .cloned()
                 .map_or(Error::ShuttingDown, Error::Transaction));
         }
+        // Read again for the next transaction (this one ended with the protocol it began
+        // with); a move from v1 to v2 bumps the epoch first, so nothing of this v1
+        // transaction counts as added to the next (KAFKA-18227).
+        let coordinator = shared
+            .client
+            .find_coordinator_of(CoordinatorKind::Transaction, shared.transactional_id())
+            .await
+            .ok();
+        let next_protocol = shared.cluster_txn_protocol(coordinator.as_ref());
+        let upgrade =
+            txn.engine().protocol() == TxnProtocol::V1 && next_protocol == TxnProtocol::V2;
+        if bump || upgrade {
+            let current = shared.current_producer()?;
+            let new = match driver::init_producer_id(shared, Some(current)).await {
+                Ok(id) => id,
+                Err(e) => return Err(shared.fail_with(txn, ApiKey::InitProducerId, e)),
+            };
+            shared.adopt_producer(new);
+            tracing::info!(epoch = new.epoch, upgrade, "producer epoch bumped");
+        }
         // The partitions leave before the state says Ready, so a transaction begun at
         // once cannot send through a partition still marked in this one.
         for (topic, index) in txn.engine().added_partitions() {
@@ -486,7 +591,10 @@ impl Producer {
                 p.state().leave_transaction();
             }
         }
-        txn.update(shared, Transaction::handle_ended);
+        txn.update(shared, |t| {
+            t.handle_ended();
+            t.adopt_protocol(next_protocol);
+        });
         tracing::debug!(
             transactional_id = shared.transactional_id(),
             commit,
@@ -551,14 +659,25 @@ impl Producer {
         Ok(())
     }
 
-    async fn end_txn(&self, producer: ProducerId, commit: bool) -> Result<()> {
+    /// Ends the transaction; in v2 the answer's new producer id and epoch.
+    async fn end_txn(
+        &self,
+        producer: ProducerId,
+        commit: bool,
+        protocol: TxnProtocol,
+    ) -> Result<Option<ProducerId>> {
         let request = EndTxnRequest::default()
             .with_transactional_id(self.shared().transactional_id().to_string())
             .with_producer_id(producer.id)
             .with_producer_epoch(producer.epoch)
             .with_committed(commit);
-        self.at_txn_coordinator(request, END_TXN_MAX_VERSION, |r| r.error_code)
-            .await
+        self.at_txn_coordinator(request, protocol.end_txn_versions(), |r| {
+            code_result(
+                r.error_code,
+                bumped_producer(r.producer_id, r.producer_epoch),
+            )
+        })
+        .await
     }
 
     async fn add_offsets(&self, producer: ProducerId, group: &str) -> Result<()> {
@@ -567,18 +686,22 @@ impl Producer {
             .with_producer_id(producer.id)
             .with_producer_epoch(producer.epoch)
             .with_group_id(group.to_string());
-        self.at_txn_coordinator(request, ADD_OFFSETS_MAX_VERSION, |r| r.error_code)
+        let versions = VersionRange {
+            min: 0,
+            max: ADD_OFFSETS_MAX_VERSION,
+        };
+        self.at_txn_coordinator(request, versions, |r| code_result(r.error_code, ()))
             .await
     }
 
-    /// Sends `request` (at most at `max_version`) to the transaction coordinator,
-    /// following it while it moves; `code` reads the answer's error code.
-    async fn at_txn_coordinator<R>(
+    /// Sends `request` (at a version within `versions`) to the transaction coordinator,
+    /// following it while it moves; `read` turns the answer into its result or error code.
+    async fn at_txn_coordinator<R, T>(
         &self,
         request: R,
-        max_version: i16,
-        code: impl Fn(&R::Response) -> i16,
-    ) -> Result<()>
+        versions: VersionRange,
+        read: impl Fn(&R::Response) -> std::result::Result<T, KafkaCode>,
+    ) -> Result<T>
     where
         R: crate::protocol::Request + Clone + Send + 'static,
     {
@@ -591,11 +714,11 @@ impl Producer {
             &id,
             api,
             |broker| {
-                let (request, code) = (request.clone(), &code);
+                let (request, read) = (request.clone(), &read);
                 async move {
-                    let version = capped_version(&broker, api, max_version)?;
+                    let version = version_within(&broker, api, versions)?;
                     let r = broker.send_version(request, version).await?;
-                    Ok(code_result(code(&r), ()))
+                    Ok(read(&r))
                 }
             },
         )
@@ -607,8 +730,10 @@ impl Producer {
         producer: ProducerId,
         offsets: &[(TopicPartition, OffsetAndMetadata)],
         group: &GroupMetadata,
+        protocol: TxnProtocol,
     ) -> Result<()> {
         let shared = self.shared();
+        let versions = protocol.txn_offset_commit_versions();
         let request = TxnOffsetCommitRequest::default()
             .with_transactional_id(shared.transactional_id().to_string())
             .with_group_id(group.group_id.clone())
@@ -626,11 +751,7 @@ impl Producer {
             |broker| {
                 let request = request.clone();
                 async move {
-                    let version = capped_version(
-                        &broker,
-                        ApiKey::TxnOffsetCommit,
-                        TXN_OFFSET_COMMIT_MAX_VERSION,
-                    )?;
+                    let version = version_within(&broker, ApiKey::TxnOffsetCommit, versions)?;
                     let r = broker.send_version(request, version).await?;
                     let first = r
                         .topics
@@ -655,7 +776,7 @@ fn offset_topics(
         let partition = TxnOffsetCommitRequestPartition::default()
             .with_partition_index(tp.partition)
             .with_committed_offset(o.offset)
-            .with_committed_leader_epoch(-1)
+            .with_committed_leader_epoch(o.wire_epoch())
             .with_committed_metadata(Some(o.metadata.clone()));
         match topics.iter_mut().find(|t| t.name == tp.topic) {
             Some(t) => t.partitions.push(partition),
@@ -669,18 +790,56 @@ fn offset_topics(
     topics
 }
 
-/// The version to send `api` at: what both sides speak, at most `max`.
-fn capped_version(broker: &crate::io::Broker, api: ApiKey, max: i16) -> Result<i16> {
+/// The version to send `api` at: the highest both sides speak, at most `versions.max`,
+/// and refused when that is below `versions.min` (a broker that finalized transactions
+/// v2 but cannot take its requests).
+fn version_within(broker: &crate::io::Broker, api: ApiKey, versions: VersionRange) -> Result<i16> {
     broker
         .api_versions()
         .and_then(|v| v.version_for(api))
-        .map(|v| v.min(max))
+        .map(|v| v.min(versions.max))
+        .filter(|&v| v >= versions.min)
         .ok_or_else(|| {
             Error::Io(crate::engine::error::IoError::UnsupportedApi {
                 api,
                 addr: broker.addr().to_string(),
             })
         })
+}
+
+/// EndTxn v5's new producer id and epoch (-1 in older answers: nothing to take).
+fn bumped_producer(id: i64, epoch: i16) -> Option<ProducerId> {
+    (id >= 0 && epoch >= 0).then_some(ProducerId { id, epoch })
+}
+
+/// A `send_offsets_to_transaction` between its first request and its last answer: if
+/// the future is dropped there, the offsets may or may not be in the transaction, so it
+/// is made abortable (committing it could commit offsets the application believes were
+/// not sent, or leave out ones it believes were), and its abort bumps the epoch.
+struct OffsetsUnfinished<'a> {
+    shared: &'a ProducerShared,
+    txn: &'a TxnShared,
+    done: bool,
+}
+
+impl OffsetsUnfinished<'_> {
+    fn failed(mut self, api: ApiKey, error: Error) -> Error {
+        self.done = true;
+        self.shared.fail_with(self.txn, api, error)
+    }
+
+    fn finished(mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for OffsetsUnfinished<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.txn
+                .update(self.shared, Transaction::handle_offsets_cancelled);
+        }
+    }
 }
 
 fn code_result<T>(code: i16, ok: T) -> std::result::Result<T, KafkaCode> {
@@ -798,10 +957,13 @@ async fn add_partitions(
         .find_coordinator_of(CoordinatorKind::Transaction, &id)
         .await?;
     broker.connect().await?;
-    let version = capped_version(
+    let version = version_within(
         &broker,
         ApiKey::AddPartitionsToTxn,
-        ADD_PARTITIONS_MAX_VERSION,
+        VersionRange {
+            min: 0,
+            max: ADD_PARTITIONS_MAX_VERSION,
+        },
     )?;
     let mut topics: Vec<AddPartitionsToTxnTopic> = Vec::new();
     for (topic, index) in round {

@@ -18,6 +18,14 @@ use crate::protocol::{DecodeError, FRAME_PREFIX, frame_length};
 /// The most [`FrameCutter::fill_with`] asks one read for.
 const FILL_MAX: usize = 1 << 20;
 
+/// The most [`FrameCutter::lend`] reserves on a frame's claimed length alone: a frame up
+/// to this size gets room for all of it at once (read straight into its final place, as
+/// fetch responses of the default sizes are); a larger one gets room for this much or as
+/// much again as has arrived, whichever is more, so its buffer doubles with what the peer
+/// really sends (a copy at each doubling: about one extra copy in all) and a 4-byte prefix
+/// claiming 100 MiB reserves no more than this.
+const RESERVE_ON_CLAIM: usize = 8 << 20;
+
 /// Cuts frames (the bytes after each 4-byte size prefix) out of what a connection reads.
 #[derive(Debug)]
 pub struct FrameCutter {
@@ -64,13 +72,14 @@ impl FrameCutter {
     }
 
     /// Lends the buffer to a read: the bytes already buffered stay at its front, and its
-    /// spare capacity holds the rest of the frame being read (whole, so a large frame is
-    /// read straight into its final place) or at least one read chunk. Give it back,
-    /// with what was read appended, through [`FrameCutter::restore`].
+    /// spare capacity holds the rest of the frame being read (whole up to 8 MiB, so a
+    /// frame is read straight into its final place; beyond that growing with what has
+    /// arrived, see `RESERVE_ON_CLAIM`) or at least one read chunk. Give it back, with
+    /// what was read appended, through [`FrameCutter::restore`].
     pub fn lend(&mut self) -> BytesMut {
-        let wanted = self.wanted();
-        if self.buf.capacity() - self.buf.len() < wanted {
-            self.buf.reserve(wanted.max(self.chunk));
+        let room = self.wanted().min(RESERVE_ON_CLAIM.max(self.buf.len()));
+        if self.buf.capacity() - self.buf.len() < room {
+            self.buf.reserve(room.max(self.chunk));
         }
         std::mem::take(&mut self.buf)
     }
@@ -192,6 +201,36 @@ mod tests {
         let buf = cutter.lend();
         assert!(buf.capacity() - buf.len() >= 100_000);
         cutter.restore(buf);
+    }
+
+    #[test]
+    fn a_claimed_length_alone_reserves_at_most_8_mib_and_a_larger_frame_still_arrives_whole() {
+        let total = 20 << 20;
+        let mut cutter = FrameCutter::new(100 << 20, 16);
+        cutter.extend(&(total as i32).to_be_bytes());
+        let buf = cutter.lend();
+        assert!(
+            buf.capacity() <= RESERVE_ON_CLAIM + 64,
+            "{} reserved for a 4-byte prefix",
+            buf.capacity()
+        );
+        cutter.restore(buf);
+        let body: Vec<u8> = (0..total).map(|i| (i % 251) as u8).collect();
+        let mut rest = &body[..];
+        while !rest.is_empty() {
+            let mut buf = cutter.lend();
+            let room = buf.capacity() - buf.len();
+            assert!(room > 0);
+            // Never more than what arrived, plus the 8 MiB a claim may reserve, over again.
+            assert!(buf.capacity() <= 2 * (buf.len() + RESERVE_ON_CLAIM));
+            let n = room.min(rest.len()).min(3 << 20);
+            buf.extend_from_slice(&rest[..n]);
+            rest = &rest[n..];
+            cutter.restore(buf);
+        }
+        let frame = cutter.next_frame().unwrap().expect("the whole frame");
+        assert_eq!(frame.len(), total);
+        assert!(frame[..] == body[..], "the frame's bytes, in order");
     }
 
     #[test]

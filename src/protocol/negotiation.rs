@@ -9,10 +9,15 @@ use bytes::Bytes;
 use crate::protocol::messages::{ApiKey, ApiVersionsResponse};
 use crate::protocol::{DecodeError, KafkaCode, VersionRange, decode_response_body};
 
-/// The API versions a broker advertised, keyed by API key number.
+/// The API versions a broker advertised, keyed by API key number, and the feature
+/// levels the cluster has finalized as that broker last knew them (ApiVersions v3+).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ApiVersionsTable {
     broker: BTreeMap<i16, VersionRange>,
+    /// Feature name to finalized (max) level; empty before v3 or when none is finalized.
+    features: BTreeMap<String, i16>,
+    /// The epoch of `features` (-1 when unknown): a higher epoch is newer.
+    features_epoch: i64,
 }
 
 impl ApiVersionsTable {
@@ -33,7 +38,27 @@ impl ApiVersionsTable {
                 )
             })
             .collect();
-        ApiVersionsTable { broker }
+        let features = response
+            .finalized_features
+            .iter()
+            .map(|f| (f.name.clone(), f.max_version_level))
+            .collect();
+        ApiVersionsTable {
+            broker,
+            features,
+            features_epoch: response.finalized_features_epoch,
+        }
+    }
+
+    /// The finalized level of feature `name` (`transaction.version`, ...), 0 when the
+    /// broker finalized none or did not say (ApiVersions below v3).
+    pub fn feature_level(&self, name: &str) -> i16 {
+        self.features.get(name).copied().unwrap_or(0)
+    }
+
+    /// The epoch of the finalized features (-1 when unknown).
+    pub fn features_epoch(&self) -> i64 {
+        self.features_epoch
     }
 
     /// The broker's range for `api`, if it advertised one.

@@ -818,6 +818,13 @@ impl<'a> BatchRef<'a> {
         }
     }
 
+    /// The leader epoch the broker stamped on a v2 batch; -1 for a legacy message,
+    /// which has none.
+    pub fn partition_leader_epoch(&self) -> i32 {
+        self.as_v2()
+            .map_or(-1, RecordBatchRef::partition_leader_epoch)
+    }
+
     /// The v2 batch, if this is one.
     pub fn as_v2(&self) -> Option<&RecordBatchRef<'a>> {
         match self {

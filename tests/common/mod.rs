@@ -229,3 +229,91 @@ pub fn threads_named(prefix: &str) -> usize {
         .filter(|comm| comm.trim_end().starts_with(prefix))
         .count()
 }
+
+/// The Java tools' class names and option spellings that Kafka 4.0 changed, picked by
+/// the broker's version (`scripts/kafka version`), so the tests that run them pass
+/// against 3.9 as well as 4.x.
+pub struct JavaTools {
+    /// The console producer.
+    pub console_producer: &'static str,
+    /// ConfigCommand.
+    pub config_command: &'static str,
+    /// AclCommand.
+    pub acl_command: &'static str,
+    /// The console producer's option for a line reader property.
+    pub reader_property: &'static str,
+    /// The console consumer's option for a formatter property.
+    pub formatter_property: &'static str,
+    /// The console consumer's option for one consumer setting.
+    pub consumer_property: &'static str,
+    /// The console consumer's option for a consumer properties file.
+    pub consumer_config: &'static str,
+    /// The console producer's option for a producer properties file.
+    pub producer_config: &'static str,
+}
+
+/// The major version of the Kafka that `scripts/kafka` runs (or would run).
+pub fn kafka_major() -> u32 {
+    let out = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kafka"))
+        .arg("version")
+        .output()
+        .expect("scripts/kafka version");
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or_else(|| panic!("scripts/kafka version said {version:?}"))
+}
+
+/// The Java tools of the running Kafka (see [`JavaTools`]), asked once per test binary.
+pub fn java_tools() -> &'static JavaTools {
+    static TOOLS: std::sync::OnceLock<JavaTools> = std::sync::OnceLock::new();
+    TOOLS.get_or_init(tools_of_the_running_kafka)
+}
+
+fn tools_of_the_running_kafka() -> JavaTools {
+    if kafka_major() >= 4 {
+        JavaTools {
+            console_producer: "org.apache.kafka.tools.ConsoleProducer",
+            config_command: "org.apache.kafka.tools.ConfigCommand",
+            acl_command: "org.apache.kafka.tools.AclCommand",
+            reader_property: "--reader-property",
+            formatter_property: "--formatter-property",
+            consumer_property: "--command-property",
+            consumer_config: "--command-config",
+            producer_config: "--command-config",
+        }
+    } else {
+        JavaTools {
+            console_producer: "kafka.tools.ConsoleProducer",
+            config_command: "kafka.admin.ConfigCommand",
+            acl_command: "kafka.admin.AclCommand",
+            reader_property: "--property",
+            formatter_property: "--property",
+            consumer_property: "--consumer-property",
+            consumer_config: "--consumer.config",
+            producer_config: "--producer.config",
+        }
+    }
+}
+
+/// Runs `scripts/kafka ARGS` to success; `start-node N` first waits until a node killed
+/// a moment ago has let go of its port.
+pub fn kafka_script(args: &[&str]) {
+    if args[0] == "start-node" {
+        // A node killed a moment ago may still hold its port: wait until it is free.
+        let port = 9091 + args[1].parse::<u16>().expect("node number");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kafka");
+    let status = std::process::Command::new(script)
+        .args(args)
+        .status()
+        .expect("scripts/kafka");
+    assert!(status.success(), "scripts/kafka {args:?} failed");
+}

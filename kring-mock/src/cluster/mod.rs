@@ -29,7 +29,8 @@
 //! ([`FakeCluster::unclean_election`]), or take a broker down ([`FakeCluster::take_down`]).
 //! Fetch and OffsetForLeaderEpoch check leader epochs as a broker does (KIP-320: FENCED
 //! or UNKNOWN_LEADER_EPOCH, `diverging_epoch` from v12), and Fetch and Produce name the
-//! new leader on NOT_LEADER_OR_FOLLOWER (KIP-951). Group faults have their own calls
+//! new leader on NOT_LEADER_OR_FOLLOWER (KIP-951). Follower fetching (KIP-392) is opt-in
+//! per partition ([`FakeCluster::set_preferred_read_replica`]). Group faults have their own calls
 //! (`move_coordinator`, `fail_next`, `fence_member`, in `faults.rs`), and so do
 //! transaction faults (`move_coordinator_at_end`, `concurrent_transactions`,
 //! `fence_transactional_id`, in `txn_faults.rs`).
@@ -697,6 +698,33 @@ impl FakeCluster {
     pub fn replicas(&self, topic: &str, partition: i32) -> Option<Vec<i32>> {
         self.with_partition(topic, partition, |p, _| Ok(p.replicas.clone()))
             .ok()
+    }
+
+    /// Follower fetching (KIP-392): from now on the leader of `topic`-`partition`
+    /// answers a Fetch (v11+) that names a rack with `replica` as the preferred read
+    /// replica (and no records, as a broker does), and `replica` serves fetches of the
+    /// partition from the shared log (every replica is in sync here). `None`: only the
+    /// leader serves again, and the former replica answers NOT_LEADER_OR_FOLLOWER.
+    /// `replica` must be a follower of the partition.
+    pub fn set_preferred_read_replica(
+        &self,
+        topic: &str,
+        partition: i32,
+        replica: Option<i32>,
+    ) -> Result<(), MockError> {
+        self.with_partition(topic, partition, |p, _| {
+            if let Some(r) = replica
+                && (r == p.leader || !p.replicas.contains(&r))
+            {
+                return Err(MockError::InvalidArgument(format!(
+                    "broker {r} is not a follower of {topic}-{partition}"
+                )));
+            }
+            p.preferred_read_replica = replica;
+            Ok(())
+        })?;
+        self.changed();
+        Ok(())
     }
 
     /// Makes `broker` the leader of `topic`-`partition` (adding it to the replicas if

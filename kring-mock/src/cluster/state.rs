@@ -418,6 +418,9 @@ pub(crate) struct Partition {
     pub(crate) leader_epoch: i32,
     pub(crate) replicas: Vec<i32>,
     pub(crate) log: Log,
+    /// The follower the leader names to a Fetch (v11+) that gives a rack (KIP-392), and
+    /// which then serves fetches of it; `None`: only the leader serves.
+    pub(crate) preferred_read_replica: Option<i32>,
 }
 
 #[derive(Debug, Clone)]
@@ -649,6 +652,7 @@ impl State {
                         leader_epoch: 0,
                         replicas,
                         log: Log::default(),
+                        preferred_read_replica: None,
                     }
                 })
                 .collect(),
@@ -735,6 +739,7 @@ impl State {
                     leader_epoch: 0,
                     replicas: r,
                     log: Log::default(),
+                    preferred_read_replica: None,
                 });
             }
         }

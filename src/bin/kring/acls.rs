@@ -5,42 +5,145 @@ use kring::admin::{
     AclBinding, AclBindingFilter, AclOperation, AclPermission, AclResourceType, Admin, PatternType,
 };
 
-use crate::args::{Args, ClusterOptions, UsageError, cluster_usage};
+use crate::args::{ClusterArgs, UsageError};
 use crate::json::{Json, obj};
 use crate::{CliResult, connect, wait};
 
-pub const USAGE: &str = concat!(
-    "\
-usage: kring acls list   [FILTER] [--json] [CLUSTER]
-       kring acls create (--allow|--deny) PRINCIPAL --operation OP... RESOURCE
-                         [--pattern literal|prefixed] [--host HOST] [CLUSTER]
-       kring acls delete FILTER [--json] [CLUSTER]
+/// `kring acls ACTION`.
+#[derive(Debug, clap::Subcommand)]
+pub enum AclsCommand {
+    /// List the ACLs that match a filter (every ACL without one)
+    List {
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// JSON instead of text
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// Create ACLs: each principal given is allowed (or denied) each operation given
+    #[command(alias = "add")]
+    Create {
+        /// Allow PRINCIPAL (TYPE:NAME, e.g. User:alice; User:* for every user; repeatable)
+        #[arg(long, alias = "allow-principal", value_name = "PRINCIPAL")]
+        allow: Vec<String>,
+        /// Deny PRINCIPAL (TYPE:NAME; repeatable)
+        #[arg(long, alias = "deny-principal", value_name = "PRINCIPAL")]
+        deny: Vec<String>,
+        /// read, write, create, delete, alter, describe, cluster-action, describe-configs,
+        /// alter-configs, idempotent-write, all, ... (repeatable)
+        #[arg(long = "operation", value_name = "OP")]
+        operations: Vec<String>,
+        /// How the resource name matches: literal or prefixed [default: literal]
+        #[arg(long, value_name = "literal|prefixed")]
+        pattern: Option<String>,
+        /// The host the principal connects from [default: *]
+        #[arg(long, value_name = "HOST", default_value = "*")]
+        host: String,
+        #[command(flatten)]
+        resource: ResourceArgs,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// Delete the ACLs that match a filter (at least one filter option is needed)
+    #[command(alias = "remove")]
+    Delete {
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// JSON instead of text
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+}
 
-  RESOURCE    --topic T | --group G | --cluster | --transactional-id ID
-  PRINCIPAL   TYPE:NAME, e.g. User:alice (User:* for every user)
-  OP          read, write, create, delete, alter, describe, cluster-action,
-              describe-configs, alter-configs, idempotent-write, all, ...
-  FILTER      any of: RESOURCE, --principal P, --operation OP, --permission allow|deny,
-              --pattern any|match|literal|prefixed, --host HOST
-              (delete needs at least one)
-  --json      JSON instead of text
+/// The resource of an ACL: one of its options.
+#[derive(Debug, clap::Args)]
+pub struct ResourceArgs {
+    /// The resource is topic T
+    #[arg(long, value_name = "T", help_heading = "RESOURCE (one of)")]
+    topic: Option<String>,
+    /// The resource is group G
+    #[arg(long, value_name = "G", help_heading = "RESOURCE (one of)")]
+    group: Option<String>,
+    /// The resource is the cluster
+    #[arg(long, help_heading = "RESOURCE (one of)")]
+    cluster: bool,
+    /// The resource is transactional id ID
+    #[arg(long, value_name = "ID", help_heading = "RESOURCE (one of)")]
+    transactional_id: Option<String>,
+}
 
-CLUSTER options:
-",
-    cluster_usage!()
-);
+/// The filter of `acls list` and `acls delete`: any of these.
+#[derive(Debug, clap::Args)]
+pub struct FilterArgs {
+    #[command(flatten)]
+    resource: ResourceArgs,
+    /// Only ACLs of principal P (TYPE:NAME)
+    #[arg(long, value_name = "P", help_heading = "FILTER")]
+    principal: Option<String>,
+    /// Only ACLs of operation OP (read, write, describe, all, ...)
+    #[arg(long, value_name = "OP", help_heading = "FILTER")]
+    operation: Option<String>,
+    /// Only allow or only deny ACLs
+    #[arg(long, value_name = "allow|deny", help_heading = "FILTER")]
+    permission: Option<String>,
+    /// Only ACLs of this pattern type [default: any]
+    #[arg(
+        long,
+        value_name = "any|match|literal|prefixed",
+        help_heading = "FILTER"
+    )]
+    pattern: Option<String>,
+    /// Only ACLs for connections from HOST
+    #[arg(long, value_name = "HOST", help_heading = "FILTER")]
+    host: Option<String>,
+}
 
 /// Runs `kring acls ...`.
-pub fn run(mut args: Args) -> CliResult {
-    let action = args
-        .positional()
-        .ok_or_else(|| UsageError::new("acls needs list, create or delete"))?;
-    match action.as_str() {
-        "list" => list(args),
-        "create" | "add" => create(args),
-        "delete" | "remove" => delete(args),
-        other => Err(UsageError::new(format!("unknown acls action {other:?}")).into()),
+pub fn run(command: AclsCommand) -> CliResult {
+    match command {
+        AclsCommand::List {
+            filter,
+            json,
+            cluster,
+        } => list(filter, json, cluster),
+        AclsCommand::Create {
+            allow,
+            deny,
+            operations,
+            pattern,
+            host,
+            resource,
+            cluster,
+        } => create(
+            Grants {
+                allow,
+                deny,
+                operations,
+                pattern,
+                host,
+            },
+            resource,
+            cluster,
+        ),
+        AclsCommand::Delete {
+            filter,
+            json,
+            cluster,
+        } => delete(filter, json, cluster),
     }
+}
+
+/// What `acls create` grants (or denies), to whom.
+struct Grants {
+    allow: Vec<String>,
+    deny: Vec<String>,
+    operations: Vec<String>,
+    pattern: Option<String>,
+    host: String,
 }
 
 fn usage(e: kring::Error) -> UsageError {
@@ -51,18 +154,18 @@ fn usage(e: kring::Error) -> UsageError {
 }
 
 /// The resource options: its type and name, if one was given.
-fn resource(args: &mut Args) -> Result<Option<(AclResourceType, String)>, UsageError> {
+fn resource(args: ResourceArgs) -> Result<Option<(AclResourceType, String)>, UsageError> {
     let mut found = Vec::new();
-    for (option, kind) in [
-        ("--topic", AclResourceType::Topic),
-        ("--group", AclResourceType::Group),
-        ("--transactional-id", AclResourceType::TransactionalId),
+    for (name, kind) in [
+        (args.topic, AclResourceType::Topic),
+        (args.group, AclResourceType::Group),
+        (args.transactional_id, AclResourceType::TransactionalId),
     ] {
-        if let Some(name) = args.value(&[option])? {
+        if let Some(name) = name {
             found.push((kind, name));
         }
     }
-    if args.flag(&["--cluster"]) {
+    if args.cluster {
         found.push((AclResourceType::Cluster, "kafka-cluster".into()));
     }
     match found.len() {
@@ -74,32 +177,32 @@ fn resource(args: &mut Args) -> Result<Option<(AclResourceType, String)>, UsageE
     }
 }
 
-fn filter(args: &mut Args) -> Result<(AclBindingFilter, bool), UsageError> {
+fn filter(args: FilterArgs) -> Result<(AclBindingFilter, bool), UsageError> {
     let mut f = AclBindingFilter::any();
     let mut narrowed = false;
-    if let Some((kind, name)) = resource(args)? {
+    if let Some((kind, name)) = resource(args.resource)? {
         f.resource_type = kind;
         f.resource_name = Some(name);
         narrowed = true;
     }
-    if let Some(p) = args.value(&["--principal"])? {
+    if let Some(p) = args.principal {
         f.principal = Some(p);
         narrowed = true;
     }
-    if let Some(op) = args.value(&["--operation"])? {
+    if let Some(op) = args.operation {
         f.operation = op.parse().map_err(usage)?;
         narrowed = true;
     }
-    if let Some(p) = args.value(&["--permission"])? {
+    if let Some(p) = args.permission {
         f.permission = p.parse().map_err(usage)?;
         narrowed = true;
     }
-    if let Some(h) = args.value(&["--host"])? {
+    if let Some(h) = args.host {
         f.host = Some(h);
         narrowed = true;
     }
     // A named resource matches its literal and prefixed ACLs unless told otherwise.
-    f.pattern_type = match args.value(&["--pattern"])? {
+    f.pattern_type = match args.pattern {
         Some(p) => {
             narrowed = true;
             p.parse().map_err(usage)?
@@ -130,27 +233,26 @@ fn print(acls: &[AclBinding], json: bool) {
     }
 }
 
-fn list(mut args: Args) -> CliResult {
-    let json = args.flag(&["--json"]);
-    let (filter, _) = filter(&mut args)?;
-    let cluster = ClusterOptions::take(&mut args)?;
-    args.finish()?;
+fn list(filter: FilterArgs, json: bool, cluster: ClusterArgs) -> CliResult {
+    let (filter, _) = self::filter(filter)?;
+    let cluster = cluster.options()?;
     let admin = Admin::new(connect(cluster)?);
     print(&wait(admin.describe_acls(&filter))?, json);
     Ok(())
 }
 
-fn create(mut args: Args) -> CliResult {
-    let allow = args.values(&["--allow", "--allow-principal"])?;
-    let deny = args.values(&["--deny", "--deny-principal"])?;
-    let operations = args.values(&["--operation"])?;
-    let pattern = args.value(&["--pattern"])?;
-    let host = args.value(&["--host"])?.unwrap_or_else(|| "*".into());
-    let (resource_type, name) = resource(&mut args)?.ok_or_else(|| {
+fn create(grants: Grants, resource: ResourceArgs, cluster: ClusterArgs) -> CliResult {
+    let Grants {
+        allow,
+        deny,
+        operations,
+        pattern,
+        host,
+    } = grants;
+    let (resource_type, name) = self::resource(resource)?.ok_or_else(|| {
         UsageError::new("which resource? --topic, --group, --cluster or --transactional-id")
     })?;
-    let cluster = ClusterOptions::take(&mut args)?;
-    args.finish()?;
+    let cluster = cluster.options()?;
     if operations.is_empty() {
         return Err(UsageError::new("--operation is needed").into());
     }
@@ -189,11 +291,9 @@ fn create(mut args: Args) -> CliResult {
     Ok(())
 }
 
-fn delete(mut args: Args) -> CliResult {
-    let json = args.flag(&["--json"]);
-    let (filter, narrowed) = filter(&mut args)?;
-    let cluster = ClusterOptions::take(&mut args)?;
-    args.finish()?;
+fn delete(filter: FilterArgs, json: bool, cluster: ClusterArgs) -> CliResult {
+    let (filter, narrowed) = self::filter(filter)?;
+    let cluster = cluster.options()?;
     if !narrowed {
         return Err(UsageError::new(
             "delete needs a filter (a resource, --principal, --operation, ...): it would delete every ACL",

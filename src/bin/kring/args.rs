@@ -1,9 +1,12 @@
-//! Command-line arguments: a small parser shared by every subcommand, and the options
-//! they have in common (bootstrap servers, `-X` client properties).
+//! What the subcommands share on the command line: the cluster options every command
+//! that talks to Kafka flattens into its clap arguments ([`ClusterArgs`]: `-b`, `-X`,
+//! `-F`), turned into a checked [`ClusterOptions`]; the [`UsageError`] of a check clap
+//! cannot make itself (exit code 2, printed with the command's usage); and small value
+//! helpers (C-style escapes, parsing a value that is part of a larger one).
 //!
-//! Options are taken out of the list by name, in any order (`--name value`,
-//! `--name=value`, or a short `-n value`); whatever is left at the end is an error, so a
-//! misspelt option is never silently ignored.
+//! clap parses and rejects (unknown or misspelt options, missing values, bad numbers);
+//! what is left here are checks of meaning, such as a `-X` property the client does not
+//! know.
 
 use std::str::FromStr;
 
@@ -17,101 +20,6 @@ pub struct UsageError(pub String);
 impl UsageError {
     pub fn new(message: impl Into<String>) -> Self {
         UsageError(message.into())
-    }
-}
-
-/// The arguments of one subcommand, consumed option by option.
-#[derive(Debug)]
-pub struct Args {
-    items: Vec<Option<String>>,
-}
-
-impl Args {
-    pub fn new(items: impl IntoIterator<Item = String>) -> Self {
-        Args {
-            items: items.into_iter().map(Some).collect(),
-        }
-    }
-
-    /// Whether a bare flag (`--keep-topic`) is present; takes every occurrence.
-    pub fn flag(&mut self, names: &[&str]) -> bool {
-        let mut found = false;
-        for item in &mut self.items {
-            if item.as_deref().is_some_and(|a| names.contains(&a)) {
-                *item = None;
-                found = true;
-            }
-        }
-        found
-    }
-
-    /// Every value of a repeatable option (`-H k=v -H k2=v2`), in order.
-    pub fn values(&mut self, names: &[&str]) -> Result<Vec<String>, UsageError> {
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i < self.items.len() {
-            let Some(arg) = self.items[i].clone() else {
-                i += 1;
-                continue;
-            };
-            if let Some(name) = names.iter().find(|n| arg == **n) {
-                self.items[i] = None;
-                match self.items.get_mut(i + 1).and_then(Option::take) {
-                    Some(v) => out.push(v),
-                    None => return Err(UsageError::new(format!("{name} needs a value"))),
-                }
-                i += 2;
-                continue;
-            }
-            if let Some(v) = names.iter().find_map(|n| {
-                n.starts_with("--")
-                    .then(|| arg.strip_prefix(n)?.strip_prefix('='))
-                    .flatten()
-            }) {
-                out.push(v.to_string());
-                self.items[i] = None;
-            }
-            i += 1;
-        }
-        Ok(out)
-    }
-
-    /// The value of an option given at most once.
-    pub fn value(&mut self, names: &[&str]) -> Result<Option<String>, UsageError> {
-        let mut all = self.values(names)?;
-        match all.len() {
-            0 => Ok(None),
-            1 => Ok(all.pop()),
-            _ => Err(UsageError::new(format!("{} given twice", names[0]))),
-        }
-    }
-
-    /// The value of an option, parsed.
-    pub fn parsed<T: FromStr>(&mut self, names: &[&str]) -> Result<Option<T>, UsageError>
-    where
-        T::Err: std::fmt::Display,
-    {
-        self.value(names)?
-            .map(|v| parse_value(names[0], &v))
-            .transpose()
-    }
-
-    /// The next positional argument (one not starting with `-`, or `-` itself).
-    pub fn positional(&mut self) -> Option<String> {
-        let slot = self.items.iter_mut().find(|i| {
-            i.as_deref()
-                .is_some_and(|a| a == "-" || !a.starts_with('-'))
-        })?;
-        slot.take()
-    }
-
-    /// Fails on any argument nobody took.
-    pub fn finish(self) -> Result<(), UsageError> {
-        match self.items.into_iter().flatten().next() {
-            None => Ok(()),
-            Some(a) if a.starts_with('-') => Err(UsageError::new(format!("unknown option {a:?}"))),
-            Some(a) => Err(UsageError::new(format!("unexpected argument {a:?}"))),
-        }
     }
 }
 
@@ -157,7 +65,7 @@ fn apply_property(
     Ok(())
 }
 
-/// Options every command that talks to a cluster takes.
+/// [`ClusterArgs`] checked: the client's configuration, and which properties were given.
 #[derive(Debug)]
 pub struct ClusterOptions {
     pub config: Config,
@@ -165,22 +73,32 @@ pub struct ClusterOptions {
     given: Vec<String>,
 }
 
-/// The usage lines of [`ClusterOptions`], for `concat!` into each command's usage.
-macro_rules! cluster_usage {
-    () => {
-        "  -b, --bootstrap HOST:PORT[,...]  brokers to start from (default $KRING_BOOTSTRAP or 127.0.0.1:9092)
-  -X NAME=VALUE                    a client property, Java or librdkafka name (repeatable),
-                                   e.g. -X linger.ms=20 -X security.protocol=SASL_SSL
-  -F FILE                          client properties from a file (NAME=VALUE lines, # comments),
-                                   read before -X"
-    };
+/// The options of every command that talks to a cluster (flattened into its arguments).
+#[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = "CLUSTER options")]
+pub struct ClusterArgs {
+    /// Brokers to start from [default: $KRING_BOOTSTRAP, or 127.0.0.1:9092]
+    #[arg(
+        short = 'b',
+        long = "bootstrap",
+        alias = "broker",
+        value_name = "HOST:PORT[,...]"
+    )]
+    pub bootstrap: Option<String>,
+    /// A client property, Java or librdkafka name (repeatable), e.g. -X linger.ms=20
+    /// -X security.protocol=SASL_SSL
+    #[arg(short = 'X', long = "property", value_name = "NAME=VALUE")]
+    pub properties: Vec<String>,
+    /// Client properties from a file (NAME=VALUE lines, # comments), read before -X
+    /// (repeatable)
+    #[arg(short = 'F', long = "properties-file", value_name = "FILE")]
+    pub properties_files: Vec<String>,
 }
-pub(crate) use cluster_usage;
 
-impl ClusterOptions {
-    /// Takes `--bootstrap` and every `-X name=value` out of `args`.
-    pub fn take(args: &mut Args) -> Result<Self, UsageError> {
-        let bootstrap = match args.value(&["--bootstrap", "-b", "--broker"])? {
+impl ClusterArgs {
+    /// Checks the bootstrap servers and applies `-F` files, then `-X` properties.
+    pub fn options(self) -> Result<ClusterOptions, UsageError> {
+        let bootstrap = match self.bootstrap {
             Some(b) => b,
             None => std::env::var("KRING_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9092".into()),
         };
@@ -205,18 +123,20 @@ impl ClusterOptions {
         let mut config = Config::new(servers);
         config.client_id = "kring-cli".into();
         let mut given = Vec::new();
-        for file in args.values(&["-F", "--properties-file"])? {
-            for (line, property) in properties_file(&file)? {
+        for file in &self.properties_files {
+            for (line, property) in properties_file(file)? {
                 let origin = format!("{file}:{line}");
                 apply_property(&mut config, &mut given, &property, &origin)?;
             }
         }
-        for property in args.values(&["-X", "--property"])? {
-            apply_property(&mut config, &mut given, &property, "-X")?;
+        for property in &self.properties {
+            apply_property(&mut config, &mut given, property, "-X")?;
         }
         Ok(ClusterOptions { config, given })
     }
+}
 
+impl ClusterOptions {
     /// Sets producer properties given by their own options (`--acks 1`); like the Java
     /// producer, acks other than `all` turn idempotence off unless it was asked for.
     pub fn set_producer(&mut self, settings: &[(&str, Option<String>)]) -> Result<(), UsageError> {
@@ -272,40 +192,26 @@ pub fn unescape(name: &str, text: &str) -> Result<Vec<u8>, UsageError> {
 mod tests {
     use super::*;
 
-    fn args(list: &[&str]) -> Args {
-        Args::new(list.iter().map(|s| s.to_string()))
-    }
-
-    #[test]
-    fn options_come_out_in_any_order_and_leftovers_fail() {
-        let mut a = args(&["topic1", "-H", "a=1", "--count=5", "-H", "b=2", "--exit"]);
-        assert_eq!(a.values(&["-H"]).unwrap(), vec!["a=1", "b=2"]);
-        assert_eq!(a.parsed::<u64>(&["--count", "-c"]).unwrap(), Some(5));
-        assert!(a.flag(&["--exit", "-e"]));
-        assert_eq!(a.positional().as_deref(), Some("topic1"));
-        a.finish().unwrap();
-
-        let mut a = args(&["--count", "x"]);
-        let e = a.parsed::<u64>(&["--count"]).unwrap_err();
-        assert!(e.0.contains("--count \"x\""), "{e}");
-        assert!(args(&["--count"]).value(&["--count"]).is_err());
-        assert!(args(&["-c", "1", "-c", "2"]).value(&["-c"]).is_err());
-        let e = args(&["--frobnicate"]).finish().unwrap_err();
-        assert!(e.0.contains("unknown option"), "{e}");
-        assert!(args(&["stray"]).finish().is_err());
+    fn cluster(bootstrap: &str, properties: &[&str]) -> Result<ClusterOptions, UsageError> {
+        ClusterArgs {
+            bootstrap: Some(bootstrap.into()),
+            properties: properties.iter().map(|p| p.to_string()).collect(),
+            properties_files: Vec::new(),
+        }
+        .options()
     }
 
     #[test]
     fn cluster_options_check_bootstrap_and_properties() {
-        let mut a = args(&["-b", "h1:9092,h2:9093", "-X", "linger.ms=20"]);
-        let o = ClusterOptions::take(&mut a).unwrap();
+        let o = cluster("h1:9092,h2:9093", &["linger.ms=20"]).unwrap();
         assert_eq!(o.config.bootstrap_servers, vec!["h1:9092", "h2:9093"]);
         assert_eq!(o.config.producer.linger.as_millis(), 20);
-        assert!(ClusterOptions::take(&mut args(&["-b", "nohost"])).is_err());
-        assert!(ClusterOptions::take(&mut args(&["-b", "h:99999"])).is_err());
-        assert!(ClusterOptions::take(&mut args(&["-X", "linger.ms"])).is_err());
-        assert!(ClusterOptions::take(&mut args(&["-X", "no.such.property=1"])).is_err());
-        assert!(ClusterOptions::take(&mut args(&["-X", "linger.ms=soon"])).is_err());
+        assert!(cluster("nohost", &[]).is_err());
+        assert!(cluster("h:99999", &[]).is_err());
+        assert!(cluster(",", &[]).is_err());
+        assert!(cluster("h:1", &["linger.ms"]).is_err());
+        assert!(cluster("h:1", &["no.such.property=1"]).is_err());
+        assert!(cluster("h:1", &["linger.ms=soon"]).is_err());
     }
 
     #[test]

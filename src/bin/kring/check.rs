@@ -15,28 +15,28 @@ use kring::protocol::messages::{
     list_offsets::ListOffsetsTopic, metadata::MetadataRequestTopic,
 };
 
-use crate::args::{Args, UsageError};
+use crate::args::UsageError;
 use crate::{CliError, CliResult};
 
-pub const USAGE: &str = "\
-usage: kring check [-b HOST:PORT] [--keep-topic]
-
-A round trip of protocol requests against one broker (default 127.0.0.1:9092).
-  -b, --bootstrap HOST:PORT   the broker
-  --keep-topic                don't delete the scratch topic";
-
-#[derive(Debug)]
-struct CheckArgs {
+/// `kring check`: a round trip of protocol requests against one broker.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// The broker
+    #[arg(
+        short = 'b',
+        long,
+        value_name = "HOST:PORT",
+        default_value = "127.0.0.1:9092"
+    )]
     bootstrap: String,
+    /// Don't delete the scratch topic
+    #[arg(long)]
     keep_topic: bool,
 }
 
-fn parse_check(mut args: Args) -> Result<CheckArgs, UsageError> {
-    let bootstrap = args
-        .value(&["--bootstrap", "-b"])?
-        .unwrap_or_else(|| "127.0.0.1:9092".into());
-    let keep_topic = args.flag(&["--keep-topic"]);
-    args.finish()?;
+/// Checks that the broker is given as HOST:PORT.
+fn parse_check(args: CheckArgs) -> Result<CheckArgs, UsageError> {
+    let bootstrap = &args.bootstrap;
     if bootstrap
         .rsplit_once(':')
         .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
@@ -45,14 +45,11 @@ fn parse_check(mut args: Args) -> Result<CheckArgs, UsageError> {
             "--bootstrap {bootstrap:?} is not HOST:PORT"
         )));
     }
-    Ok(CheckArgs {
-        bootstrap,
-        keep_topic,
-    })
+    Ok(args)
 }
 
 /// Runs `kring check`.
-pub fn run(args: Args) -> CliResult {
+pub fn run(args: CheckArgs) -> CliResult {
     let args = parse_check(args)?;
     check(&args).map_err(|e| CliError::Failed(e.to_string()))
 }
@@ -260,18 +257,28 @@ fn check(args: &CheckArgs) -> Result<(), CheckError> {
 mod tests {
     use super::*;
 
-    fn args(list: &[&str]) -> Args {
-        Args::new(list.iter().map(|s| s.to_string()))
+    fn parse(list: &[&str]) -> Result<CheckArgs, String> {
+        use clap::Parser;
+        /// `kring check`'s arguments alone.
+        #[derive(Parser)]
+        struct Check {
+            #[command(flatten)]
+            args: CheckArgs,
+        }
+        let parsed = Check::try_parse_from(std::iter::once("check").chain(list.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        parse_check(parsed.args).map_err(|e| e.to_string())
     }
 
     #[test]
     fn parses_and_rejects_arguments() {
-        let a = parse_check(args(&["--bootstrap", "localhost:9093", "--keep-topic"])).unwrap();
+        let a = parse(&["--bootstrap", "localhost:9093", "--keep-topic"]).unwrap();
         assert_eq!(a.bootstrap, "localhost:9093");
         assert!(a.keep_topic);
-        assert!(parse_check(args(&["--bootstrap"])).is_err());
-        assert!(parse_check(args(&["--bootstrap", "nohost"])).is_err());
-        assert!(parse_check(args(&["--bootstrap", "h:99999"])).is_err());
-        assert!(parse_check(args(&["--frobnicate"])).is_err());
+        assert_eq!(parse(&[]).unwrap().bootstrap, "127.0.0.1:9092");
+        assert!(parse(&["--bootstrap"]).is_err());
+        assert!(parse(&["--bootstrap", "nohost"]).is_err());
+        assert!(parse(&["--bootstrap", "h:99999"]).is_err());
+        assert!(parse(&["--frobnicate"]).is_err());
     }
 }

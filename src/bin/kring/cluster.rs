@@ -3,28 +3,28 @@
 
 use kring::admin::{Admin, Feature};
 
-use crate::args::{Args, ClusterOptions, cluster_usage};
+use crate::args::ClusterArgs;
 use crate::json::{Json, obj};
 use crate::{CliResult, connect, wait};
 
-pub const USAGE: &str = concat!(
-    "\
-usage: kring cluster [--api-versions] [--json] [CLUSTER]
-
-  --api-versions   also list each broker's API versions and the one kring uses
-  --json           one JSON object instead of text
-
-CLUSTER options:
-",
-    cluster_usage!()
-);
+/// `kring cluster`.
+#[derive(Debug, clap::Args)]
+pub struct ClusterCommandArgs {
+    /// Also list each broker's API versions and the one kring uses
+    #[arg(long)]
+    api_versions: bool,
+    /// One JSON object instead of text
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+}
 
 /// Runs `kring cluster`.
-pub fn run(mut args: Args) -> CliResult {
-    let versions = args.flag(&["--api-versions"]);
-    let json = args.flag(&["--json"]);
-    let cluster = ClusterOptions::take(&mut args)?;
-    args.finish()?;
+pub fn run(args: ClusterCommandArgs) -> CliResult {
+    let versions = args.api_versions;
+    let json = args.json;
+    let cluster = args.cluster.options()?;
     let admin = Admin::new(connect(cluster)?);
     let description = wait(admin.describe_cluster())?;
     let features = wait(admin.describe_features())?;

@@ -4,53 +4,92 @@
 
 use kring::admin::{Admin, AlterConfigOp, ConfigResource};
 
-use crate::args::{Args, ClusterOptions, UsageError, cluster_usage};
+use crate::args::{ClusterArgs, UsageError};
 use crate::json::{Json, obj};
 use crate::{CliResult, connect, wait};
 
-pub const USAGE: &str = concat!(
-    "\
-usage: kring configs describe topic|broker NAME [--all] [--json] [CLUSTER]
-       kring configs alter    topic|broker NAME [--set NAME=VALUE]... [--delete NAME]...
-                              [--append NAME=VALUE]... [--subtract NAME=VALUE]...
-                              [--validate-only] [CLUSTER]
+/// The config owner, as `topic NAME` or `broker ID|default`.
+#[derive(Debug, clap::Args)]
+pub struct ResourceArgs {
+    /// topic or broker
+    #[arg(value_name = "topic|broker")]
+    kind: String,
+    /// A topic name, or a broker id (`default`: every broker's default)
+    #[arg(value_name = "NAME")]
+    name: String,
+}
 
-  NAME             a topic name, or a broker id (`default`: every broker's default)
-  --all            describe every config, defaults included
-  --json           one JSON object instead of text
-  --set N=V        set config N to V (repeatable)
-  --delete N       remove config N's override, back to its default (repeatable)
-  --append N=V     add V to list config N (repeatable)
-  --subtract N=V   remove V from list config N (repeatable)
-  --validate-only  let the broker check the changes without applying them
+/// `kring configs ACTION`.
+#[derive(Debug, clap::Subcommand)]
+pub enum ConfigsCommand {
+    /// A topic's or broker's configs (overrides only, unless --all)
+    Describe {
+        #[command(flatten)]
+        resource: ResourceArgs,
+        /// Describe every config, defaults included
+        #[arg(long, visible_alias = "all-configs")]
+        all: bool,
+        /// One JSON object instead of text
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// Change a topic's or broker's configs, all or nothing
+    ///
+    /// Changes a topic's or broker's configs with IncrementalAlterConfigs: all changes of
+    /// one call are applied together or not at all.
+    Alter {
+        #[command(flatten)]
+        resource: ResourceArgs,
+        #[command(flatten)]
+        changes: Changes,
+        /// Let the broker check the changes without applying them
+        #[arg(long, visible_alias = "dry-run")]
+        validate_only: bool,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+}
 
-All changes of one `alter` are applied together or not at all.
-
-CLUSTER options:
-",
-    cluster_usage!()
-);
+/// The changes of `configs alter`.
+#[derive(Debug, clap::Args)]
+pub struct Changes {
+    /// Set config N to V (repeatable)
+    #[arg(long, value_name = "N=V")]
+    set: Vec<String>,
+    /// Remove config N's override, back to its default (repeatable)
+    #[arg(long, value_name = "N")]
+    delete: Vec<String>,
+    /// Add V to list config N (repeatable)
+    #[arg(long, value_name = "N=V")]
+    append: Vec<String>,
+    /// Remove V from list config N (repeatable)
+    #[arg(long, value_name = "N=V")]
+    subtract: Vec<String>,
+}
 
 /// Runs `kring configs ...`.
-pub fn run(mut args: Args) -> CliResult {
-    let action = args
-        .positional()
-        .ok_or_else(|| UsageError::new("configs needs describe or alter"))?;
-    match action.as_str() {
-        "describe" => describe(args),
-        "alter" => alter(args),
-        other => Err(UsageError::new(format!("unknown configs action {other:?}")).into()),
+pub fn run(command: ConfigsCommand) -> CliResult {
+    match command {
+        ConfigsCommand::Describe {
+            resource,
+            all,
+            json,
+            cluster,
+        } => describe(resource, all, json, cluster),
+        ConfigsCommand::Alter {
+            resource,
+            changes,
+            validate_only,
+            cluster,
+        } => alter(resource, changes, validate_only, cluster),
     }
 }
 
 /// `topic NAME` or `broker ID|default`.
-fn resource(args: &mut Args) -> Result<ConfigResource, UsageError> {
-    let kind = args
-        .positional()
-        .ok_or_else(|| UsageError::new("configs of what? give topic NAME or broker ID"))?;
-    let name = args
-        .positional()
-        .ok_or_else(|| UsageError::new(format!("which {kind}? give its name")))?;
+fn resource(args: ResourceArgs) -> Result<ConfigResource, UsageError> {
+    let ResourceArgs { kind, name } = args;
     match kind.as_str() {
         "topic" | "topics" => Ok(ConfigResource::Topic(name)),
         "broker" | "brokers" if name == "default" => Ok(ConfigResource::BrokerDefault),
@@ -64,12 +103,9 @@ fn resource(args: &mut Args) -> Result<ConfigResource, UsageError> {
     }
 }
 
-fn describe(mut args: Args) -> CliResult {
-    let all = args.flag(&["--all", "--all-configs"]);
-    let json = args.flag(&["--json"]);
-    let cluster = ClusterOptions::take(&mut args)?;
-    let resource = resource(&mut args)?;
-    args.finish()?;
+fn describe(resource: ResourceArgs, all: bool, json: bool, cluster: ClusterArgs) -> CliResult {
+    let resource = self::resource(resource)?;
+    let cluster = cluster.options()?;
     let admin = Admin::new(connect(cluster)?);
     let entries = wait(admin.describe_configs(&resource))?;
     let shown: Vec<_> = entries.iter().filter(|c| all || !c.is_default).collect();
@@ -115,27 +151,30 @@ fn pair(option: &str, text: &str) -> Result<(String, String), UsageError> {
         .ok_or_else(|| UsageError::new(format!("{option} {text:?}: expected NAME=VALUE")))
 }
 
-fn alter(mut args: Args) -> CliResult {
+fn alter(
+    resource: ResourceArgs,
+    changes: Changes,
+    validate_only: bool,
+    cluster: ClusterArgs,
+) -> CliResult {
     let mut ops = Vec::new();
-    for s in args.values(&["--set"])? {
-        let (k, v) = pair("--set", &s)?;
+    for s in &changes.set {
+        let (k, v) = pair("--set", s)?;
         ops.push(AlterConfigOp::Set(k, v));
     }
-    for s in args.values(&["--append"])? {
-        let (k, v) = pair("--append", &s)?;
+    for s in &changes.append {
+        let (k, v) = pair("--append", s)?;
         ops.push(AlterConfigOp::Append(k, v));
     }
-    for s in args.values(&["--subtract"])? {
-        let (k, v) = pair("--subtract", &s)?;
+    for s in &changes.subtract {
+        let (k, v) = pair("--subtract", s)?;
         ops.push(AlterConfigOp::Subtract(k, v));
     }
-    for k in args.values(&["--delete"])? {
+    for k in changes.delete {
         ops.push(AlterConfigOp::Delete(k));
     }
-    let validate_only = args.flag(&["--validate-only", "--dry-run"]);
-    let cluster = ClusterOptions::take(&mut args)?;
-    let resource = resource(&mut args)?;
-    args.finish()?;
+    let resource = self::resource(resource)?;
+    let cluster = cluster.options()?;
     if ops.is_empty() {
         return Err(UsageError::new(
             "nothing to change: give --set, --delete, --append or --subtract",

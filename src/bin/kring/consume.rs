@@ -16,60 +16,86 @@ use std::rc::Rc;
 use kring::consumer::{Consumer, FetchedBatch, Offset, PartitionConsumer};
 use tokio::sync::Notify;
 
-use crate::args::{Args, ClusterOptions, UsageError, cluster_usage, parse_value};
+use crate::args::{ClusterArgs, ClusterOptions, UsageError, parse_value};
 use crate::consume_group::{self, GroupSettings};
 use crate::format::{Format, RecordView};
 use crate::produce::check_topic;
 use crate::{CliError, CliResult, connect, wait};
 
-pub const USAGE: &str = concat!(
-    "\
-usage: kring consume -t TOPIC [OPTIONS] [CLUSTER]
-       kring consume -G GROUP -t TOPIC [-t TOPIC2 ...] [OPTIONS] [CLUSTER]
+/// `kring consume`: prints records of a whole topic, or of the partitions given with -p;
+/// with -G, joins GROUP as a balanced consumer (kcat's -G) and prints what the group
+/// assigns it.
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = GROUP_SETTINGS)]
+pub struct ConsumeArgs {
+    /// The topic; with -G repeatable, and a TOPIC starting with ^ is a regular
+    /// expression (every topic it matches, checked again as topics come and go)
+    #[arg(short = 't', long = "topic", value_name = "TOPIC", required = true)]
+    topics: Vec<String>,
+    /// A partition to read (repeatable) [default: every partition]
+    #[arg(short = 'p', long = "partition", value_name = "N")]
+    partitions: Vec<i32>,
+    /// Where to start in each partition [default: beginning]:
+    ///   beginning | oldest   the oldest record kept
+    ///   end | newest         only records written from now on
+    ///   N                    offset N
+    ///   -N                   N records before the end
+    ///   s@MS | @MS           the first record at or after MS
+    ///                        (milliseconds since the epoch)
+    /// with -G only beginning or end: where a partition without a
+    /// committed offset starts (auto.offset.reset, default end)
+    #[arg(
+        short = 'o',
+        long = "offset",
+        value_name = "beginning|end|N|-N|s@MS",
+        allow_hyphen_values = true,
+        verbatim_doc_comment
+    )]
+    offset: Option<String>,
+    /// Stop after N records in all (with -G, what was printed is committed before
+    /// leaving the group)
+    #[arg(short = 'c', long, value_name = "N")]
+    count: Option<u64>,
+    /// Stop at the end of the data (each partition's end offset when the command
+    /// started; with -G, when it was assigned, once every assigned partition reached it)
+    #[arg(short = 'e', long = "exit")]
+    exit: bool,
+    /// Output per record [default: "%s\n"]; tokens: %t topic, %p partition, %o offset,
+    /// %T timestamp ms, %k key, %K key length, %s value, %S value length (-1 for null),
+    /// %h headers (k=v,k2=v2), %% a percent sign; escapes \n \t \0 \xNN
+    #[arg(short = 'f', long, value_name = "FORMAT", allow_hyphen_values = true)]
+    format: Option<String>,
+    /// No summary line on stderr
+    #[arg(short = 'q', long)]
+    quiet: bool,
+    /// The consumer group to join (group.id)
+    #[arg(
+        short = 'G',
+        long,
+        value_name = "GROUP",
+        help_heading = "GROUP options (-G)"
+    )]
+    group: Option<String>,
+    /// Each rebalance and commit on stderr, one line each (tab-separated;
+    /// a commit line follows the broker's answer):
+    ///   assigned TOPIC PARTITION COMMITTED|-
+    ///   revoked TOPIC PARTITION | lost TOPIC PARTITION
+    ///   commit TOPIC PARTITION OFFSET
+    #[arg(long, help_heading = "GROUP options (-G)", verbatim_doc_comment)]
+    commit_log: bool,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    #[command(flatten)]
+    pub metrics: crate::metrics_view::MetricsArgs,
+}
 
-Prints records of a whole topic, or of the partitions given with -p; with -G, joins
-GROUP as a balanced consumer (kcat's -G) and prints what the group assigns it.
-  -t, --topic TOPIC        the topic; with -G repeatable, and a TOPIC starting with ^
-                           is a regular expression (every topic it matches, checked
-                           again as topics come and go)
-  -p, --partition N        a partition to read (repeatable; default every partition)
-  -o, --offset WHERE       where to start in each partition:
-                             beginning | oldest   the oldest record kept (default)
-                             end | newest         only records written from now on
-                             N                    offset N
-                             -N                   N records before the end
-                             s@MS | @MS           the first record at or after MS
-                                                  (milliseconds since the epoch)
-                           with -G only beginning or end: where a partition without a
-                           committed offset starts (auto.offset.reset, default end)
-  -c, --count N            stop after N records in all (with -G, what was printed is
-                           committed before leaving the group)
-  -e, --exit               stop at the end of the data (each partition's end offset
-                           when the command started; with -G, when it was assigned,
-                           once every assigned partition reached it)
-  -f, --format FORMAT      output per record (default \"%s\\n\"); tokens: %t topic,
-                           %p partition, %o offset, %T timestamp ms, %k key, %K key
-                           length, %s value, %S value length (-1 for null), %h headers
-                           (k=v,k2=v2), %% a percent sign; escapes \\n \\t \\0 \\xNN
-  -q, --quiet              no summary line on stderr
-
-GROUP options (-G):
-  -G, --group GROUP        the consumer group to join (group.id)
-  --commit-log             each rebalance and commit on stderr, one line each:
-                             assigned TOPIC PARTITION COMMITTED|-
-                             revoked TOPIC PARTITION | lost TOPIC PARTITION
-                             commit TOPIC PARTITION OFFSET
-                           (tab-separated; a commit line follows the broker's answer)
-  Group settings pass through -X and -F: session.timeout.ms, heartbeat.interval.ms,
-  max.poll.interval.ms, partition.assignment.strategy, group.instance.id,
-  enable.auto.commit, auto.commit.interval.ms, auto.offset.reset. Records printed are
-  committed (auto-commit, at most auto.commit.interval.ms behind, on a rebalance and on
-  leaving); SIGINT or SIGTERM commits and leaves the group, then exits 0.
-
-CLUSTER options:
-",
-    cluster_usage!()
-);
+/// The group settings that pass through -X and -F, in `kring consume --help`.
+const GROUP_SETTINGS: &str = "Group settings pass through -X and -F: \
+    session.timeout.ms, heartbeat.interval.ms, max.poll.interval.ms, \
+    partition.assignment.strategy, group.instance.id, enable.auto.commit, \
+    auto.commit.interval.ms, auto.offset.reset. Records printed are committed \
+    (auto-commit, at most auto.commit.interval.ms behind, on a rebalance and on \
+    leaving); SIGINT or SIGTERM commits and leaves the group, then exits 0.";
 
 /// Where each partition starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,15 +145,22 @@ enum Mode {
     Group(GroupSettings),
 }
 
-fn parse(mut args: Args) -> Result<(Mode, ClusterOptions), UsageError> {
-    let topics = args.values(&["--topic", "-t"])?;
-    if topics.is_empty() {
-        return Err(UsageError::new("--topic is required"));
-    }
-    let group = args.value(&["--group", "-G"])?;
+fn parse(args: ConsumeArgs) -> Result<(Mode, ClusterOptions), UsageError> {
+    let ConsumeArgs {
+        topics,
+        partitions: given_partitions,
+        offset: start,
+        count,
+        exit: exit_at_end,
+        format,
+        quiet,
+        group,
+        commit_log,
+        cluster,
+        metrics: _,
+    } = args;
     let mut partitions = Vec::new();
-    for p in args.values(&["--partition", "-p"])? {
-        let p: i32 = parse_value("--partition", &p)?;
+    for p in given_partitions {
         if p < 0 {
             return Err(UsageError::new("--partition must be 0 or more"));
         }
@@ -135,14 +168,8 @@ fn parse(mut args: Args) -> Result<(Mode, ClusterOptions), UsageError> {
             partitions.push(p);
         }
     }
-    let start = args.value(&["--offset", "-o"])?;
-    let count: Option<u64> = args.parsed(&["--count", "-c"])?;
-    let exit_at_end = args.flag(&["--exit", "-e"]);
-    let format = Format::parse(&args.value(&["--format", "-f"])?.unwrap_or("%s\\n".into()))?;
-    let quiet = args.flag(&["--quiet", "-q"]);
-    let commit_log = args.flag(&["--commit-log"]);
-    let mut cluster = ClusterOptions::take(&mut args)?;
-    args.finish()?;
+    let format = Format::parse(format.as_deref().unwrap_or("%s\\n"))?;
+    let mut cluster = cluster.options()?;
     let Some(group) = group else {
         if topics.len() > 1 {
             return Err(UsageError::new(
@@ -250,7 +277,7 @@ impl Shared {
 }
 
 /// Runs `kring consume`.
-pub fn run(args: Args) -> CliResult {
+pub fn run(args: ConsumeArgs) -> CliResult {
     let (mode, cluster) = parse(args)?;
     match mode {
         Mode::Partitions(s) => consume_partitions(s, cluster),

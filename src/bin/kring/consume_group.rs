@@ -29,6 +29,7 @@ use kring::admin::{Admin, OffsetSpec};
 use kring::consumer::Offset;
 use kring::group::{GroupConsumer, ListenerFuture, RebalanceListener, TopicPartition, Topics};
 use kring::{Client, config::OffsetReset};
+#[cfg(unix)]
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::Notify;
 
@@ -335,11 +336,13 @@ impl Printer {
 }
 
 /// Signal streams for SIGINT and SIGTERM.
+#[cfg(unix)]
 struct Signals {
     interrupt: Signal,
     terminate: Signal,
 }
 
+#[cfg(unix)]
 impl Signals {
     fn new() -> Result<Signals, CliError> {
         let listen = |kind| signal(kind).map_err(|e| CliError::io("listening for signals", e));
@@ -353,6 +356,25 @@ impl Signals {
         tokio::select! {
             _ = self.interrupt.recv() => {}
             _ = self.terminate.recv() => {}
+        }
+    }
+}
+
+/// Ctrl-C where there are no unix signals (Windows): the one stop request there.
+#[cfg(not(unix))]
+struct Signals;
+
+#[cfg(not(unix))]
+impl Signals {
+    fn new() -> Result<Signals, CliError> {
+        Ok(Signals)
+    }
+
+    async fn next(&mut self) {
+        // An error here means no Ctrl-C handler could be installed: then no stop
+        // request can come, so wait for none rather than stop at once.
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
         }
     }
 }

@@ -7,56 +7,105 @@ use std::collections::BTreeMap;
 
 use kring::admin::{Admin, GroupDescription, OffsetSpec, TopicPartition};
 
-use crate::args::{Args, ClusterOptions, UsageError, cluster_usage};
+use crate::args::{ClusterArgs, UsageError};
 use crate::json::{Json, obj};
 use crate::{CliResult, connect, wait};
 
-pub const USAGE: &str = concat!(
-    "\
-usage: kring groups list           [--json] [CLUSTER]
-       kring groups describe       GROUP [--json] [CLUSTER]
-       kring groups delete         GROUP [CLUSTER]
-       kring groups reset-offsets  GROUP --topic TOPIC[:PARTITION]... --to POINT [--dry-run] [--json] [CLUSTER]
-       kring groups delete-offsets GROUP --topic TOPIC[:PARTITION]... [CLUSTER]
-
-  --topic T[:P]  the topic (every partition) or one partition (repeatable)
-  --to POINT     earliest, latest, an OFFSET, or time=MS or @MS (the first record at or
-                 after MS milliseconds since the epoch; the end where there is none)
-  --dry-run      show the new offsets without committing them
-  --json         JSON instead of text
-
-A group's offsets can be reset or deleted only while it has no members.
-
-CLUSTER options:
-",
-    cluster_usage!()
-);
+/// `kring groups ACTION`.
+#[derive(Debug, clap::Subcommand)]
+pub enum GroupsCommand {
+    /// List the consumer groups
+    List {
+        /// JSON instead of text
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// A group's members, committed offsets and lag
+    Describe {
+        /// The group id
+        group: String,
+        /// JSON instead of text
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// Delete a group (it must have no members)
+    Delete {
+        /// The group id
+        group: String,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// Commit new offsets for a group without members
+    ResetOffsets {
+        /// The group id
+        group: String,
+        /// The topic (every partition) or one partition (repeatable)
+        #[arg(short = 't', long = "topic", value_name = "TOPIC[:PARTITION]")]
+        topics: Vec<String>,
+        /// earliest, latest, an OFFSET, or time=MS or @MS (the first record at or after
+        /// MS milliseconds since the epoch; the end where there is none)
+        #[arg(long, value_name = "POINT", allow_hyphen_values = true)]
+        to: Option<String>,
+        /// Show the new offsets without committing them
+        #[arg(long)]
+        dry_run: bool,
+        /// JSON instead of text
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// Delete a group's committed offsets of some partitions
+    DeleteOffsets {
+        /// The group id
+        group: String,
+        /// The topic (every partition) or one partition (repeatable)
+        #[arg(short = 't', long = "topic", value_name = "TOPIC[:PARTITION]")]
+        topics: Vec<String>,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+}
 
 /// Runs `kring groups ...`.
-pub fn run(mut args: Args) -> CliResult {
-    let action = args.positional().ok_or_else(|| {
-        UsageError::new("groups needs list, describe, delete, reset-offsets or delete-offsets")
-    })?;
-    match action.as_str() {
-        "list" => list(args),
-        "describe" => describe(args),
-        "delete" => delete(args),
-        "reset-offsets" => reset_offsets(args),
-        "delete-offsets" => delete_offsets(args),
-        other => Err(UsageError::new(format!("unknown groups action {other:?}")).into()),
+pub fn run(command: GroupsCommand) -> CliResult {
+    match command {
+        GroupsCommand::List { json, cluster } => list(json, cluster),
+        GroupsCommand::Describe {
+            group,
+            json,
+            cluster,
+        } => describe(&group, json, cluster),
+        GroupsCommand::Delete { group, cluster } => delete(&group, cluster),
+        GroupsCommand::ResetOffsets {
+            group,
+            topics,
+            to,
+            dry_run,
+            json,
+            cluster,
+        } => reset_offsets(&group, &topics, to.as_deref(), dry_run, json, cluster),
+        GroupsCommand::DeleteOffsets {
+            group,
+            topics,
+            cluster,
+        } => delete_offsets(&group, &topics, cluster),
     }
 }
 
-fn group_name(args: &mut Args) -> Result<String, UsageError> {
-    args.positional()
+/// Checks a group id given on the command line.
+fn group_name(group: &str) -> Result<&str, UsageError> {
+    Some(group)
         .filter(|g| !g.is_empty())
         .ok_or_else(|| UsageError::new("which group? give its id"))
 }
 
-fn list(mut args: Args) -> CliResult {
-    let json = args.flag(&["--json"]);
-    let cluster = ClusterOptions::take(&mut args)?;
-    args.finish()?;
+fn list(json: bool, cluster: ClusterArgs) -> CliResult {
+    let cluster = cluster.options()?;
     let admin = Admin::new(connect(cluster)?);
     let groups = wait(admin.list_groups())?;
     if json {
@@ -87,14 +136,12 @@ struct Row {
     member: Option<String>,
 }
 
-fn describe(mut args: Args) -> CliResult {
-    let json = args.flag(&["--json"]);
-    let cluster = ClusterOptions::take(&mut args)?;
-    let group = group_name(&mut args)?;
-    args.finish()?;
+fn describe(group: &str, json: bool, cluster: ClusterArgs) -> CliResult {
+    let group = group_name(group)?;
+    let cluster = cluster.options()?;
     let admin = Admin::new(connect(cluster)?);
-    let description = wait(admin.describe_group(&group))?;
-    let rows = partition_rows(&admin, &group, &description)?;
+    let description = wait(admin.describe_group(group))?;
+    let rows = partition_rows(&admin, group, &description)?;
     if json {
         let members: Vec<Json> = description
             .members
@@ -236,12 +283,11 @@ fn partition_rows(
         .collect())
 }
 
-fn delete(mut args: Args) -> CliResult {
-    let cluster = ClusterOptions::take(&mut args)?;
-    let group = group_name(&mut args)?;
-    args.finish()?;
+fn delete(group: &str, cluster: ClusterArgs) -> CliResult {
+    let group = group_name(group)?;
+    let cluster = cluster.options()?;
     let admin = Admin::new(connect(cluster)?);
-    wait(admin.delete_group(&group))?;
+    wait(admin.delete_group(group))?;
     println!("deleted group {group}");
     Ok(())
 }
@@ -301,22 +347,25 @@ fn parse_to(text: &str) -> Result<ResetTo, UsageError> {
     })
 }
 
-fn reset_offsets(mut args: Args) -> CliResult {
-    let json = args.flag(&["--json"]);
-    let dry_run = args.flag(&["--dry-run"]);
-    let topics = args.values(&["--topic", "-t"])?;
-    let to = args.value(&["--to"])?.ok_or_else(|| {
+fn reset_offsets(
+    group: &str,
+    topics: &[String],
+    to: Option<&str>,
+    dry_run: bool,
+    json: bool,
+    cluster: ClusterArgs,
+) -> CliResult {
+    let to = to.ok_or_else(|| {
         UsageError::new("--to is needed: earliest, latest, OFFSET, time=MS or @MS")
     })?;
-    let to = parse_to(&to)?;
-    let cluster = ClusterOptions::take(&mut args)?;
-    let group = group_name(&mut args)?;
-    args.finish()?;
+    let to = parse_to(to)?;
+    let group = group_name(group)?;
+    let cluster = cluster.options()?;
     if topics.is_empty() {
         return Err(UsageError::new("--topic is needed: which partitions to reset").into());
     }
     let admin = Admin::new(connect(cluster)?);
-    let partitions = topic_partitions(&admin, &topics)?;
+    let partitions = topic_partitions(&admin, topics)?;
     let offsets: Vec<(TopicPartition, i64)> = match to {
         ResetTo::Offset(o) => partitions.into_iter().map(|tp| (tp, o)).collect(),
         ResetTo::Spec(spec) => {
@@ -341,7 +390,7 @@ fn reset_offsets(mut args: Args) -> CliResult {
         }
     };
     if !dry_run {
-        wait(admin.alter_group_offsets(&group, &offsets))?;
+        wait(admin.alter_group_offsets(group, &offsets))?;
     }
     if json {
         let rows: Vec<Json> = offsets
@@ -350,7 +399,7 @@ fn reset_offsets(mut args: Args) -> CliResult {
             .collect();
         println!(
             "{}",
-            obj! {"group" => &group, "applied" => !dry_run, "offsets" => Json::Arr(rows)}
+            obj! {"group" => group, "applied" => !dry_run, "offsets" => Json::Arr(rows)}
         );
     } else {
         let verb = if dry_run { "would set" } else { "set" };
@@ -361,19 +410,17 @@ fn reset_offsets(mut args: Args) -> CliResult {
     Ok(())
 }
 
-fn delete_offsets(mut args: Args) -> CliResult {
-    let topics = args.values(&["--topic", "-t"])?;
-    let cluster = ClusterOptions::take(&mut args)?;
-    let group = group_name(&mut args)?;
-    args.finish()?;
+fn delete_offsets(group: &str, topics: &[String], cluster: ClusterArgs) -> CliResult {
+    let group = group_name(group)?;
+    let cluster = cluster.options()?;
     if topics.is_empty() {
         return Err(
             UsageError::new("--topic is needed: which partitions' offsets to delete").into(),
         );
     }
     let admin = Admin::new(connect(cluster)?);
-    let partitions = topic_partitions(&admin, &topics)?;
-    wait(admin.delete_group_offsets(&group, &partitions))?;
+    let partitions = topic_partitions(&admin, topics)?;
+    wait(admin.delete_group_offsets(group, &partitions))?;
     println!(
         "{group}: deleted the offsets of {} partition(s)",
         partitions.len()

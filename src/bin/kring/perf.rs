@@ -11,63 +11,118 @@ use kring::consumer::{Consumer, Offset, PartitionConsumer};
 use kring::producer::{Producer, ProducerRecord};
 use tokio::sync::Notify;
 
-use crate::args::{Args, ClusterOptions, UsageError, cluster_usage};
+use crate::args::{ClusterArgs, UsageError};
 use crate::deliveries::Deliveries;
 use crate::produce::check_topic;
 use crate::stats::{Progress, cpu_seconds, peak_rss_bytes, percentile_ms};
 use crate::{CliError, CliResult, connect, wait};
 
-pub const USAGE: &str = concat!(
-    "\
-usage: kring perf produce -t TOPIC [OPTIONS] [CLUSTER]
-       kring perf consume -t TOPIC [OPTIONS] [CLUSTER]
+/// What both tests print, in `kring perf --help`.
+pub const REPORT: &str = "\
+Both tests print a progress line each second on stderr, then a report, and last a JSON line:
+{\"client\":\"kring\",\"op\":...,\"records\":...,\"bytes\":...,\"elapsed_s\":...,\"p50_ms\":...,\"p99_ms\":...}";
 
-perf produce: sends records as fast as the producer takes them and waits for every ack.
-  -t, --topic TOPIC          the topic (must exist)
-  -n, --records N            records to send (default 1000000)
-  -s, --record-size BYTES    value size of generated text-like payloads (default 100)
-  --payload-file PATH        values from PATH instead: one per line, record i takes
-                             line i mod (number of lines)
-  --acks 0|1|all             default all
-  --idempotence true|false   default true (needs acks=all)
-  --compression CODEC        none, gzip, snappy, lz4 or zstd (default none)
-  --linger-ms MS             default 5
-  --batch-size BYTES         default 1000000
-  --transactional-id ID      send in transactions with this transactional.id (needs
-  --txn-records N            --txn-records): begin, N sends, commit, and again; the
-                             clock then runs to the end of the last commit
-  Latency is measured on every 100th record, from send to delivery report.
+/// `kring perf TEST`.
+#[derive(Debug, clap::Subcommand)]
+pub enum PerfCommand {
+    /// Send records as fast as the producer takes them and wait for every ack
+    #[command(
+        after_help = "Latency is measured on every 100th record, from send to delivery report."
+    )]
+    Produce(PerfProduceArgs),
+    /// Read every partition from its oldest record
+    #[command(
+        after_help = "Latency is end to end on every 100th record: now − the record's \
+                             timestamp (run it beside a perf produce to see delivery latency; \
+                             on a backlog it is the records' age)."
+    )]
+    Consume(PerfConsumeArgs),
+}
 
-perf consume: reads every partition from its oldest record.
-  -t, --topic TOPIC          the topic
-  -n, --records N            records to read (default: as many as the topic holds now)
-  --group GROUP              read as the one member of consumer group GROUP (a fresh
-                             one: from the oldest offsets, nothing committed) instead of
-                             with one partition consumer per partition; the clock starts
-                             at the first assignment (the join is reported apart)
-  --timeout SECONDS          fail if they haven't all arrived by then (default 120)
-  Latency is end to end on every 100th record: now − the record's timestamp (run it
-  beside a perf produce to see delivery latency; on a backlog it is the records' age).
+/// `kring perf produce`.
+#[derive(Debug, clap::Args)]
+pub struct PerfProduceArgs {
+    /// The topic (must exist)
+    #[arg(short = 't', long, value_name = "TOPIC")]
+    topic: String,
+    /// Records to send
+    #[arg(short = 'n', long, value_name = "N", default_value_t = 1_000_000)]
+    records: u64,
+    /// Value size of generated text-like payloads
+    #[arg(short = 's', long, value_name = "BYTES", default_value_t = 100)]
+    record_size: usize,
+    /// Values from PATH instead: one per line, record i takes line i mod (number of lines)
+    #[arg(long, value_name = "PATH")]
+    payload_file: Option<String>,
+    /// Acknowledgements [default: all]
+    #[arg(long, value_name = "0|1|all")]
+    acks: Option<String>,
+    /// Idempotent producer [default: true] (needs acks=all)
+    #[arg(long, value_name = "true|false")]
+    idempotence: Option<String>,
+    /// none, gzip, snappy, lz4 or zstd [default: none]
+    #[arg(long, value_name = "CODEC")]
+    compression: Option<String>,
+    /// linger.ms [default: 5]
+    #[arg(long, value_name = "MS")]
+    linger_ms: Option<String>,
+    /// batch.size [default: 1000000]
+    #[arg(long, value_name = "BYTES")]
+    batch_size: Option<String>,
+    /// Send in transactions with this transactional.id (needs --txn-records)
+    #[arg(long, value_name = "ID")]
+    transactional_id: Option<String>,
+    /// Records per transaction (with --transactional-id): begin, N sends, commit, and
+    /// again; the clock then runs to the end of the last commit
+    #[arg(long, value_name = "N")]
+    txn_records: Option<u64>,
+    #[command(flatten)]
+    metrics: crate::metrics_view::MetricsArgs,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+}
 
-Both print a progress line each second on stderr, then a report, and last a JSON line:
-{\"client\":\"kring\",\"op\":...,\"records\":...,\"bytes\":...,\"elapsed_s\":...,\"p50_ms\":...,\"p99_ms\":...}
-
-CLUSTER options:
-",
-    cluster_usage!()
-);
+/// `kring perf consume`.
+#[derive(Debug, clap::Args)]
+pub struct PerfConsumeArgs {
+    /// The topic
+    #[arg(short = 't', long, value_name = "TOPIC")]
+    topic: String,
+    /// Records to read [default: as many as the topic holds now]
+    #[arg(short = 'n', long, value_name = "N")]
+    records: Option<u64>,
+    /// Read as the one member of consumer group GROUP (a fresh one: from the oldest
+    /// offsets, nothing committed) instead of with one partition consumer per partition;
+    /// the clock starts at the first assignment (the join is reported apart)
+    #[arg(long, value_name = "GROUP")]
+    group: Option<String>,
+    /// Fail if they haven't all arrived by then
+    #[arg(long, value_name = "SECONDS", default_value_t = 120)]
+    timeout: u64,
+    #[command(flatten)]
+    metrics: crate::metrics_view::MetricsArgs,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+}
 
 /// Records sampled for latency: one in this many.
 pub(crate) const LATENCY_SAMPLE_EVERY: u64 = 100;
 
 /// Runs `kring perf ...`.
-pub fn run(mut args: Args) -> CliResult {
-    match args.positional().as_deref() {
-        Some("produce") => produce(args),
-        Some("consume") => consume(args),
-        Some(other) => Err(UsageError::new(format!("unknown perf test {other:?}")).into()),
-        None => Err(UsageError::new("perf needs produce or consume").into()),
+pub fn run(command: PerfCommand) -> CliResult {
+    let metrics = match &command {
+        PerfCommand::Produce(a) => &a.metrics,
+        PerfCommand::Consume(a) => &a.metrics,
+    };
+    let view = metrics.start()?;
+    let result = match command {
+        PerfCommand::Produce(args) => produce(args),
+        PerfCommand::Consume(args) => consume(args),
+    };
+    if let Some(view) = view {
+        view.finish();
     }
+    result
 }
 
 /// The measured outcome of a run, for the report and the JSON line.
@@ -225,33 +280,41 @@ fn generated_payloads(size: usize, count: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn produce(mut args: Args) -> CliResult {
-    let topic = args
-        .value(&["--topic", "-t"])?
-        .ok_or_else(|| UsageError::new("--topic is required"))?;
-    let records: u64 = args.parsed(&["--records", "-n"])?.unwrap_or(1_000_000);
-    let size: usize = args.parsed(&["--record-size", "-s"])?.unwrap_or(100);
-    let payload_file = args.value(&["--payload-file"])?;
-    let txn = crate::perf_txn::TxnOptions::take(&mut args)?;
+fn produce(args: PerfProduceArgs) -> CliResult {
+    let PerfProduceArgs {
+        topic,
+        records,
+        record_size: size,
+        payload_file,
+        acks,
+        idempotence,
+        compression,
+        linger_ms,
+        batch_size,
+        transactional_id,
+        txn_records,
+        cluster,
+        metrics: _,
+    } = args;
+    let txn = crate::perf_txn::TxnOptions::check(transactional_id, txn_records)?;
     let mut settings: Vec<(&str, Option<String>)> = vec![
         ("linger.ms", Some("5".into())),
         ("batch.size", Some("1000000".into())),
     ];
-    for (name, property) in [
-        ("--acks", "acks"),
-        ("--idempotence", "enable.idempotence"),
-        ("--compression", "compression.type"),
-        ("--linger-ms", "linger.ms"),
-        ("--batch-size", "batch.size"),
+    for (value, property) in [
+        (acks, "acks"),
+        (idempotence, "enable.idempotence"),
+        (compression, "compression.type"),
+        (linger_ms, "linger.ms"),
+        (batch_size, "batch.size"),
     ] {
-        if let Some(v) = args.value(&[name])? {
+        if let Some(v) = value {
             settings.retain(|(p, _)| *p != property);
             settings.push((property, Some(v)));
         }
     }
     settings.extend(txn.as_ref().map(crate::perf_txn::TxnOptions::setting));
-    let mut cluster = ClusterOptions::take(&mut args)?;
-    args.finish()?;
+    let mut cluster = cluster.options()?;
     if records == 0 {
         return Err(UsageError::new("--records must be at least 1").into());
     }
@@ -384,15 +447,16 @@ struct ConsumeShared {
     done: Notify,
 }
 
-fn consume(mut args: Args) -> CliResult {
-    let topic = args
-        .value(&["--topic", "-t"])?
-        .ok_or_else(|| UsageError::new("--topic is required"))?;
-    let records: Option<u64> = args.parsed(&["--records", "-n"])?;
-    let timeout: u64 = args.parsed(&["--timeout"])?.unwrap_or(120);
-    let group = args.value(&["--group"])?;
-    let cluster = ClusterOptions::take(&mut args)?;
-    args.finish()?;
+fn consume(args: PerfConsumeArgs) -> CliResult {
+    let PerfConsumeArgs {
+        topic,
+        records,
+        group,
+        timeout,
+        cluster,
+        metrics: _,
+    } = args;
+    let cluster = cluster.options()?;
     if let Some(group) = group {
         return crate::perf_group::consume(cluster, &topic, &group, records, timeout);
     }

@@ -10,7 +10,7 @@
 
 use kring::producer::Producer;
 
-use crate::args::{Args, UsageError};
+use crate::args::UsageError;
 use crate::perf::RecordSender;
 use crate::{CliError, wait};
 
@@ -24,11 +24,12 @@ pub(crate) struct TxnOptions {
 }
 
 impl TxnOptions {
-    /// Takes `--transactional-id` and `--txn-records` from the command line: `None` when
-    /// neither is given; one without the other, an empty id or 0 records is a usage error.
-    pub(crate) fn take(args: &mut Args) -> Result<Option<TxnOptions>, UsageError> {
-        let id = args.value(&["--transactional-id"])?;
-        let records: Option<u64> = args.parsed(&["--txn-records"])?;
+    /// Checks `--transactional-id` and `--txn-records`: `None` when neither is given;
+    /// one without the other, an empty id or 0 records is a usage error.
+    pub(crate) fn check(
+        id: Option<String>,
+        records: Option<u64>,
+    ) -> Result<Option<TxnOptions>, UsageError> {
         match (id, records) {
             (None, None) => Ok(None),
             (Some(id), _) if id.is_empty() => {

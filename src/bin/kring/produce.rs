@@ -17,34 +17,51 @@ use kring::producer::{Producer, ProducerRecord};
 use kring::protocol::KafkaCode;
 use memchr::memmem;
 
-use crate::args::{Args, ClusterOptions, UsageError, cluster_usage, unescape};
+use crate::args::{ClusterArgs, ClusterOptions, UsageError, unescape};
 use crate::deliveries::Deliveries;
 use crate::{CliError, CliResult, connect, wait};
 
-pub const USAGE: &str = concat!(
-    "\
-usage: kring produce -t TOPIC [OPTIONS] [CLUSTER]
-
-Sends one record per delimited piece of stdin (or of --file).
-  -t, --topic TOPIC            the topic (must exist)
-  -p, --partition N            send every record to partition N (default: the partitioner)
-  -f, --file PATH              read records from PATH instead of stdin
-  -D, --delimiter DELIM        record delimiter (default \\n; escapes \\n \\t \\0 \\xNN)
-  -K, --key-delimiter DELIM    split each record at the first DELIM into key and value
-                               (a record without it is sent with a null key)
-  -H, --header KEY=VALUE       a header on every record (repeatable; KEY alone is null)
-  -z, --compression CODEC      none, gzip, snappy, lz4 or zstd
-  -a, --acks ACKS              0, 1 or all (default all)
-  --idempotence true|false     idempotent producer (default true with acks=all)
-  --transactional-id ID        write in transactions with this transactional.id (acks all)
-  --txn-records N              records per transaction (default 1000; the last may be
-                               shorter); the first transaction that fails is aborted and
-                               the run stops with an error
-
-CLUSTER options:
-",
-    cluster_usage!()
-);
+/// `kring produce`: sends one record per delimited piece of stdin (or of --file).
+#[derive(Debug, clap::Args)]
+pub struct ProduceArgs {
+    /// The topic (must exist)
+    #[arg(short = 't', long, value_name = "TOPIC")]
+    topic: String,
+    /// Send every record to partition N [default: the partitioner]
+    #[arg(short = 'p', long, value_name = "N")]
+    partition: Option<i32>,
+    /// Read records from PATH instead of stdin
+    #[arg(short = 'f', long, value_name = "PATH")]
+    file: Option<String>,
+    /// Record delimiter [default: \n] (escapes \n \r \t \0 \\ \xNN)
+    #[arg(short = 'D', long, value_name = "DELIM", allow_hyphen_values = true)]
+    delimiter: Option<String>,
+    /// Split each record at the first DELIM into key and value (a record without it is
+    /// sent with a null key)
+    #[arg(short = 'K', long, value_name = "DELIM", allow_hyphen_values = true)]
+    key_delimiter: Option<String>,
+    /// A header on every record (repeatable; KEY alone is a null value)
+    #[arg(short = 'H', long = "header", value_name = "KEY=VALUE")]
+    headers: Vec<String>,
+    /// Compression: none, gzip, snappy, lz4 or zstd
+    #[arg(short = 'z', long, value_name = "CODEC")]
+    compression: Option<String>,
+    /// Acknowledgements: 0, 1 or all [default: all]
+    #[arg(short = 'a', long, value_name = "ACKS")]
+    acks: Option<String>,
+    /// Idempotent producer [default: true with acks=all]
+    #[arg(long, value_name = "true|false")]
+    idempotence: Option<String>,
+    /// Write in transactions with this transactional.id (acks all)
+    #[arg(long, value_name = "ID")]
+    transactional_id: Option<String>,
+    /// Records per transaction [default: 1000] (the last may be shorter); the first
+    /// transaction that fails is aborted and the run stops with an error
+    #[arg(long, value_name = "N")]
+    txn_records: Option<u64>,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+}
 
 /// Input is read this much at a time.
 const READ_CHUNK: usize = 1 << 20;
@@ -119,42 +136,44 @@ impl Transactions {
     }
 }
 
-fn parse(mut args: Args) -> Result<(Settings, ClusterOptions), UsageError> {
-    let topic = args
-        .value(&["--topic", "-t"])?
-        .ok_or_else(|| UsageError::new("--topic is required"))?;
-    let partition: Option<i32> = args.parsed(&["--partition", "-p"])?;
+fn parse(args: ProduceArgs) -> Result<(Settings, ClusterOptions), UsageError> {
+    let ProduceArgs {
+        topic,
+        partition,
+        file,
+        delimiter,
+        key_delimiter,
+        headers,
+        compression,
+        acks,
+        idempotence,
+        transactional_id,
+        txn_records,
+        cluster,
+    } = args;
     if partition.is_some_and(|p| p < 0) {
         return Err(UsageError::new("--partition must be 0 or more"));
     }
-    let file = args.value(&["--file", "-f"])?;
-    let delimiter = match args.value(&["--delimiter", "-D"])? {
+    let delimiter = match delimiter {
         Some(d) => unescape("--delimiter", &d)?,
         None => b"\n".to_vec(),
     };
     if delimiter.is_empty() {
         return Err(UsageError::new("--delimiter must not be empty"));
     }
-    let key_delimiter = args
-        .value(&["--key-delimiter", "-K"])?
+    let key_delimiter = key_delimiter
         .map(|k| unescape("--key-delimiter", &k))
         .transpose()?;
     if key_delimiter.as_ref().is_some_and(Vec::is_empty) {
         return Err(UsageError::new("--key-delimiter must not be empty"));
     }
-    let headers = args
-        .values(&["--header", "-H"])?
+    let headers = headers
         .into_iter()
         .map(|h| match h.split_once('=') {
             Some((k, v)) => (k.to_string(), Some(v.as_bytes().to_vec())),
             None => (h, None),
         })
         .collect();
-    let compression = args.value(&["--compression", "-z"])?;
-    let acks = args.value(&["--acks", "-a"])?;
-    let idempotence = args.value(&["--idempotence"])?;
-    let transactional_id = args.value(&["--transactional-id"])?;
-    let txn_records: Option<u64> = args.parsed(&["--txn-records"])?;
     if txn_records == Some(0) {
         return Err(UsageError::new("--txn-records must be 1 or more"));
     }
@@ -167,14 +186,13 @@ fn parse(mut args: Args) -> Result<(Settings, ClusterOptions), UsageError> {
     let txn_records = transactional_id
         .as_ref()
         .map(|_| txn_records.unwrap_or(1000));
-    let mut cluster = ClusterOptions::take(&mut args)?;
+    let mut cluster = cluster.options()?;
     cluster.set_producer(&[
         ("compression.type", compression),
         ("acks", acks),
         ("enable.idempotence", idempotence),
         ("transactional.id", transactional_id),
     ])?;
-    args.finish()?;
     Ok((
         Settings {
             topic,
@@ -216,7 +234,7 @@ pub fn check_topic(
 }
 
 /// Runs `kring produce`.
-pub fn run(args: Args) -> CliResult {
+pub fn run(args: ProduceArgs) -> CliResult {
     let (s, cluster) = parse(args)?;
     let max_record = cluster.config.producer.max_request_size;
     let mut input: Box<dyn Read> = match &s.file {

@@ -2,60 +2,94 @@
 
 use kring::admin::{Admin, QuotaMatch};
 
-use crate::args::{Args, ClusterOptions, UsageError, cluster_usage};
+use crate::args::{ClusterArgs, UsageError};
 use crate::json::{Json, obj};
 use crate::{CliResult, connect, wait};
 
-pub const USAGE: &str = concat!(
-    "\
-usage: kring quotas list  [ENTITY...] [--json] [CLUSTER]
-       kring quotas alter ENTITY... [--set KEY=VALUE]... [--delete KEY]... [--validate-only] [CLUSTER]
+/// `kring quotas ACTION`.
+#[derive(Debug, clap::Subcommand)]
+pub enum QuotasCommand {
+    /// The quotas of an entity (every user and client id quota without ENTITY)
+    #[command(alias = "describe")]
+    List {
+        #[command(flatten)]
+        entity: EntityArgs,
+        /// JSON instead of text
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// Set or remove quotas of an entity
+    Alter {
+        #[command(flatten)]
+        entity: EntityArgs,
+        /// Set quota K (producer_byte_rate, consumer_byte_rate, request_percentage,
+        /// controller_mutation_rate, connection_creation_rate) to V (repeatable)
+        #[arg(long, value_name = "K=V")]
+        set: Vec<String>,
+        /// Remove quota K (repeatable)
+        #[arg(long, value_name = "K")]
+        delete: Vec<String>,
+        /// Let the broker check the changes without applying them
+        #[arg(long)]
+        validate_only: bool,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+}
 
-  ENTITY    --user NAME | --client-id NAME | --ip ADDRESS, with `<default>` for the
-            type's default; list without ENTITY shows every user and client id quota
-  --set K=V set quota K (producer_byte_rate, consumer_byte_rate, request_percentage,
-            controller_mutation_rate, connection_creation_rate) to V
-  --delete K remove quota K
-  --json    JSON instead of text
-
-CLUSTER options:
-",
-    cluster_usage!()
-);
+/// The entity whose quotas these are; `<default>` for the type's default.
+#[derive(Debug, clap::Args)]
+pub struct EntityArgs {
+    /// A user (`<default>`: the users' default)
+    #[arg(long, value_name = "NAME", help_heading = "ENTITY")]
+    user: Option<String>,
+    /// A client id (`<default>`: the client ids' default)
+    #[arg(long, value_name = "NAME", help_heading = "ENTITY")]
+    client_id: Option<String>,
+    /// An IP address (`<default>`: the IPs' default)
+    #[arg(long, value_name = "ADDRESS", help_heading = "ENTITY")]
+    ip: Option<String>,
+}
 
 /// Runs `kring quotas ...`.
-pub fn run(mut args: Args) -> CliResult {
-    let action = args
-        .positional()
-        .ok_or_else(|| UsageError::new("quotas needs list or alter"))?;
-    match action.as_str() {
-        "list" | "describe" => list(args),
-        "alter" => alter(args),
-        other => Err(UsageError::new(format!("unknown quotas action {other:?}")).into()),
+pub fn run(command: QuotasCommand) -> CliResult {
+    match command {
+        QuotasCommand::List {
+            entity,
+            json,
+            cluster,
+        } => list(entity, json, cluster),
+        QuotasCommand::Alter {
+            entity,
+            set,
+            delete,
+            validate_only,
+            cluster,
+        } => alter(entity, &set, delete, validate_only, cluster),
     }
 }
 
-/// The `--user`/`--client-id`/`--ip` options, as (type, name or None for default).
-fn entity(args: &mut Args) -> Result<Vec<(String, Option<String>)>, UsageError> {
+/// The entity options, as (type, name or None for default).
+fn entity(args: EntityArgs) -> Vec<(String, Option<String>)> {
     let mut out = Vec::new();
-    for (option, kind) in [
-        ("--user", "user"),
-        ("--client-id", "client-id"),
-        ("--ip", "ip"),
+    for (name, kind) in [
+        (args.user, "user"),
+        (args.client_id, "client-id"),
+        (args.ip, "ip"),
     ] {
-        if let Some(name) = args.value(&[option])? {
+        if let Some(name) = name {
             let name = (name != "<default>").then_some(name);
             out.push((kind.to_string(), name));
         }
     }
-    Ok(out)
+    out
 }
 
-fn list(mut args: Args) -> CliResult {
-    let json = args.flag(&["--json"]);
-    let entity = entity(&mut args)?;
-    let cluster = ClusterOptions::take(&mut args)?;
-    args.finish()?;
+fn list(entity: EntityArgs, json: bool, cluster: ClusterArgs) -> CliResult {
+    let entity = self::entity(entity);
+    let cluster = cluster.options()?;
     let filter: Vec<(String, QuotaMatch)> = if entity.is_empty() {
         vec![("user".into(), QuotaMatch::Any)]
     } else {
@@ -103,22 +137,26 @@ fn list(mut args: Args) -> CliResult {
     Ok(())
 }
 
-fn alter(mut args: Args) -> CliResult {
+fn alter(
+    entity: EntityArgs,
+    set: &[String],
+    delete: Vec<String>,
+    validate_only: bool,
+    cluster: ClusterArgs,
+) -> CliResult {
     let mut ops = Vec::new();
-    for s in args.values(&["--set"])? {
+    for s in set {
         let (k, v) = s
             .split_once('=')
             .ok_or_else(|| UsageError::new(format!("--set {s:?}: expected KEY=VALUE")))?;
         let value: f64 = crate::args::parse_value(&format!("--set {k}"), v)?;
         ops.push((k.to_string(), Some(value)));
     }
-    for k in args.values(&["--delete"])? {
+    for k in delete {
         ops.push((k, None));
     }
-    let validate_only = args.flag(&["--validate-only"]);
-    let entity = entity(&mut args)?;
-    let cluster = ClusterOptions::take(&mut args)?;
-    args.finish()?;
+    let entity = self::entity(entity);
+    let cluster = cluster.options()?;
     if entity.is_empty() {
         return Err(UsageError::new("whose quotas? give --user, --client-id or --ip").into());
     }

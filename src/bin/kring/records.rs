@@ -4,36 +4,56 @@
 
 use kring::admin::{Admin, DeleteBefore, OffsetSpec};
 
-use crate::args::{Args, ClusterOptions, UsageError, cluster_usage};
+use crate::args::{ClusterArgs, UsageError};
 use crate::json::{Json, obj};
 use crate::{CliResult, connect, wait};
 
-pub const USAGE: &str = concat!(
-    "\
-usage: kring records delete  TOPIC[:PARTITION]@POINT... [--json] [CLUSTER]
-       kring records offsets TOPIC [--at earliest|latest|max|MS] [--json] [CLUSTER]
-
-  POINT        delete every record before it: an OFFSET, `end` (everything), or
-               time=MS (every record older than MS milliseconds since the epoch);
-               without :PARTITION, every partition of the topic
-  --at SPEC    which offset to list: earliest (default), latest, max (the record with
-               the largest timestamp) or MS (the first record at or after that time)
-  --json       one JSON object instead of text
-
-CLUSTER options:
-",
-    cluster_usage!()
-);
+/// `kring records ACTION`.
+#[derive(Debug, clap::Subcommand)]
+pub enum RecordsCommand {
+    /// Delete every record before a point (DeleteRecords on each partition's leader)
+    Delete {
+        /// Delete every record before POINT: an OFFSET, `end` (everything), or time=MS
+        /// (every record older than MS milliseconds since the epoch); without
+        /// :PARTITION, every partition of the topic
+        #[arg(value_name = "TOPIC[:PARTITION]@POINT", required = true)]
+        cuts: Vec<String>,
+        /// One JSON object instead of text
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// List the partitions' offsets (ListOffsets)
+    Offsets {
+        /// The topic
+        topic: String,
+        /// Which offset to list: earliest, latest, max (the record with the largest
+        /// timestamp) or MS (the first record at or after that time) [default: earliest]
+        #[arg(long, alias = "time", value_name = "earliest|latest|max|MS")]
+        at: Option<String>,
+        /// One JSON object instead of text
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+}
 
 /// Runs `kring records ...`.
-pub fn run(mut args: Args) -> CliResult {
-    let action = args
-        .positional()
-        .ok_or_else(|| UsageError::new("records needs delete or offsets"))?;
-    match action.as_str() {
-        "delete" => delete(args),
-        "offsets" => offsets(args),
-        other => Err(UsageError::new(format!("unknown records action {other:?}")).into()),
+pub fn run(command: RecordsCommand) -> CliResult {
+    match command {
+        RecordsCommand::Delete {
+            cuts,
+            json,
+            cluster,
+        } => delete(&cuts, json, cluster),
+        RecordsCommand::Offsets {
+            topic,
+            at,
+            json,
+            cluster,
+        } => offsets(&topic, at.as_deref(), json, cluster),
     }
 }
 
@@ -85,17 +105,12 @@ fn parse_cut(text: &str) -> Result<Cut, UsageError> {
     })
 }
 
-fn delete(mut args: Args) -> CliResult {
-    let json = args.flag(&["--json"]);
-    let cluster = ClusterOptions::take(&mut args)?;
-    let mut cuts = Vec::new();
-    while let Some(text) = args.positional() {
-        cuts.push(parse_cut(&text)?);
-    }
-    args.finish()?;
-    if cuts.is_empty() {
-        return Err(UsageError::new("nothing to delete: give TOPIC:PARTITION@OFFSET").into());
-    }
+fn delete(texts: &[String], json: bool, cluster: ClusterArgs) -> CliResult {
+    let cuts = texts
+        .iter()
+        .map(|t| parse_cut(t))
+        .collect::<Result<Vec<_>, _>>()?;
+    let cluster = cluster.options()?;
     let admin = Admin::new(connect(cluster)?);
     let mut by_topic: Vec<(String, Vec<(i32, DeleteBefore)>)> = Vec::new();
     for cut in cuts {
@@ -134,10 +149,8 @@ fn delete(mut args: Args) -> CliResult {
     Ok(())
 }
 
-fn offsets(mut args: Args) -> CliResult {
-    let json = args.flag(&["--json"]);
-    let at = args.value(&["--at", "--time"])?;
-    let spec = match at.as_deref() {
+fn offsets(topic: &str, at: Option<&str>, json: bool, cluster: ClusterArgs) -> CliResult {
+    let spec = match at {
         None | Some("earliest") => OffsetSpec::Earliest,
         Some("latest") => OffsetSpec::Latest,
         Some("max") => OffsetSpec::MaxTimestamp,
@@ -145,13 +158,9 @@ fn offsets(mut args: Args) -> CliResult {
             UsageError::new(format!("--at {ms:?}: expected earliest, latest, max or MS"))
         })?),
     };
-    let cluster = ClusterOptions::take(&mut args)?;
-    let topic = args
-        .positional()
-        .ok_or_else(|| UsageError::new("which topic? give its name"))?;
-    args.finish()?;
+    let cluster = cluster.options()?;
     let admin = Admin::new(connect(cluster)?);
-    let found = wait(admin.topic_offsets(&topic, spec))?;
+    let found = wait(admin.topic_offsets(topic, spec))?;
     if json {
         let rows: Vec<Json> = found
             .iter()

@@ -28,6 +28,12 @@ pub fn peak_rss_bytes() -> Option<u64> {
 }
 
 /// The `p`-quantile (0..=1) of sorted nanosecond samples, in milliseconds.
+///
+/// Exact, over every sample kept. `kring perf` keeps one latency per 100 records, so a
+/// 10-million-record run holds 100,000 samples (0.8 MB, sorted in about 3 ms after the
+/// clock stops); an HDR histogram with 3 significant digits (1 µs to 1 h) takes a fixed
+/// 0.2 MB, costs the same per record, and is 0.1% off: smaller only past about 2.5
+/// million records, so not worth a dependency here.
 pub fn percentile_ms(sorted_ns: &[u64], p: f64) -> Option<f64> {
     if sorted_ns.is_empty() {
         return None;

@@ -3,51 +3,113 @@
 
 use kring::admin::{Admin, NewTopic};
 
-use crate::args::{Args, ClusterOptions, UsageError, cluster_usage};
+use crate::args::{ClusterArgs, UsageError};
 use crate::json::{Json, obj};
 use crate::{CliError, CliResult, connect, wait};
 
-pub const USAGE: &str = concat!(
-    "\
-usage: kring topics list     [--internal] [--json] [CLUSTER]
-       kring topics create   TOPIC [-p PARTITIONS] [-r REPLICATION] [--config NAME=VALUE]... [CLUSTER]
-       kring topics describe TOPIC [--all-configs] [--json] [CLUSTER]
-       kring topics delete   TOPIC [CLUSTER]
-       kring topics alter-partitions TOPIC COUNT [--validate-only] [CLUSTER]
-
-  --internal                 list internal topics too (__consumer_offsets, ...)
-  -p, --partitions N         partitions of a new topic (default 1)
-  -r, --replication-factor R replicas per partition (default 1)
-  --config NAME=VALUE        a topic config of a new topic (repeatable)
-  --all-configs              describe every config, defaults included
-  --json                     JSON instead of text
-  COUNT                      the topic's new partition count (more than today's)
-  --validate-only            let the controller check without adding partitions
-
-CLUSTER options:
-",
-    cluster_usage!()
-);
+/// `kring topics ACTION`.
+#[derive(Debug, clap::Subcommand)]
+pub enum TopicsCommand {
+    /// List topics with their partition counts
+    List {
+        /// List internal topics too (__consumer_offsets, ...)
+        #[arg(long)]
+        internal: bool,
+        /// JSON instead of text
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// Create a topic
+    Create {
+        /// The topic's name
+        topic: String,
+        /// Partitions of the new topic
+        #[arg(short = 'p', long, value_name = "N", default_value_t = 1)]
+        partitions: i32,
+        /// Replicas per partition
+        #[arg(
+            short = 'r',
+            long = "replication-factor",
+            value_name = "R",
+            default_value_t = 1
+        )]
+        replication_factor: i16,
+        /// A topic config of the new topic (repeatable)
+        #[arg(long = "config", value_name = "NAME=VALUE")]
+        configs: Vec<String>,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// Partitions, leaders, replicas and configs of a topic
+    Describe {
+        /// The topic's name
+        topic: String,
+        /// Describe every config, defaults included
+        #[arg(long)]
+        all_configs: bool,
+        /// JSON instead of text
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// Delete a topic
+    Delete {
+        /// The topic's name
+        topic: String,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// Add partitions to a topic
+    AlterPartitions {
+        /// The topic's name
+        topic: String,
+        /// The topic's new partition count (more than today's)
+        #[arg(value_name = "COUNT")]
+        count: i32,
+        /// Let the controller check without adding partitions
+        #[arg(long, visible_alias = "dry-run")]
+        validate_only: bool,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+}
 
 /// Runs `kring topics ...`.
-pub fn run(mut args: Args) -> CliResult {
-    let action = args
-        .positional()
-        .ok_or_else(|| UsageError::new("topics needs list, create, describe or delete"))?;
-    match action.as_str() {
-        "list" => list(args),
-        "create" => create(args),
-        "describe" => describe(args),
-        "delete" => delete(args),
-        "alter-partitions" => alter_partitions(args),
-        other => Err(UsageError::new(format!("unknown topics action {other:?}")).into()),
+pub fn run(command: TopicsCommand) -> CliResult {
+    match command {
+        TopicsCommand::List {
+            internal,
+            json,
+            cluster,
+        } => list(internal, json, cluster),
+        TopicsCommand::Create {
+            topic,
+            partitions,
+            replication_factor,
+            configs,
+            cluster,
+        } => create(&topic, partitions, replication_factor, &configs, cluster),
+        TopicsCommand::Describe {
+            topic,
+            all_configs,
+            json,
+            cluster,
+        } => describe(&topic, all_configs, json, cluster),
+        TopicsCommand::Delete { topic, cluster } => delete(&topic, cluster),
+        TopicsCommand::AlterPartitions {
+            topic,
+            count,
+            validate_only,
+            cluster,
+        } => alter_partitions(&topic, count, validate_only, cluster),
     }
 }
 
-fn topic_name(args: &mut Args) -> Result<String, UsageError> {
-    let name = args
-        .positional()
-        .ok_or_else(|| UsageError::new("which topic? give its name"))?;
+/// Checks a topic name given on the command line.
+fn topic_name(name: &str) -> Result<&str, UsageError> {
     // The broker's rules (Topic.validate): 1-249 of [a-zA-Z0-9._-], not "." or "..".
     let legal = !name.is_empty()
         && name.len() <= 249
@@ -64,11 +126,8 @@ fn topic_name(args: &mut Args) -> Result<String, UsageError> {
     Ok(name)
 }
 
-fn list(mut args: Args) -> CliResult {
-    let internal = args.flag(&["--internal"]);
-    let json = args.flag(&["--json"]);
-    let cluster = ClusterOptions::take(&mut args)?;
-    args.finish()?;
+fn list(internal: bool, json: bool, cluster: ClusterArgs) -> CliResult {
+    let cluster = cluster.options()?;
     let admin = Admin::new(connect(cluster)?);
     let topics = wait(admin.list_topics(internal))?;
     if json {
@@ -87,9 +146,13 @@ fn list(mut args: Args) -> CliResult {
     Ok(())
 }
 
-fn create(mut args: Args) -> CliResult {
-    let partitions: i32 = args.parsed(&["--partitions", "-p"])?.unwrap_or(1);
-    let replication: i16 = args.parsed(&["--replication-factor", "-r"])?.unwrap_or(1);
+fn create(
+    name: &str,
+    partitions: i32,
+    replication: i16,
+    configs: &[String],
+    cluster: ClusterArgs,
+) -> CliResult {
     if partitions < 1 {
         return Err(UsageError::new("--partitions must be at least 1").into());
     }
@@ -97,32 +160,28 @@ fn create(mut args: Args) -> CliResult {
         return Err(UsageError::new("--replication-factor must be at least 1").into());
     }
     let mut topic_configs = Vec::new();
-    for c in args.values(&["--config"])? {
+    for c in configs {
         let (k, v) = c
             .split_once('=')
             .ok_or_else(|| UsageError::new(format!("--config {c:?}: expected NAME=VALUE")))?;
         topic_configs.push((k.to_string(), v.to_string()));
     }
-    let cluster = ClusterOptions::take(&mut args)?;
-    let name = topic_name(&mut args)?;
-    args.finish()?;
+    let name = topic_name(name)?;
+    let cluster = cluster.options()?;
     let admin = Admin::new(connect(cluster)?);
-    let mut topic = NewTopic::new(&name, partitions, replication);
+    let mut topic = NewTopic::new(name, partitions, replication);
     topic.configs = topic_configs;
     wait(admin.create_topic(&topic))?;
     println!("created {name}: {partitions} partition(s), replication factor {replication}");
     Ok(())
 }
 
-fn describe(mut args: Args) -> CliResult {
-    let all_configs = args.flag(&["--all-configs"]);
-    let json = args.flag(&["--json"]);
-    let cluster = ClusterOptions::take(&mut args)?;
-    let name = topic_name(&mut args)?;
-    args.finish()?;
+fn describe(name: &str, all_configs: bool, json: bool, cluster: ClusterArgs) -> CliResult {
+    let name = topic_name(name)?;
+    let cluster = cluster.options()?;
     let admin = Admin::new(connect(cluster)?);
-    let info = wait(admin.describe_topic(&name))?;
-    let configs = wait(admin.topic_configs(&name))?;
+    let info = wait(admin.describe_topic(name))?;
+    let configs = wait(admin.topic_configs(name))?;
     if json {
         let partitions: Vec<Json> = info
             .partitions
@@ -194,12 +253,11 @@ fn describe(mut args: Args) -> CliResult {
     Ok(())
 }
 
-fn delete(mut args: Args) -> CliResult {
-    let cluster = ClusterOptions::take(&mut args)?;
-    let name = topic_name(&mut args)?;
-    args.finish()?;
+fn delete(name: &str, cluster: ClusterArgs) -> CliResult {
+    let name = topic_name(name)?;
+    let cluster = cluster.options()?;
     let admin = Admin::new(connect(cluster)?);
-    wait(admin.delete_topic(&name)).map_err(|e| match e.code() {
+    wait(admin.delete_topic(name)).map_err(|e| match e.code() {
         Some(kring::protocol::KafkaCode::UNKNOWN_TOPIC_OR_PARTITION) => {
             CliError::Failed(format!("no topic {name:?} to delete"))
         }
@@ -209,20 +267,19 @@ fn delete(mut args: Args) -> CliResult {
     Ok(())
 }
 
-fn alter_partitions(mut args: Args) -> CliResult {
-    let validate_only = args.flag(&["--validate-only", "--dry-run"]);
-    let cluster = ClusterOptions::take(&mut args)?;
-    let name = topic_name(&mut args)?;
-    let count = args
-        .positional()
-        .ok_or_else(|| UsageError::new("how many partitions? give the new COUNT"))?;
-    let count: i32 = crate::args::parse_value("COUNT", &count)?;
+fn alter_partitions(
+    name: &str,
+    count: i32,
+    validate_only: bool,
+    cluster: ClusterArgs,
+) -> CliResult {
+    let name = topic_name(name)?;
     if count < 1 {
         return Err(UsageError::new("COUNT must be at least 1").into());
     }
-    args.finish()?;
+    let cluster = cluster.options()?;
     let admin = Admin::new(connect(cluster)?);
-    wait(admin.create_partitions(&name, count, validate_only))?;
+    wait(admin.create_partitions(name, count, validate_only))?;
     let verb = if validate_only {
         "would have"
     } else {
@@ -238,12 +295,12 @@ mod tests {
 
     #[test]
     fn topic_names_follow_the_brokers_rules() {
-        let name = |n: &str| topic_name(&mut Args::new([n.to_string()]));
+        let name = topic_name;
         assert_eq!(name("orders.v2-eu_1").unwrap(), "orders.v2-eu_1");
         assert!(name("..").is_err());
         assert!(name("has space").is_err());
         assert!(name("ünïcode").is_err());
         assert!(name(&"x".repeat(250)).is_err());
-        assert!(topic_name(&mut Args::new(Vec::<String>::new())).is_err());
+        assert!(name("").is_err());
     }
 }

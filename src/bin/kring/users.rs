@@ -3,70 +3,108 @@
 
 use kring::admin::{Admin, ScramMechanism};
 
-use crate::args::{Args, ClusterOptions, UsageError, cluster_usage};
+use crate::args::{ClusterArgs, UsageError};
 use crate::json::{Json, obj};
 use crate::{CliResult, connect, wait};
 
-pub const USAGE: &str = concat!(
-    "\
-usage: kring users scram list   [USER...] [--json] [CLUSTER]
-       kring users scram set    USER --password-file FILE [--mechanism M] [--iterations N] [CLUSTER]
-       kring users scram delete USER [--mechanism M] [CLUSTER]
+/// `kring users KIND`.
+#[derive(Debug, clap::Subcommand)]
+pub enum UsersCommand {
+    /// SCRAM credentials (list, set, delete)
+    #[command(subcommand)]
+    Scram(ScramCommand),
+}
 
-  --mechanism M        SCRAM-SHA-256 (default) or SCRAM-SHA-512
-  --iterations N       hash iterations, at least 4096 (default 8192)
-  --password-file FILE the password: the file's first line (`-` reads stdin), so it
-                       never shows in the process list
-  --json               JSON instead of text
+/// `kring users scram ACTION`.
+#[derive(Debug, clap::Subcommand)]
+pub enum ScramCommand {
+    /// The SCRAM mechanisms and iterations of users (every user without USER)
+    #[command(alias = "describe")]
+    List {
+        /// Users to describe
+        #[arg(value_name = "USER")]
+        users: Vec<String>,
+        /// JSON instead of text
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// Set a user's SCRAM credential (salted and hashed here)
+    #[command(alias = "upsert")]
+    Set {
+        /// The user
+        user: String,
+        /// The password: the file's first line (`-` reads stdin), so it never shows in
+        /// the process list
+        #[arg(long, value_name = "FILE", required = true)]
+        password_file: String,
+        #[command(flatten)]
+        mechanism: MechanismArg,
+        /// Hash iterations, at least 4096
+        #[arg(long, value_name = "N", default_value_t = 8192)]
+        iterations: i32,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// Delete a user's SCRAM credential of one mechanism
+    Delete {
+        /// The user
+        user: String,
+        #[command(flatten)]
+        mechanism: MechanismArg,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+}
 
-CLUSTER options:
-",
-    cluster_usage!()
-);
+/// `--mechanism`.
+#[derive(Debug, clap::Args)]
+pub struct MechanismArg {
+    /// SCRAM-SHA-256 or SCRAM-SHA-512
+    #[arg(long = "mechanism", value_name = "M", default_value = "SCRAM-SHA-256")]
+    name: String,
+}
 
 /// Runs `kring users ...`.
-pub fn run(mut args: Args) -> CliResult {
-    match args.positional().as_deref() {
-        Some("scram") => {}
-        Some(other) => {
-            return Err(UsageError::new(format!("unknown users kind {other:?}: try scram")).into());
-        }
-        None => return Err(UsageError::new("users needs scram").into()),
-    }
-    let action = args
-        .positional()
-        .ok_or_else(|| UsageError::new("users scram needs list, set or delete"))?;
-    match action.as_str() {
-        "list" | "describe" => list(args),
-        "set" | "upsert" => set(args),
-        "delete" => delete(args),
-        other => Err(UsageError::new(format!("unknown users scram action {other:?}")).into()),
-    }
-}
-
-fn mechanism(args: &mut Args) -> Result<ScramMechanism, UsageError> {
-    match args.value(&["--mechanism"])? {
-        Some(m) => m
-            .parse()
-            .map_err(|e: kring::Error| UsageError::new(e.to_string())),
-        None => Ok(ScramMechanism::Sha256),
+pub fn run(command: UsersCommand) -> CliResult {
+    let UsersCommand::Scram(command) = command;
+    match command {
+        ScramCommand::List {
+            users,
+            json,
+            cluster,
+        } => list(&users, json, cluster),
+        ScramCommand::Set {
+            user,
+            password_file,
+            mechanism,
+            iterations,
+            cluster,
+        } => set(&user, &password_file, &mechanism, iterations, cluster),
+        ScramCommand::Delete {
+            user,
+            mechanism,
+            cluster,
+        } => delete(&user, &mechanism, cluster),
     }
 }
 
-fn user(args: &mut Args) -> Result<String, UsageError> {
-    args.positional()
+fn mechanism(arg: &MechanismArg) -> Result<ScramMechanism, UsageError> {
+    arg.name
+        .parse()
+        .map_err(|e: kring::Error| UsageError::new(e.to_string()))
+}
+
+/// Checks a user name given on the command line.
+fn user(name: &str) -> Result<&str, UsageError> {
+    Some(name)
         .filter(|u| !u.is_empty())
         .ok_or_else(|| UsageError::new("which user? give its name"))
 }
 
-fn list(mut args: Args) -> CliResult {
-    let json = args.flag(&["--json"]);
-    let cluster = ClusterOptions::take(&mut args)?;
-    let mut users = Vec::new();
-    while let Some(u) = args.positional() {
-        users.push(u);
-    }
-    args.finish()?;
+fn list(users: &[String], json: bool, cluster: ClusterArgs) -> CliResult {
+    let cluster = cluster.options()?;
     let admin = Admin::new(connect(cluster)?);
     let names: Vec<&str> = users.iter().map(String::as_str).collect();
     let filter = (!names.is_empty()).then_some(names.as_slice());
@@ -117,32 +155,32 @@ fn read_password(path: &str) -> Result<String, crate::CliError> {
     Ok(password)
 }
 
-fn set(mut args: Args) -> CliResult {
-    let mechanism = mechanism(&mut args)?;
-    let iterations: i32 = args.parsed(&["--iterations"])?.unwrap_or(8192);
-    let file = args
-        .value(&["--password-file"])?
-        .ok_or_else(|| UsageError::new("--password-file is needed"))?;
-    let cluster = ClusterOptions::take(&mut args)?;
-    let user = user(&mut args)?;
-    args.finish()?;
+fn set(
+    user: &str,
+    file: &str,
+    mechanism: &MechanismArg,
+    iterations: i32,
+    cluster: ClusterArgs,
+) -> CliResult {
+    let mechanism = self::mechanism(mechanism)?;
+    let user = self::user(user)?;
     if iterations < 4096 {
         return Err(UsageError::new("--iterations must be at least 4096").into());
     }
-    let password = read_password(&file)?;
+    let cluster = cluster.options()?;
+    let password = read_password(file)?;
     let admin = Admin::new(connect(cluster)?);
-    wait(admin.upsert_scram_credential(&user, mechanism, iterations, &password))?;
+    wait(admin.upsert_scram_credential(user, mechanism, iterations, &password))?;
     println!("set {} for user {user}", mechanism.name());
     Ok(())
 }
 
-fn delete(mut args: Args) -> CliResult {
-    let mechanism = mechanism(&mut args)?;
-    let cluster = ClusterOptions::take(&mut args)?;
-    let user = user(&mut args)?;
-    args.finish()?;
+fn delete(user: &str, mechanism: &MechanismArg, cluster: ClusterArgs) -> CliResult {
+    let mechanism = self::mechanism(mechanism)?;
+    let user = self::user(user)?;
+    let cluster = cluster.options()?;
     let admin = Admin::new(connect(cluster)?);
-    wait(admin.delete_scram_credential(&user, mechanism))?;
+    wait(admin.delete_scram_credential(user, mechanism))?;
     println!("deleted {} of user {user}", mechanism.name());
     Ok(())
 }

@@ -120,7 +120,7 @@ fn read_once(reader: &mut PartitionReader) -> Result<Vec<String>, (i64, i64)> {
             ..
         }) => Err((base_offset, last_offset)),
         Advance::Error(e) => panic!("unexpected error: {e}"),
-        Advance::Ready => match reader.take_messages(&Arc::from("t"), 0).unwrap() {
+        Advance::Ready => match reader.take_messages(&Arc::from("t"), 0, |_| {}).unwrap() {
             Ok(messages) => Ok(messages
                 .iter()
                 .map(|m| String::from_utf8(m.value.clone().unwrap().to_vec()).unwrap())
@@ -218,7 +218,11 @@ fn read_messages(reader: &mut PartitionReader) -> Seen {
             Advance::NeedChunk => return seen,
             Advance::Error(e) => panic!("reader failed: {e}"),
             Advance::Ready => {
-                for m in reader.take_messages(&Arc::from("t"), 0).unwrap().unwrap() {
+                for m in reader
+                    .take_messages(&Arc::from("t"), 0, |_| {})
+                    .unwrap()
+                    .unwrap()
+                {
                     assert!(m.headers.is_empty());
                     let bytes = |b: Option<Bytes>| b.map(|b| b.to_vec());
                     seen.push((m.offset, m.timestamp, bytes(m.key), bytes(m.value)));
@@ -329,7 +333,11 @@ fn read_messages_until_error(reader: &mut PartitionReader) -> Seen {
     loop {
         match reader.advance() {
             Advance::Ready => {
-                for m in reader.take_messages(&Arc::from("t"), 0).unwrap().unwrap() {
+                for m in reader
+                    .take_messages(&Arc::from("t"), 0, |_| {})
+                    .unwrap()
+                    .unwrap()
+                {
                     let bytes = |b: Option<Bytes>| b.map(|b| b.to_vec());
                     seen.push((m.offset, m.timestamp, bytes(m.key), bytes(m.value)));
                 }
@@ -558,4 +566,32 @@ fn borrowed_records_out_of_offset_order_end_the_batch_with_an_error() {
         ),
         "{offsets:?}"
     );
+}
+
+/// `batch` with the leader epoch the broker stamps (bytes 12..16, outside the CRC).
+fn stamped(mut batch: Vec<u8>, epoch: i32) -> Vec<u8> {
+    batch[12..16].copy_from_slice(&epoch.to_be_bytes());
+    batch
+}
+
+#[test]
+fn the_position_carries_the_epoch_of_the_batch_it_moved_past_and_a_reset_forgets_it() {
+    let mut reader = PartitionReader::new(0, true, true, 1 << 20, MemoryBudget::unlimited());
+    assert_eq!(reader.position_epoch(), None, "nothing read yet");
+    reader.push_chunk(chunk(
+        &[stamped(data(0, 2, false), 3), stamped(data(2, 1, false), 5)],
+        vec![],
+    ));
+    assert!(matches!(reader.advance(), Advance::Ready));
+    reader.take_ready().unwrap().unwrap();
+    assert_eq!((reader.position(), reader.position_epoch()), (2, Some(3)));
+    assert!(matches!(reader.advance(), Advance::Ready));
+    reader.take_ready().unwrap().unwrap();
+    assert_eq!((reader.position(), reader.position_epoch()), (3, Some(5)));
+    // A control batch passed over moves the position, and its epoch comes along.
+    reader.push_chunk(chunk(&[stamped(marker(3, true), 6)], vec![]));
+    assert!(matches!(reader.advance(), Advance::NeedChunk));
+    assert_eq!((reader.position(), reader.position_epoch()), (4, Some(6)));
+    reader.reset(10);
+    assert_eq!(reader.position_epoch(), None, "unknown after a jump");
 }

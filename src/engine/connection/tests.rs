@@ -409,7 +409,7 @@ fn unanswered_requests_complete_when_written() {
     assert!(events(&mut conn).is_empty(), "not written yet");
     assert_eq!(written(&mut conn).len(), 1);
     assert!(events(&mut conn).is_empty(), "handed out, not written yet");
-    conn.handle_transmitted();
+    conn.handle_transmitted(now);
     let ev = outcomes(events(&mut conn));
     assert!(ev[&5].as_ref().is_ok_and(|r| r.body.is_empty()));
 }

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{Chunk, FetchTarget};
+use super::{Chunk, FetchTarget, ReadReplica};
 use crate::error::Error;
 
 #[derive(Debug)]
@@ -22,6 +22,7 @@ pub(crate) struct TestTarget {
     pub capacity: AtomicUsize,
     pub queue: Mutex<VecDeque<Chunk>>,
     pub errors: Mutex<Vec<Error>>,
+    pub read_replica: Mutex<Option<ReadReplica>>,
 }
 
 impl TestTarget {
@@ -38,6 +39,7 @@ impl TestTarget {
             capacity: AtomicUsize::new(capacity),
             queue: Mutex::new(VecDeque::new()),
             errors: Mutex::new(Vec::new()),
+            read_replica: Mutex::new(None),
         })
     }
 
@@ -101,5 +103,17 @@ impl FetchTarget for TestTarget {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(error);
+    }
+    fn read_replica(&self) -> Option<ReadReplica> {
+        *self
+            .read_replica
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+    fn set_read_replica(&self, replica: Option<ReadReplica>) {
+        *self
+            .read_replica
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = replica;
     }
 }

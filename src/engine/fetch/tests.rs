@@ -24,6 +24,8 @@ fn settings() -> FetchSettings {
         isolation_level: 0,
         error_backoff: Duration::from_millis(100),
         error_backoff_max: Duration::from_secs(1),
+        rack_id: String::new(),
+        read_replica_max_age: Duration::from_secs(300),
     }
 }
 
@@ -634,4 +636,252 @@ fn a_partition_regained_at_the_same_position_during_a_fetch_keeps_its_session_en
     // Committed where the old consumer was: the broker's session already has that
     // position (KIP-227 sessions keep the fetch offset the client last sent).
     lost_and_regained_during_a_fetch(10, vec![]);
+}
+
+/// The fetcher of broker `node`, consuming with rack `r1`.
+fn fetcher_of(node: i32) -> Fetcher<Target> {
+    let mut s = settings();
+    s.rack_id = "r1".into();
+    Fetcher::for_broker(s, node)
+}
+
+/// `response` whose partitions all name `replica` as their preferred read replica.
+fn naming(mut r: FetchResponse, replica: i32) -> FetchResponse {
+    for t in &mut r.responses {
+        for p in &mut t.partitions {
+            p.preferred_read_replica = replica;
+        }
+    }
+    r
+}
+
+fn read_replica_of(p: &Target) -> Option<(i32, Instant)> {
+    p.read_replica().map(|r| (r.broker, r.until))
+}
+
+#[test]
+fn the_rack_is_sent_from_v11() {
+    let now = Instant::now();
+    let mut fetcher = fetcher_of(1);
+    fetcher.add(target(0, 0));
+    let Next::Fetch { max_bytes, .. } = fetcher.poll_next(now, 64 << 20) else {
+        panic!("expected a fetch")
+    };
+    let v11 = fetcher.build_request(11, max_bytes, false, &no_ids);
+    assert_eq!(v11.rack_id, "r1");
+    let v10 = fetcher.build_request(10, max_bytes, false, &no_ids);
+    assert_eq!(v10.rack_id, "", "no field below v11");
+}
+
+#[test]
+fn a_named_read_replica_takes_the_partition_with_the_records_delivered() {
+    let now = Instant::now();
+    let mut fetcher = fetcher_of(1);
+    let (p, other) = (target(0, 0), target(1, 0));
+    fetcher.add(p.clone());
+    fetcher.add(other.clone());
+    fetch(&mut fetcher, now);
+    let mut answer = response(vec![(0, 0, 10, batch(0, 5)), (1, 0, 10, Vec::new())], 9);
+    answer.responses[0].partitions[0].preferred_read_replica = 3;
+    let outcome = fetcher.handle_response(answer, 12, permit(), now);
+    assert_eq!(outcome.redirected.len(), 1);
+    assert!(Arc::ptr_eq(&outcome.redirected[0], &p));
+    assert!(outcome.moved.is_empty() && outcome.fallback.is_empty());
+    assert_eq!(
+        read_replica_of(&p),
+        Some((3, now + settings().read_replica_max_age))
+    );
+    assert_eq!(p.fetch_position(), 5, "what came with it was delivered");
+    assert_eq!(p.queue().len(), 1);
+    assert_eq!(read_replica_of(&other), None);
+    // It left this fetcher, and the broker's session forgets it.
+    let next = fetch(&mut fetcher, now);
+    assert_eq!(sent_partitions(&next), Vec::<(i32, i64)>::new());
+    assert_eq!(next.forgotten_topics_data.len(), 1);
+    assert_eq!(next.forgotten_topics_data[0].partitions, vec![0]);
+}
+
+#[test]
+fn minus_one_or_this_broker_keeps_the_partition_here() {
+    let now = Instant::now();
+    for named in [-1, 1] {
+        let mut fetcher = fetcher_of(1);
+        let p = target(0, 0);
+        fetcher.add(p.clone());
+        fetch(&mut fetcher, now);
+        let outcome = fetcher.handle_response(
+            naming(response(vec![(0, 0, 10, batch(0, 5))], 0), named),
+            12,
+            permit(),
+            now,
+        );
+        assert!(outcome.redirected.is_empty(), "{named}");
+        assert_eq!(read_replica_of(&p), None, "{named}");
+        assert_eq!(sent_partitions(&fetch(&mut fetcher, now)), vec![(0, 5)]);
+    }
+}
+
+#[test]
+fn a_replica_named_again_keeps_its_first_age() {
+    let now = Instant::now();
+    let age = settings().read_replica_max_age;
+    // On the leader while metadata does not list the replica yet.
+    let mut fetcher = fetcher_of(1);
+    let p = target(0, 0);
+    p.set_read_replica(Some(ReadReplica {
+        broker: 3,
+        until: now + age,
+    }));
+    fetcher.add(p.clone());
+    let later = now + Duration::from_secs(5);
+    fetch(&mut fetcher, later);
+    let outcome = fetcher.handle_response(
+        naming(response(vec![(0, 0, 10, Vec::new())], 0), 3),
+        12,
+        permit(),
+        later,
+    );
+    assert_eq!(
+        outcome.redirected.len(),
+        1,
+        "handed back to try the replica again"
+    );
+    assert_eq!(read_replica_of(&p), Some((3, now + age)));
+}
+
+/// The fetcher of broker 3 serving `p` as its read replica until `until`.
+fn on_replica(p: &Arc<Target>, until: Instant) -> Fetcher<Target> {
+    p.set_read_replica(Some(ReadReplica { broker: 3, until }));
+    let mut fetcher = fetcher_of(3);
+    fetcher.add(p.clone());
+    fetcher
+}
+
+#[test]
+fn a_read_replica_gives_the_partition_back_when_its_age_runs_out() {
+    let now = Instant::now();
+    let age = settings().read_replica_max_age;
+    let p = target(0, 40);
+    let mut fetcher = on_replica(&p, now + age);
+    assert!(fetcher.poll_expired(now).is_empty());
+    let just_before = now + age - Duration::from_millis(1);
+    assert!(fetcher.poll_expired(just_before).is_empty());
+    // A wait ends at the age at the latest.
+    p.capacity.store(0, Ordering::SeqCst);
+    assert_eq!(
+        fetcher.poll_next(just_before, 64 << 20),
+        Next::Wait { until: now + age }
+    );
+    let expired = fetcher.poll_expired(now + age);
+    assert_eq!(expired.len(), 1);
+    assert!(Arc::ptr_eq(&expired[0], &p));
+    assert_eq!(read_replica_of(&p), None, "the leader is asked again");
+    assert_eq!(p.fetch_position(), 40, "the position stays");
+    assert_eq!(fetcher.poll_next(now + age, 64 << 20), Next::Idle);
+}
+
+#[test]
+fn a_leader_keeps_a_partition_whose_replica_aged_out_elsewhere() {
+    // Only a read replica's own fetcher hands a partition back on age.
+    let now = Instant::now();
+    let p = target(0, 0);
+    p.set_read_replica(Some(ReadReplica {
+        broker: 3,
+        until: now,
+    }));
+    let mut fetcher = fetcher_of(1);
+    fetcher.add(p.clone());
+    assert!(fetcher.poll_expired(now).is_empty());
+    assert_eq!(sent_partitions(&fetch(&mut fetcher, now)), vec![(0, 0)]);
+}
+
+#[test]
+fn a_read_replica_that_cannot_serve_sends_the_partition_back_to_the_leader() {
+    let now = Instant::now();
+    let age = settings().read_replica_max_age;
+    for code in [
+        KafkaCode::NOT_LEADER_OR_FOLLOWER,
+        KafkaCode::REPLICA_NOT_AVAILABLE,
+        KafkaCode::FENCED_LEADER_EPOCH,
+        KafkaCode::UNKNOWN_LEADER_EPOCH,
+        KafkaCode::OFFSET_NOT_AVAILABLE,
+        KafkaCode::OFFSET_OUT_OF_RANGE,
+    ] {
+        let p = target(0, 70);
+        let mut fetcher = on_replica(&p, now + age);
+        fetch(&mut fetcher, now);
+        let outcome = fetcher.handle_response(
+            response(vec![(0, code.code(), -1, Vec::new())], 0),
+            12,
+            permit(),
+            now,
+        );
+        assert_eq!(outcome.fallback.len(), 1, "{code}");
+        assert!(Arc::ptr_eq(&outcome.fallback[0], &p));
+        assert!(
+            outcome.reset.is_empty() && outcome.moved.is_empty() && outcome.diverged.is_empty(),
+            "{code}: no reset from a follower's answer"
+        );
+        assert_eq!(read_replica_of(&p), None, "{code}");
+        assert_eq!(p.fetch_position(), 70, "{code}: the position stays");
+        assert!(p.errors().is_empty(), "{code}: nothing to report");
+        assert_eq!(fetcher.poll_next(now, 64 << 20), Next::Idle, "{code}");
+    }
+}
+
+#[test]
+fn the_same_answers_from_the_leader_keep_their_meaning() {
+    let now = Instant::now();
+    let p = target(0, 70);
+    let mut fetcher = fetcher_of(1);
+    fetcher.add(p.clone());
+    fetch(&mut fetcher, now);
+    let outcome = fetcher.handle_response(
+        response(
+            vec![(0, KafkaCode::OFFSET_OUT_OF_RANGE.code(), -1, Vec::new())],
+            0,
+        ),
+        12,
+        permit(),
+        now,
+    );
+    assert!(outcome.fallback.is_empty());
+    assert_eq!(outcome.reset.len(), 1, "the leader's out of range resets");
+}
+
+#[test]
+fn a_broken_fetch_from_a_read_replica_forgets_it() {
+    let now = Instant::now();
+    let p = target(0, 70);
+    let mut fetcher = on_replica(&p, now + settings().read_replica_max_age);
+    fetch(&mut fetcher, now);
+    let back = fetcher.handle_failure();
+    assert_eq!(back.len(), 1);
+    assert_eq!(read_replica_of(&p), None, "back to the leader");
+    assert_eq!(p.fetch_position(), 70);
+    // A leader's broken fetch keeps a replica named but not yet listed.
+    let q = target(1, 0);
+    q.set_read_replica(Some(ReadReplica {
+        broker: 3,
+        until: now + settings().read_replica_max_age,
+    }));
+    let mut leader = fetcher_of(1);
+    leader.add(q.clone());
+    fetch(&mut leader, now);
+    leader.handle_failure();
+    assert_eq!(read_replica_of(&q).map(|r| r.0), Some(3));
+}
+
+#[test]
+fn a_read_replica_serves_records_up_to_what_it_has() {
+    let now = Instant::now();
+    let p = target(0, 0);
+    let mut fetcher = on_replica(&p, now + settings().read_replica_max_age);
+    fetch(&mut fetcher, now);
+    let outcome =
+        fetcher.handle_response(response(vec![(0, 0, 3, batch(0, 3))], 0), 12, permit(), now);
+    assert!(outcome.fallback.is_empty() && outcome.redirected.is_empty());
+    assert_eq!(p.fetch_position(), 3);
+    assert_eq!(p.high_watermark(), 3);
+    assert_eq!(sent_partitions(&fetch(&mut fetcher, now)), vec![(0, 3)]);
 }

@@ -82,6 +82,14 @@ impl ArenaPools {
         self.classes[class.min(self.largest())].try_get()
     }
 
+    /// Bytes of the budget in use (arenas lent and cached).
+    pub fn budget_used(&self) -> usize {
+        self.classes.first().map_or(0, |c| {
+            let budget = c.budget();
+            budget.capacity() - budget.available()
+        })
+    }
+
     /// An arena of `class`, waiting for budget.
     pub async fn get(&self, class: usize) -> Result<PooledBuf, BudgetError> {
         self.make_room(class);

@@ -190,6 +190,8 @@ enum BatchData {
 struct QueuedBatch {
     data: BatchData,
     records: i32,
+    /// Its size before compression.
+    uncompressed: usize,
     shared: Arc<BatchShared>,
     created: Instant,
     attempts: u32,
@@ -208,6 +210,7 @@ pub(crate) struct Outgoing {
     pub partition: Arc<ProducePartition>,
     pub batch: Bytes,
     records: i32,
+    uncompressed: usize,
     shared: Arc<BatchShared>,
     created: Instant,
     attempts: u32,
@@ -233,13 +236,39 @@ pub(crate) enum Verdict {
     Fatal(Error),
 }
 
-/// What settling a batch asks of the sink.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+/// What settling a batch asks of the sink, and what became of the batch.
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Effects {
     /// The producer epoch must be bumped before anything more is sent.
     pub bump: bool,
     /// The partition's metadata is stale.
     pub refresh: bool,
+    /// What became of the batch (for metrics and acknowledgement hooks).
+    pub report: BatchReport,
+}
+
+/// What became of a batch the broker (or the connection) answered for.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct BatchReport {
+    pub records: i32,
+    /// Its size as sent.
+    pub wire_bytes: usize,
+    /// Its size before compression (the wire size when not compressed).
+    pub uncompressed_bytes: usize,
+    /// From its first record to this answer.
+    pub waited: Duration,
+    pub fate: Fate,
+}
+
+/// A batch's fate at an answer.
+#[derive(Debug, Default, Clone)]
+pub(crate) enum Fate {
+    Acked(BatchAck),
+    /// It goes again (a retry, a split, a resend under a new epoch).
+    #[default]
+    Retried,
+    /// It failed for good with this error.
+    Failed(Error),
 }
 
 /// Whether sealing happens because the batch filled its arena or because time (linger,
@@ -526,6 +555,7 @@ impl PartitionState {
             Ok(sealed) => self.queue.push_back(QueuedBatch {
                 data: BatchData::Sealed(sealed),
                 records,
+                uncompressed: used,
                 shared: open.shared,
                 created: open.created,
                 attempts: 0,
@@ -667,6 +697,7 @@ impl PartitionState {
                 partition: this.clone(),
                 batch: bytes,
                 records: q.records,
+                uncompressed: q.uncompressed,
                 shared: q.shared,
                 created: q.created,
                 attempts: q.attempts,
@@ -705,6 +736,7 @@ impl PartitionState {
         let batch = QueuedBatch {
             data: BatchData::Frozen(b.batch),
             records: b.records,
+            uncompressed: b.uncompressed,
             shared: b.shared,
             created: b.created,
             attempts: b.attempts + 1,
@@ -741,13 +773,23 @@ impl PartitionState {
         let idempotent = settings.idempotent;
         let expired = now >= b.created + settings.delivery_timeout;
         let out_of_retries = b.attempts >= settings.retries;
-        let mut effects = Effects::default();
+        let mut effects = Effects {
+            report: BatchReport {
+                records: b.records,
+                wire_bytes: b.batch.len(),
+                uncompressed_bytes: b.uncompressed,
+                waited: now.saturating_duration_since(b.created),
+                fate: Fate::Retried,
+            },
+            ..Effects::default()
+        };
         match verdict {
             Verdict::Acked(ack) => {
                 self.acked_in_epoch = true;
                 if let Some(seq) = b.base_sequence {
                     self.note_acked(increment_sequence(seq, b.records - 1));
                 }
+                effects.report.fate = Fate::Acked(ack);
                 b.shared.complete(Ok(ack));
             }
             Verdict::Retry { error, .. }
@@ -765,6 +807,7 @@ impl PartitionState {
                 } else {
                     error
                 };
+                effects.report.fate = Fate::Failed(error.clone());
                 self.fail_batch(&b.shared, b.records, error, now);
             }
             Verdict::Retry { error, stale } => {
@@ -808,15 +851,25 @@ impl PartitionState {
                 Err(e) => {
                     tracing::warn!(%e, "could not split an oversized batch");
                     effects.bump = idempotent;
+                    effects.report.fate = Fate::Failed(error.clone());
                     self.fail_batch(&b.shared, b.records, error, now);
                 }
             },
             Verdict::TooLarge(error) | Verdict::Fatal(error) => {
                 effects.bump = idempotent;
+                effects.report.fate = Fate::Failed(error.clone());
                 self.fail_batch(&b.shared, b.records, error, now);
             }
         }
         effects
+    }
+
+    /// Records appended and not yet settled: in the open batch, queued, on the wire.
+    pub fn unsettled_records(&self) -> u64 {
+        let open = self.open.as_ref().map_or(0, |o| o.builder.len() as u64);
+        let queued: u64 = self.queue.iter().map(|q| q.records.max(0) as u64).sum();
+        let sent: u64 = self.in_flight.iter().map(|f| f.2.max(0) as u64).sum();
+        open + queued + sent
     }
 
     /// Whether an epoch bump may renumber this partition now: nothing on the wire, and
@@ -960,8 +1013,10 @@ fn split(b: &Outgoing, settings: &ProduceSettings) -> Result<Vec<QueuedBatch>, E
             .append(r.timestamp(), r.key(), r.value(), &headers)
             .map_err(build_err)?;
         let sealed = builder.seal().map_err(build_err)?;
+        let frozen = sealed.into_inner().freeze();
         out.push(QueuedBatch {
-            data: BatchData::Frozen(sealed.into_inner().freeze()),
+            uncompressed: frozen.len(),
+            data: BatchData::Frozen(frozen),
             records: 1,
             shared: BatchShared::new(),
             created: b.created,

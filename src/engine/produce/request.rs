@@ -11,7 +11,9 @@ use crate::engine::connection::{EncodeRequest, Encoded};
 use crate::engine::error::IoError;
 use crate::protocol::negotiation::ApiVersionsTable;
 use crate::protocol::primitives::{write_nullable_string, write_string, write_uvarint};
-use crate::protocol::{ApiKey, Encode, Message, RequestHeader, messages::ProduceRequest};
+use crate::protocol::{
+    ApiKey, Encode, Message, RequestHeader, VersionRange, messages::ProduceRequest,
+};
 
 /// The oldest Produce version that carries record batch v2 (magic 2).
 pub const MIN_PRODUCE_VERSION: i16 = 3;
@@ -38,7 +40,17 @@ pub struct ProduceBatches {
     pub topics: Vec<(Arc<str>, Vec<PartitionBatch>)>,
     /// The broker's address, for errors.
     pub addr: Arc<str>,
+    /// The Produce versions this request may go at (within what both sides speak): a
+    /// transactional producer's protocol narrows them (v1 at most 11, KIP-890's v2
+    /// exactly 12).
+    pub versions: VersionRange,
 }
+
+/// Every Produce version kring speaks.
+pub const ANY_PRODUCE_VERSION: VersionRange = VersionRange {
+    min: MIN_PRODUCE_VERSION,
+    max: i16::MAX,
+};
 
 enum Segment {
     Scratch(BytesMut),
@@ -159,7 +171,8 @@ impl EncodeRequest for ProduceBatches {
     ) -> Result<Encoded, IoError> {
         let version = versions
             .version_for(ApiKey::Produce)
-            .filter(|&v| v >= MIN_PRODUCE_VERSION)
+            .map(|v| v.min(self.versions.max))
+            .filter(|&v| v >= MIN_PRODUCE_VERSION.max(self.versions.min))
             .ok_or_else(|| IoError::UnsupportedApi {
                 api: ApiKey::Produce,
                 addr: self.addr.to_string(),
@@ -210,6 +223,7 @@ mod tests {
                 ),
             ],
             addr: Arc::from("test"),
+            versions: ANY_PRODUCE_VERSION,
         };
         for version in MIN_PRODUCE_VERSION..=ProduceRequest::VERSIONS.max {
             let mut out = Vec::new();

@@ -37,7 +37,9 @@ use std::time::Instant;
 
 use super::arenas::ArenaPools;
 use super::completion::BatchAck;
-use super::partition::{Outgoing, ProducePartition, ProduceSettings, ProducerId, Verdict, Wake};
+use super::partition::{
+    BatchReport, Outgoing, ProducePartition, ProduceSettings, ProducerId, Verdict, Wake,
+};
 use super::request::{PartitionBatch, ProduceBatches};
 use crate::client::{BrokerInfo, LeaderHint};
 use crate::engine::connection::RawResponse;
@@ -45,7 +47,7 @@ use crate::engine::error::IoError;
 use crate::error::Error;
 use crate::protocol::messages::ProduceResponse;
 use crate::protocol::messages::produce::PartitionProduceResponse;
-use crate::protocol::{ApiKey, KafkaCode, decode_response_body, is_stale_metadata};
+use crate::protocol::{ApiKey, KafkaCode, VersionRange, decode_response_body, is_stale_metadata};
 
 /// Where partitions are led, as the driver's metadata says.
 pub(crate) trait Leaders {
@@ -64,6 +66,9 @@ pub(crate) struct SinkContext<'a> {
     /// A flush (or close) wants every open batch sealed now.
     pub flushing: bool,
     pub leaders: &'a dyn Leaders,
+    /// The Produce versions requests may go at (a transactional producer's protocol
+    /// narrows them).
+    pub produce_versions: VersionRange,
 }
 
 /// What the sink asks of its driver.
@@ -97,6 +102,8 @@ pub(crate) struct Sink {
     outbox: VecDeque<(u64, ProduceBatches)>,
     events: VecDeque<SinkEvent>,
     wake_at: Option<Instant>,
+    /// What became of each batch answered since the driver last took them.
+    reports: Vec<(Arc<ProducePartition>, BatchReport)>,
 }
 
 impl std::fmt::Debug for Sink {
@@ -128,6 +135,7 @@ impl Sink {
             outbox: VecDeque::new(),
             events: VecDeque::new(),
             wake_at: None,
+            reports: Vec::new(),
         }
     }
 
@@ -190,12 +198,13 @@ impl Sink {
             self.events.push_back(SinkEvent::BumpEpoch);
         }
         self.wake_at = wake_at;
-        self.build_requests(outgoing, cx.settings);
+        self.build_requests(outgoing, cx);
     }
 
     /// Groups batches into requests: one batch per partition per request, each request
     /// under `max_request_size`.
-    fn build_requests(&mut self, batches: Vec<Outgoing>, settings: &ProduceSettings) {
+    fn build_requests(&mut self, batches: Vec<Outgoing>, cx: &SinkContext<'_>) {
+        let settings = cx.settings;
         if batches.is_empty() {
             return;
         }
@@ -209,19 +218,20 @@ impl Sink {
             for b in round {
                 let len = b.batch.len() + b.partition.topic.len() + 16;
                 if !current.is_empty() && size + len > settings.max_request_size {
-                    self.queue_request(std::mem::take(&mut current), settings);
+                    self.queue_request(std::mem::take(&mut current), cx);
                     size = 0;
                 }
                 size += len;
                 current.push(b);
             }
             if !current.is_empty() {
-                self.queue_request(current, settings);
+                self.queue_request(current, cx);
             }
         }
     }
 
-    fn queue_request(&mut self, batches: Vec<Outgoing>, settings: &ProduceSettings) {
+    fn queue_request(&mut self, batches: Vec<Outgoing>, cx: &SinkContext<'_>) {
+        let settings = cx.settings;
         let mut topics: Vec<(Arc<str>, Vec<PartitionBatch>)> = Vec::new();
         for b in &batches {
             let entry = PartitionBatch {
@@ -242,6 +252,7 @@ impl Sink {
             timeout_ms: settings.request_timeout.as_millis().min(i32::MAX as u128) as i32,
             topics,
             addr: self.addr.clone(),
+            versions: cx.produce_versions,
         };
         let token = self.next_token;
         self.next_token += 1;
@@ -313,6 +324,7 @@ impl Sink {
                 self.events
                     .push_back(SinkEvent::Refresh(partition.topic.clone()));
             }
+            self.reports.push((partition, effects.report));
         }
         if let Some(code) = fenced {
             self.events.push_back(SinkEvent::ProducerFenced(code));
@@ -326,6 +338,19 @@ impl Sink {
                 endpoints: endpoints_of(r),
             });
         }
+    }
+
+    /// What became of the batches answered since the last call, oldest first.
+    pub fn take_reports(&mut self) -> std::vec::Drain<'_, (Arc<ProducePartition>, BatchReport)> {
+        self.reports.drain(..)
+    }
+
+    /// Records of this sink's partitions not yet settled (appended, queued, on the wire).
+    pub fn unsettled_records(&self) -> u64 {
+        self.partitions
+            .iter()
+            .map(|p| p.state().unsettled_records())
+            .sum()
     }
 
     /// The next thing the driver must do for the sink.
@@ -533,6 +558,7 @@ mod tests {
             bumping: false,
             flushing: true,
             leaders: &LedHere,
+            produce_versions: crate::engine::produce::request::ANY_PRODUCE_VERSION,
         };
         sink.drain(now, &cx);
         let (token, _) = sink.poll_request().expect("a request");
@@ -598,6 +624,8 @@ mod tests {
             api: ApiKey::Produce,
             version: 11,
             body: body.freeze(),
+            round_trip: std::time::Duration::ZERO,
+            correlation_id: 0,
         }
     }
 

@@ -322,6 +322,8 @@ impl World {
                 isolation_level: 0,
                 error_backoff: Duration::from_millis(100),
                 error_backoff_max: Duration::from_secs(1),
+                rack_id: String::new(),
+                read_replica_max_age: Duration::from_secs(300),
             },
             budget: MemoryBudget::new(64 << 20),
             readers: (0..partitions)
@@ -454,7 +456,7 @@ impl World {
             if !link.engine.poll_transmit(&mut out) {
                 continue;
             }
-            link.engine.handle_transmitted();
+            link.engine.handle_transmitted(self.now);
             let mut bytes = BytesMut::new();
             for segment in out {
                 bytes.extend_from_slice(&segment);
@@ -805,6 +807,10 @@ impl World {
                     self.consumer.metadata_wanted = true;
                 }
                 self.consumer.homeless.extend(outcome.moved);
+                // The simulated cluster never names a read replica; were one named,
+                // the partition would find its broker again like a moved one.
+                self.consumer.homeless.extend(outcome.redirected);
+                self.consumer.homeless.extend(outcome.fallback);
             }
             _ => {
                 let back = fetcher.handle_failure();
@@ -883,6 +889,7 @@ impl World {
                 bumping: p.bump_needed,
                 flushing: p.to_send.is_empty(),
                 leaders: &leaders,
+                produce_versions: crate::engine::produce::request::ANY_PRODUCE_VERSION,
             };
             let Some(sink) = p.sinks.get_mut(&broker) else {
                 continue;

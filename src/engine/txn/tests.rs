@@ -40,14 +40,26 @@ fn a_commit_or_a_send_with_no_transaction_open_is_refused() {
 #[test]
 fn partitions_are_asked_for_once_per_round_and_added_only_when_the_coordinator_says() {
     let mut t = open();
-    assert!(t.note_partition(&tp("a", 0)));
-    assert!(!t.note_partition(&tp("a", 0)), "asked for once");
-    assert!(t.note_partition(&tp("a", 1)));
+    assert_eq!(t.note_partition(&tp("a", 0)), Joining::Ask);
+    assert_eq!(
+        t.note_partition(&tp("a", 0)),
+        Joining::Nothing,
+        "asked for once"
+    );
+    assert_eq!(t.note_partition(&tp("a", 1)), Joining::Ask);
     let round = t.poll_add_partitions().unwrap();
     assert_eq!(round, vec![tp("a", 0), tp("a", 1)]);
     assert!(t.poll_add_partitions().is_none(), "one request at a time");
-    assert!(!t.note_partition(&tp("a", 0)), "on the wire already");
-    assert!(t.note_partition(&tp("b", 0)), "for the next round");
+    assert_eq!(
+        t.note_partition(&tp("a", 0)),
+        Joining::Nothing,
+        "on the wire already"
+    );
+    assert_eq!(
+        t.note_partition(&tp("b", 0)),
+        Joining::Ask,
+        "for the next round"
+    );
     assert!(!t.is_added(&tp("a", 0)));
     let outcome =
         t.handle_add_partitions(&[(tp("a", 0), KafkaCode::NONE), (tp("a", 1), KafkaCode::NONE)]);
@@ -221,7 +233,7 @@ fn pending_partitions_are_not_asked_for_once_an_abort_starts() {
     assert!(!t.needs_end_txn());
     // A send that passed its check before the abort registers late: not asked for, and
     // nothing is left pending for the abort to wait on.
-    assert!(!t.note_partition(&tp("b", 0)));
+    assert_eq!(t.note_partition(&tp("b", 0)), Joining::Nothing);
     assert!(!t.adding());
 }
 
@@ -230,8 +242,139 @@ fn sequence_trouble_fails_the_transaction_and_the_abort_bumps_the_epoch() {
     let mut t = open();
     t.handle_sequence_trouble("OUT_OF_ORDER_SEQUENCE_NUMBER on a-0".into());
     assert_eq!(t.state(), TxnState::Abortable);
-    assert!(t.needs_bump());
+    assert!(t.abort_needs_bump(false));
     t.begin_abort().unwrap();
     t.handle_ended();
-    assert!(!t.needs_bump(), "bumped with the abort");
+    assert!(!t.abort_needs_bump(false), "bumped with the abort");
+}
+
+fn open_v2() -> Transaction {
+    let mut t = Transaction::new("t2");
+    assert!(!t.adopt_protocol(TxnProtocol::V2), "no bump at init");
+    t.handle_initialized();
+    t.begin().unwrap();
+    t
+}
+
+#[test]
+fn in_v2_a_partition_joins_at_its_first_send_and_nothing_is_asked_for() {
+    let mut t = open_v2();
+    assert_eq!(t.note_partition(&tp("a", 0)), Joining::Joined);
+    assert_eq!(t.note_partition(&tp("a", 0)), Joining::Nothing, "once");
+    assert!(t.is_added(&tp("a", 0)));
+    assert!(
+        t.poll_add_partitions().is_none(),
+        "no AddPartitionsToTxn in v2"
+    );
+    assert!(!t.adding());
+    assert!(!t.needs_group("g"), "no AddOffsetsToTxn in v2");
+    assert!(
+        t.needs_end_txn(),
+        "the partition's leader told the coordinator"
+    );
+    assert_eq!(t.handle_ended(), vec![tp("a", 0)]);
+    assert!(!t.needs_end_txn());
+}
+
+#[test]
+fn in_v2_offsets_alone_need_an_end_txn_and_an_empty_transaction_none() {
+    let mut t = open_v2();
+    assert!(
+        !t.needs_end_txn(),
+        "nothing sent: no EndTxn (an empty v2 commit is refused)"
+    );
+    t.handle_group_added("g");
+    assert!(t.needs_end_txn());
+}
+
+#[test]
+fn in_v2_an_abort_never_asks_for_an_init_producer_id_bump() {
+    let mut t = open_v2();
+    t.note_partition(&tp("a", 0));
+    t.handle_sequence_trouble("gap".into());
+    assert_eq!(t.state(), TxnState::Abortable);
+    assert!(
+        !t.abort_needs_bump(true),
+        "EndTxn v5 bumps the epoch itself"
+    );
+    let v1 = open();
+    assert!(
+        v1.abort_needs_bump(true),
+        "v1: a failed batch needs the bump"
+    );
+}
+
+#[test]
+fn the_protocol_changes_only_between_transactions_and_an_upgrade_costs_a_bump() {
+    let mut t = open();
+    assert_eq!(t.protocol(), TxnProtocol::V1);
+    assert!(
+        !t.adopt_protocol(TxnProtocol::V2),
+        "not while a transaction is open"
+    );
+    assert_eq!(t.protocol(), TxnProtocol::V1);
+    t.begin_commit().unwrap();
+    t.handle_ended();
+    assert!(
+        t.adopt_protocol(TxnProtocol::V2),
+        "v1 to v2 after init: bump"
+    );
+    assert_eq!(t.protocol(), TxnProtocol::V2);
+    assert!(!t.adopt_protocol(TxnProtocol::V2), "unchanged");
+    assert!(
+        !t.adopt_protocol(TxnProtocol::V1),
+        "a downgrade needs no bump"
+    );
+    assert_eq!(t.protocol(), TxnProtocol::V1);
+    assert_eq!(TxnProtocol::for_feature_level(0), TxnProtocol::V1);
+    assert_eq!(TxnProtocol::for_feature_level(1), TxnProtocol::V1);
+    assert_eq!(TxnProtocol::for_feature_level(2), TxnProtocol::V2);
+}
+
+#[test]
+fn unknown_producer_id_makes_the_abort_bump_and_transaction_abortable_during_an_abort_is_fatal() {
+    let mut t = open();
+    t.note_partition(&tp("a", 0));
+    t.poll_add_partitions().unwrap();
+    t.handle_add_partitions(&[(tp("a", 0), KafkaCode::UNKNOWN_PRODUCER_ID)]);
+    assert_eq!(t.state(), TxnState::Abortable);
+    assert!(
+        t.abort_needs_bump(false),
+        "the coordinator lost the producer: bump"
+    );
+    t.begin_abort().unwrap();
+    t.fail(
+        ErrorClass::Abortable,
+        "EndTxn".into(),
+        Some(KafkaCode::TRANSACTION_ABORTABLE),
+    );
+    assert_eq!(
+        t.state(),
+        TxnState::Fatal,
+        "an abort refused as abortable would loop"
+    );
+}
+
+#[test]
+fn cancelled_offsets_make_the_transaction_abortable_and_the_abort_bump() {
+    let mut t = open();
+    t.handle_group_added("g");
+    t.handle_offsets_cancelled();
+    assert_eq!(t.state(), TxnState::Abortable);
+    assert!(t.begin_commit().is_err(), "only an abort is left");
+    assert!(
+        t.abort_needs_bump(false),
+        "a late TxnOffsetCommit must meet a newer epoch"
+    );
+}
+
+#[test]
+fn v1_requests_stay_below_the_versions_that_mean_v2_and_v2_uses_exactly_those() {
+    let range = |r: VersionRange| (r.min, r.max);
+    assert_eq!(range(TxnProtocol::V1.produce_versions()), (0, 11));
+    assert_eq!(range(TxnProtocol::V2.produce_versions()), (12, 12));
+    assert_eq!(range(TxnProtocol::V1.end_txn_versions()), (0, 4));
+    assert_eq!(range(TxnProtocol::V2.end_txn_versions()), (5, 5));
+    assert_eq!(range(TxnProtocol::V1.txn_offset_commit_versions()), (0, 4));
+    assert_eq!(range(TxnProtocol::V2.txn_offset_commit_versions()), (5, 5));
 }

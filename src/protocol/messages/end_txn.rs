@@ -142,7 +142,7 @@ impl ArbitraryVersion for EndTxnRequest {
 impl Message for EndTxnRequest {
     const NAME: &'static str = "EndTxnRequest";
     const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
-    const MAX_STABLE_VERSION: i16 = 4;
+    const MAX_STABLE_VERSION: i16 = 5;
     const FIRST_FLEXIBLE_VERSION: Option<i16> = Some(3);
 }
 

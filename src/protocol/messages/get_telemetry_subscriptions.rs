@@ -123,7 +123,7 @@ pub struct GetTelemetrySubscriptionsResponse {
     pub telemetry_max_bytes: i32,
     #[doc = "Flag to indicate monotonic/counter metrics are to be emitted as deltas or cumulative values (versions 0)"]
     pub delta_temporality: bool,
-    #[doc = "Requested metrics prefix string match. Empty array: No metrics subscribed, Array[0] empty string: All metrics subscribed. (versions 0)"]
+    #[doc = "Requested metrics prefix string match. Empty array: No metrics subscribed, Array\\[0\\] empty string: All metrics subscribed. (versions 0)"]
     pub requested_metrics: Vec<String>,
     /// Tagged fields this crate does not know, kept verbatim for round trips.
     pub unknown_tagged_fields: p::TaggedFields,

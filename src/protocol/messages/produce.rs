@@ -17,17 +17,17 @@ use crate::protocol::ArbitraryVersion;
 use crate::protocol::primitives::{self as p, DecodeError, EncodeError};
 use crate::protocol::{Decode, Encode, Message, VersionRange};
 
-#[doc = "The Produce request (API key 0, versions 0-11)."]
+#[doc = "The Produce request (API key 0, versions 0-12)."]
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct ProduceRequest {
-    #[doc = "The transactional ID, or null if the producer is not transactional. (versions 3-11; nullable 3-11)"]
+    #[doc = "The transactional ID, or null if the producer is not transactional. (versions 3-12; nullable 3-12)"]
     pub transactional_id: Option<String>,
-    #[doc = "The number of acknowledgments the producer requires the leader to have received before considering a request complete. Allowed values: 0 for no acknowledgments, 1 for only the leader and -1 for the full ISR. (versions 0-11)"]
+    #[doc = "The number of acknowledgments the producer requires the leader to have received before considering a request complete. Allowed values: 0 for no acknowledgments, 1 for only the leader and -1 for the full ISR. (versions 0-12)"]
     pub acks: i16,
-    #[doc = "The timeout to await a response in milliseconds. (versions 0-11)"]
+    #[doc = "The timeout to await a response in milliseconds. (versions 0-12)"]
     pub timeout_ms: i32,
-    #[doc = "Each topic to produce to. (versions 0-11)"]
+    #[doc = "Each topic to produce to. (versions 0-12)"]
     pub topic_data: Vec<TopicProduceData>,
     /// Tagged fields this crate does not know, kept verbatim for round trips.
     pub unknown_tagged_fields: p::TaggedFields,
@@ -200,8 +200,8 @@ impl ArbitraryVersion for ProduceRequest {
 
 impl Message for ProduceRequest {
     const NAME: &'static str = "ProduceRequest";
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 11 };
-    const MAX_STABLE_VERSION: i16 = 11;
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 12 };
+    const MAX_STABLE_VERSION: i16 = 12;
     const FIRST_FLEXIBLE_VERSION: Option<i16> = Some(9);
 }
 
@@ -209,9 +209,9 @@ impl Message for ProduceRequest {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct PartitionProduceData {
-    #[doc = "The partition index. (versions 0-11)"]
+    #[doc = "The partition index. (versions 0-12)"]
     pub index: i32,
-    #[doc = "The record data to be produced. (versions 0-11; nullable 0-11)"]
+    #[doc = "The record data to be produced. (versions 0-12; nullable 0-12)"]
     pub records: Option<Bytes>,
     /// Tagged fields this crate does not know, kept verbatim for round trips.
     pub unknown_tagged_fields: p::TaggedFields,
@@ -303,9 +303,9 @@ impl ArbitraryVersion for PartitionProduceData {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct TopicProduceData {
-    #[doc = "The topic name. (versions 0-11)"]
+    #[doc = "The topic name. (versions 0-12)"]
     pub name: String,
-    #[doc = "Each partition to produce to. (versions 0-11)"]
+    #[doc = "Each partition to produce to. (versions 0-12)"]
     pub partition_data: Vec<PartitionProduceData>,
     /// Tagged fields this crate does not know, kept verbatim for round trips.
     pub unknown_tagged_fields: p::TaggedFields,
@@ -418,15 +418,15 @@ impl ArbitraryVersion for TopicProduceData {
     }
 }
 
-#[doc = "The Produce response (API key 0, versions 0-11)."]
+#[doc = "The Produce response (API key 0, versions 0-12)."]
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct ProduceResponse {
-    #[doc = "Each produce response (versions 0-11)"]
+    #[doc = "Each produce response (versions 0-12)"]
     pub responses: Vec<TopicProduceResponse>,
-    #[doc = "The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 1-11)"]
+    #[doc = "The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 1-12)"]
     pub throttle_time_ms: i32,
-    #[doc = "Endpoints for all current-leaders enumerated in PartitionProduceResponses, with errors NOT_LEADER_OR_FOLLOWER. (versions 10-11; tagged field 0)"]
+    #[doc = "Endpoints for all current-leaders enumerated in PartitionProduceResponses, with errors NOT_LEADER_OR_FOLLOWER. (versions 10-12; tagged field 0)"]
     pub node_endpoints: Vec<NodeEndpoint>,
     /// Tagged fields this crate does not know, kept verbatim for round trips.
     pub unknown_tagged_fields: p::TaggedFields,
@@ -618,8 +618,8 @@ impl ArbitraryVersion for ProduceResponse {
 
 impl Message for ProduceResponse {
     const NAME: &'static str = "ProduceResponse";
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 11 };
-    const MAX_STABLE_VERSION: i16 = 11;
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 12 };
+    const MAX_STABLE_VERSION: i16 = 12;
     const FIRST_FLEXIBLE_VERSION: Option<i16> = Some(9);
 }
 
@@ -627,9 +627,9 @@ impl Message for ProduceResponse {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct BatchIndexAndErrorMessage {
-    #[doc = "The batch index of the record that cause the batch to be dropped (versions 8-11)"]
+    #[doc = "The batch index of the record that cause the batch to be dropped (versions 8-12)"]
     pub batch_index: i32,
-    #[doc = "The error message of the record that caused the batch to be dropped (versions 8-11; nullable 8-11)"]
+    #[doc = "The error message of the record that caused the batch to be dropped (versions 8-12; nullable 8-12)"]
     pub batch_index_error_message: Option<String>,
     /// Tagged fields this crate does not know, kept verbatim for round trips.
     pub unknown_tagged_fields: p::TaggedFields,
@@ -757,13 +757,13 @@ impl ArbitraryVersion for BatchIndexAndErrorMessage {
     }
 }
 
-#[doc = "LeaderIdAndEpoch (versions 0-11)."]
+#[doc = "LeaderIdAndEpoch (versions 0-12)."]
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct LeaderIdAndEpoch {
-    #[doc = "The ID of the current leader or -1 if the leader is unknown. (versions 10-11)"]
+    #[doc = "The ID of the current leader or -1 if the leader is unknown. (versions 10-12)"]
     pub leader_id: i32,
-    #[doc = "The latest known leader epoch (versions 10-11)"]
+    #[doc = "The latest known leader epoch (versions 10-12)"]
     pub leader_epoch: i32,
     /// Tagged fields this crate does not know, kept verbatim for round trips.
     pub unknown_tagged_fields: p::TaggedFields,
@@ -870,13 +870,13 @@ impl ArbitraryVersion for LeaderIdAndEpoch {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct NodeEndpoint {
-    #[doc = "The ID of the associated node. (versions 10-11)"]
+    #[doc = "The ID of the associated node. (versions 10-12)"]
     pub node_id: i32,
-    #[doc = "The node's hostname. (versions 10-11)"]
+    #[doc = "The node's hostname. (versions 10-12)"]
     pub host: String,
-    #[doc = "The node's port. (versions 10-11)"]
+    #[doc = "The node's port. (versions 10-12)"]
     pub port: i32,
-    #[doc = "The rack of the node, or null if it has not been assigned to a rack. (versions 10-11; nullable 10-11)"]
+    #[doc = "The rack of the node, or null if it has not been assigned to a rack. (versions 10-12; nullable 10-12)"]
     pub rack: Option<String>,
     /// Tagged fields this crate does not know, kept verbatim for round trips.
     pub unknown_tagged_fields: p::TaggedFields,
@@ -1038,21 +1038,21 @@ impl ArbitraryVersion for NodeEndpoint {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct PartitionProduceResponse {
-    #[doc = "The partition index. (versions 0-11)"]
+    #[doc = "The partition index. (versions 0-12)"]
     pub index: i32,
-    #[doc = "The error code, or 0 if there was no error. (versions 0-11)"]
+    #[doc = "The error code, or 0 if there was no error. (versions 0-12)"]
     pub error_code: i16,
-    #[doc = "The base offset. (versions 0-11)"]
+    #[doc = "The base offset. (versions 0-12)"]
     pub base_offset: i64,
-    #[doc = "The timestamp returned by broker after appending the messages. If CreateTime is used for the topic, the timestamp will be -1.  If LogAppendTime is used for the topic, the timestamp will be the broker local time when the messages are appended. (versions 2-11)"]
+    #[doc = "The timestamp returned by broker after appending the messages. If CreateTime is used for the topic, the timestamp will be -1.  If LogAppendTime is used for the topic, the timestamp will be the broker local time when the messages are appended. (versions 2-12)"]
     pub log_append_time_ms: i64,
-    #[doc = "The log start offset. (versions 5-11)"]
+    #[doc = "The log start offset. (versions 5-12)"]
     pub log_start_offset: i64,
-    #[doc = "The batch indices of records that caused the batch to be dropped (versions 8-11)"]
+    #[doc = "The batch indices of records that caused the batch to be dropped (versions 8-12)"]
     pub record_errors: Vec<BatchIndexAndErrorMessage>,
-    #[doc = "The global error message summarizing the common root cause of the records that caused the batch to be dropped (versions 8-11; nullable 8-11)"]
+    #[doc = "The global error message summarizing the common root cause of the records that caused the batch to be dropped (versions 8-12; nullable 8-12)"]
     pub error_message: Option<String>,
-    #[doc = "CurrentLeader (versions 10-11; tagged field 0)"]
+    #[doc = "CurrentLeader (versions 10-12; tagged field 0)"]
     pub current_leader: LeaderIdAndEpoch,
     /// Tagged fields this crate does not know, kept verbatim for round trips.
     pub unknown_tagged_fields: p::TaggedFields,
@@ -1288,9 +1288,9 @@ impl ArbitraryVersion for PartitionProduceResponse {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct TopicProduceResponse {
-    #[doc = "The topic name (versions 0-11)"]
+    #[doc = "The topic name (versions 0-12)"]
     pub name: String,
-    #[doc = "Each partition that we produced to within the topic. (versions 0-11)"]
+    #[doc = "Each partition that we produced to within the topic. (versions 0-12)"]
     pub partition_responses: Vec<PartitionProduceResponse>,
     /// Tagged fields this crate does not know, kept verbatim for round trips.
     pub unknown_tagged_fields: p::TaggedFields,

@@ -17,25 +17,25 @@ use crate::protocol::ArbitraryVersion;
 use crate::protocol::primitives::{self as p, DecodeError, EncodeError};
 use crate::protocol::{Decode, Encode, Message, VersionRange};
 
-#[doc = "The TxnOffsetCommit request (API key 28, versions 0-4)."]
+#[doc = "The TxnOffsetCommit request (API key 28, versions 0-5)."]
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct TxnOffsetCommitRequest {
-    #[doc = "The ID of the transaction. (versions 0-4)"]
+    #[doc = "The ID of the transaction. (versions 0-5)"]
     pub transactional_id: String,
-    #[doc = "The ID of the group. (versions 0-4)"]
+    #[doc = "The ID of the group. (versions 0-5)"]
     pub group_id: String,
-    #[doc = "The current producer ID in use by the transactional ID. (versions 0-4)"]
+    #[doc = "The current producer ID in use by the transactional ID. (versions 0-5)"]
     pub producer_id: i64,
-    #[doc = "The current epoch associated with the producer ID. (versions 0-4)"]
+    #[doc = "The current epoch associated with the producer ID. (versions 0-5)"]
     pub producer_epoch: i16,
-    #[doc = "The generation of the consumer. (versions 3-4)"]
+    #[doc = "The generation of the consumer. (versions 3-5)"]
     pub generation_id: i32,
-    #[doc = "The member ID assigned by the group coordinator. (versions 3-4)"]
+    #[doc = "The member ID assigned by the group coordinator. (versions 3-5)"]
     pub member_id: String,
-    #[doc = "The unique identifier of the consumer instance provided by end user. (versions 3-4; nullable 3-4)"]
+    #[doc = "The unique identifier of the consumer instance provided by end user. (versions 3-5; nullable 3-5)"]
     pub group_instance_id: Option<String>,
-    #[doc = "Each topic that we want to commit offsets for. (versions 0-4)"]
+    #[doc = "Each topic that we want to commit offsets for. (versions 0-5)"]
     pub topics: Vec<TxnOffsetCommitRequestTopic>,
     /// Tagged fields this crate does not know, kept verbatim for round trips.
     pub unknown_tagged_fields: p::TaggedFields,
@@ -289,8 +289,8 @@ impl ArbitraryVersion for TxnOffsetCommitRequest {
 
 impl Message for TxnOffsetCommitRequest {
     const NAME: &'static str = "TxnOffsetCommitRequest";
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
-    const MAX_STABLE_VERSION: i16 = 4;
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
+    const MAX_STABLE_VERSION: i16 = 5;
     const FIRST_FLEXIBLE_VERSION: Option<i16> = Some(3);
 }
 
@@ -298,13 +298,13 @@ impl Message for TxnOffsetCommitRequest {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct TxnOffsetCommitRequestPartition {
-    #[doc = "The index of the partition within the topic. (versions 0-4)"]
+    #[doc = "The index of the partition within the topic. (versions 0-5)"]
     pub partition_index: i32,
-    #[doc = "The message offset to be committed. (versions 0-4)"]
+    #[doc = "The message offset to be committed. (versions 0-5)"]
     pub committed_offset: i64,
-    #[doc = "The leader epoch of the last consumed record. (versions 2-4)"]
+    #[doc = "The leader epoch of the last consumed record. (versions 2-5)"]
     pub committed_leader_epoch: i32,
-    #[doc = "Any associated metadata the client wants to keep. (versions 0-4; nullable 0-4)"]
+    #[doc = "Any associated metadata the client wants to keep. (versions 0-5; nullable 0-5)"]
     pub committed_metadata: Option<String>,
     /// Tagged fields this crate does not know, kept verbatim for round trips.
     pub unknown_tagged_fields: p::TaggedFields,
@@ -436,9 +436,9 @@ impl ArbitraryVersion for TxnOffsetCommitRequestPartition {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct TxnOffsetCommitRequestTopic {
-    #[doc = "The topic name. (versions 0-4)"]
+    #[doc = "The topic name. (versions 0-5)"]
     pub name: String,
-    #[doc = "The partitions inside the topic that we want to commit offsets for. (versions 0-4)"]
+    #[doc = "The partitions inside the topic that we want to commit offsets for. (versions 0-5)"]
     pub partitions: Vec<TxnOffsetCommitRequestPartition>,
     /// Tagged fields this crate does not know, kept verbatim for round trips.
     pub unknown_tagged_fields: p::TaggedFields,
@@ -559,13 +559,13 @@ impl ArbitraryVersion for TxnOffsetCommitRequestTopic {
     }
 }
 
-#[doc = "The TxnOffsetCommit response (API key 28, versions 0-4)."]
+#[doc = "The TxnOffsetCommit response (API key 28, versions 0-5)."]
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct TxnOffsetCommitResponse {
-    #[doc = "The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0-4)"]
+    #[doc = "The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0-5)"]
     pub throttle_time_ms: i32,
-    #[doc = "The responses for each topic. (versions 0-4)"]
+    #[doc = "The responses for each topic. (versions 0-5)"]
     pub topics: Vec<TxnOffsetCommitResponseTopic>,
     /// Tagged fields this crate does not know, kept verbatim for round trips.
     pub unknown_tagged_fields: p::TaggedFields,
@@ -695,8 +695,8 @@ impl ArbitraryVersion for TxnOffsetCommitResponse {
 
 impl Message for TxnOffsetCommitResponse {
     const NAME: &'static str = "TxnOffsetCommitResponse";
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
-    const MAX_STABLE_VERSION: i16 = 4;
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
+    const MAX_STABLE_VERSION: i16 = 5;
     const FIRST_FLEXIBLE_VERSION: Option<i16> = Some(3);
 }
 
@@ -704,9 +704,9 @@ impl Message for TxnOffsetCommitResponse {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct TxnOffsetCommitResponsePartition {
-    #[doc = "The partition index. (versions 0-4)"]
+    #[doc = "The partition index. (versions 0-5)"]
     pub partition_index: i32,
-    #[doc = "The error code, or 0 if there was no error. (versions 0-4)"]
+    #[doc = "The error code, or 0 if there was no error. (versions 0-5)"]
     pub error_code: i16,
     /// Tagged fields this crate does not know, kept verbatim for round trips.
     pub unknown_tagged_fields: p::TaggedFields,
@@ -787,9 +787,9 @@ impl ArbitraryVersion for TxnOffsetCommitResponsePartition {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct TxnOffsetCommitResponseTopic {
-    #[doc = "The topic name. (versions 0-4)"]
+    #[doc = "The topic name. (versions 0-5)"]
     pub name: String,
-    #[doc = "The responses for each partition in the topic. (versions 0-4)"]
+    #[doc = "The responses for each partition in the topic. (versions 0-5)"]
     pub partitions: Vec<TxnOffsetCommitResponsePartition>,
     /// Tagged fields this crate does not know, kept verbatim for round trips.
     pub unknown_tagged_fields: p::TaggedFields,

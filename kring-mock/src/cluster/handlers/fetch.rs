@@ -1,6 +1,9 @@
 //! Fetch (API 1), with long polling up to `max_wait_ms` (capped at 30 s). A
 //! read_committed fetch returns the batches below the last stable offset and the
 //! aborted transactions among them, as a broker reads its transaction index.
+//! Follower fetching (KIP-392): for a partition with a preferred read replica, the
+//! leader answers a v11+ Fetch that names a rack with that replica and no records (as
+//! the broker's `ReplicaManager` skips the read), and the replica serves it.
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +14,7 @@ use kring::protocol::messages::{
 };
 use kring::protocol::{KafkaCode, ResponseKind};
 
-use super::led_partition;
+use super::served_partition;
 use crate::cluster::Ctx;
 use crate::cluster::state::State;
 
@@ -58,12 +61,13 @@ fn fetch_once(
                         any_error = true;
                         return out;
                     }
-                    let p = match led_partition(
+                    let p = match served_partition(
                         st,
                         broker,
                         topic,
                         fp.partition,
                         fp.current_leader_epoch,
+                        version >= 11,
                     ) {
                         Ok(p) => p,
                         Err(code) => {
@@ -102,6 +106,13 @@ fn fetch_once(
                     }
                     if fp.fetch_offset < log.log_start || fp.fetch_offset > log.high_watermark {
                         out.error_code = KafkaCode::OFFSET_OUT_OF_RANGE.code();
+                        any_error = true;
+                        return out;
+                    }
+                    if let Some(replica) = redirect_to(st, p, broker, version, r) {
+                        out.preferred_read_replica = replica;
+                        out.records = Some(bytes::Bytes::new());
+                        // Answered at once, as a broker does.
                         any_error = true;
                         return out;
                     }
@@ -171,6 +182,24 @@ fn fetch_once(
         total,
         any_error,
     )
+}
+
+/// The preferred read replica the leader names to this Fetch (KIP-392): only to a
+/// consumer that gives its rack (v11+), and only a follower that is up.
+fn redirect_to(
+    st: &State,
+    p: &crate::cluster::state::Partition,
+    broker: i32,
+    version: i16,
+    r: &FetchRequest,
+) -> Option<i32> {
+    let replica = p.preferred_read_replica?;
+    (version >= 11
+        && !r.rack_id.is_empty()
+        && p.leader == broker
+        && replica != broker
+        && st.is_up(replica))
+    .then_some(replica)
 }
 
 /// KIP-320 (Fetch v12+): when the log holds no batch of the last fetched epoch up to

@@ -63,6 +63,34 @@ fn led_partition<'a>(
     Ok(p)
 }
 
+/// Looks up a partition this broker serves fetches of: as its leader, or (KIP-392,
+/// `follower_fetch`: a consumer's Fetch v11+) as the follower the leader names as its
+/// preferred read replica.
+fn served_partition<'a>(
+    st: &'a State,
+    broker: i32,
+    topic: Option<&'a Topic>,
+    partition: i32,
+    current_epoch: i32,
+    follower_fetch: bool,
+) -> Result<&'a Partition, KafkaCode> {
+    let p = topic
+        .and_then(|t| {
+            usize::try_from(partition)
+                .ok()
+                .and_then(|i| t.partitions.get(i))
+        })
+        .ok_or(KafkaCode::UNKNOWN_TOPIC_OR_PARTITION)?;
+    if follower_fetch && p.leader != broker && p.preferred_read_replica == Some(broker) {
+        if !st.is_up(broker) {
+            return Err(KafkaCode::NOT_LEADER_OR_FOLLOWER);
+        }
+        check_epoch(current_epoch, p.leader_epoch)?;
+        return Ok(p);
+    }
+    led_partition(st, broker, topic, partition, current_epoch)
+}
+
 /// KIP-320: a client's view of the leader epoch must be the current one (-1 skips it).
 fn check_epoch(asked: i32, current: i32) -> Result<(), KafkaCode> {
     match asked {
