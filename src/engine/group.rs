@@ -16,6 +16,12 @@
 //!   stay owned (and consumed) through the rebalance; the ones the new assignment takes
 //!   away are revoked after SyncGroup, then the member rejoins at once so the leader can
 //!   hand them on.
+//! - Cooperative: after every SyncGroup the member heartbeats soon (50 ms, then doubling
+//!   up to `heartbeat.interval.ms`) rather than a whole interval later, because a
+//!   cooperative rebalance that moved partitions has a second round, started by the
+//!   members that revoked rejoining at once; the others learn of it only from a
+//!   heartbeat, and waiting the interval for it doubled the time to hand the revoked
+//!   partitions on. The few extra heartbeats after a rebalance are its whole cost.
 //! - A fencing answer (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION) means the partitions may
 //!   already be someone else's: they are reported lost (never committed), and the member
 //!   joins again. FENCED_INSTANCE_ID, an authorization failure or an inconsistent
@@ -49,6 +55,9 @@ use crate::protocol::messages::{
     SyncGroupRequest, SyncGroupResponse,
 };
 use crate::protocol::{ApiKey, KafkaCode};
+
+/// The first follow-up heartbeat after a cooperative SyncGroup comes this soon.
+const FOLLOW_UP_FIRST: Duration = Duration::from_millis(50);
 
 #[cfg(test)]
 mod commit_fenced_tests;
@@ -254,6 +263,9 @@ pub(crate) struct Member {
     events: VecDeque<MemberEvent>,
     rejoin_needed: bool,
     next_heartbeat: Instant,
+    /// After a cooperative SyncGroup: the wait before the heartbeat after the next one,
+    /// while it is shorter than the interval (see the module's rules).
+    follow_up: Option<Duration>,
     last_heartbeat_ok: Instant,
     last_poll: Instant,
     /// Partitions being revoked (waiting for `handle_revoked`).
@@ -311,6 +323,7 @@ impl Member {
             events: VecDeque::new(),
             rejoin_needed: false,
             next_heartbeat: now,
+            follow_up: None,
             last_heartbeat_ok: now,
             last_poll: now,
             revoking: Vec::new(),
@@ -681,7 +694,20 @@ impl Member {
                 .with_group_instance_id(self.settings.instance_id.clone()),
         ));
         self.in_flight = Some(InFlight::Heartbeat);
-        self.next_heartbeat = now + self.settings.heartbeat_interval;
+        self.next_heartbeat = now + self.next_heartbeat_wait();
+    }
+
+    /// The wait until the heartbeat after the one going now: the interval, or the next
+    /// step of a cooperative follow-up (which doubles until it reaches the interval).
+    fn next_heartbeat_wait(&mut self) -> Duration {
+        let interval = self.settings.heartbeat_interval;
+        match self.follow_up.take() {
+            Some(wait) if wait < interval => {
+                self.follow_up = Some(wait * 2);
+                wait
+            }
+            _ => interval,
+        }
     }
 
     /// Revokes what must go before a join, or joins.
@@ -994,7 +1020,7 @@ impl Member {
         self.previous = (new.iter().cloned().collect(), generation_id);
         self.owned.extend(added.iter().cloned());
         self.last_heartbeat_ok = now;
-        self.next_heartbeat = now + self.settings.heartbeat_interval;
+        self.schedule_heartbeats_after_sync(now);
         self.state = State::Stable;
         if !revoked.is_empty() {
             self.revoking = revoked.clone();
@@ -1004,6 +1030,19 @@ impl Member {
         self.events
             .push_back(MemberEvent::Assigned { generation, added });
         self.advance(now);
+    }
+
+    /// The first heartbeat after a SyncGroup: an interval later, or (cooperative) soon,
+    /// to hear of a second round promptly (see the module's rules).
+    fn schedule_heartbeats_after_sync(&mut self, now: Instant) {
+        let interval = self.settings.heartbeat_interval;
+        if self.cooperative() && FOLLOW_UP_FIRST < interval {
+            self.next_heartbeat = now + FOLLOW_UP_FIRST;
+            self.follow_up = Some(FOLLOW_UP_FIRST * 2);
+        } else {
+            self.next_heartbeat = now + interval;
+            self.follow_up = None;
+        }
     }
 
     /// The Heartbeat answer.

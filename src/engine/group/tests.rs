@@ -583,6 +583,46 @@ fn cooperative_keeps_partitions_through_the_rebalance_then_revokes_and_rejoins()
     assert_eq!(h.heartbeat_request().generation_id, 3);
 }
 
+/// Sends the due heartbeat `after` the last step and answers it.
+fn beat_after(h: &mut Harness, after: Duration) {
+    h.pass_polling(after - Duration::from_millis(1));
+    h.no_request();
+    h.pass_polling(Duration::from_millis(1));
+    h.heartbeat_request();
+    h.heartbeat(KafkaCode::NONE);
+}
+
+#[test]
+fn after_a_cooperative_sync_heartbeats_come_soon_then_back_off_to_the_interval() {
+    let mut h = Harness::cooperative().stable(&[("a", 0)]);
+    let ms = Duration::from_millis;
+    for wait in [50, 100, 200, 400, 800, 1600] {
+        beat_after(&mut h, ms(wait));
+    }
+    beat_after(&mut h, HEARTBEAT);
+    beat_after(&mut h, HEARTBEAT);
+
+    // A second round (a revoking member rejoined) is heard from the first of them.
+    let mut h = Harness::cooperative().stable(&[("a", 0)]);
+    h.pass_polling(ms(50));
+    h.heartbeat_request();
+    h.heartbeat(KafkaCode::REBALANCE_IN_PROGRESS);
+    h.join_request();
+    h.join(join_ok(2, "cooperative-sticky", OTHER));
+    h.sync_request();
+    h.sync(sync_ok(&[("a", 0)]));
+    // The schedule starts again after every sync.
+    beat_after(&mut h, ms(50));
+    beat_after(&mut h, ms(100));
+}
+
+#[test]
+fn after_an_eager_sync_the_first_heartbeat_waits_the_interval() {
+    let mut h = Harness::eager().stable(&[("a", 0)]);
+    beat_after(&mut h, HEARTBEAT);
+    beat_after(&mut h, HEARTBEAT);
+}
+
 #[test]
 fn rebalance_in_progress_on_join_or_sync_rejoins_at_once() {
     let mut h = Harness::eager();
