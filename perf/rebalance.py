@@ -53,7 +53,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KAFKA = os.path.join(ROOT, "scripts", "kafka")
 BOOTSTRAP = "127.0.0.1:9092"
 CLIENTS = ["kring", "librdkafka", "java"]
-ASSIGNORS = ["range", "cooperative-sticky"]
+# "kip848-uniform" is the KIP-848 protocol (group.protocol=consumer) with the broker's
+# uniform assignor: the group's heartbeat interval and session timeout are the broker's
+# (scripts/kafka: group.consumer.heartbeat.interval.ms=1000, session 10 s), so the
+# members set neither, nor a client-side assignor.
+ASSIGNORS = ["range", "cooperative-sticky", "kip848-uniform"]
+KIP848 = {"kip848-uniform": "uniform"}
 JAVA_ASSIGNORS = {"range": "org.apache.kafka.clients.consumer.RangeAssignor",
                   "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"}
 MEMBER_SETTINGS = [("session.timeout.ms", "45000"), ("heartbeat.interval.ms", "3000"),
@@ -123,7 +128,14 @@ def build(clients, no_build):
 
 
 def member_properties(client, group, assignor):
-    props = [("bootstrap.servers", BOOTSTRAP), ("group.id", group)] + MEMBER_SETTINGS
+    props = [("bootstrap.servers", BOOTSTRAP), ("group.id", group)]
+    if assignor in KIP848:
+        # The Java client refuses session.timeout.ms, heartbeat.interval.ms and
+        # partition.assignment.strategy with this protocol: they are the broker's.
+        broker_side = ("session.timeout.ms", "heartbeat.interval.ms")
+        props += [(k, v) for k, v in MEMBER_SETTINGS if k not in broker_side]
+        return props + [("group.protocol", "consumer"), ("group.remote.assignor", KIP848[assignor])]
+    props += MEMBER_SETTINGS
     if client == "java":
         props += [("partition.assignment.strategy", JAVA_ASSIGNORS[assignor]),
                   ("group.protocol", "classic")]
@@ -467,6 +479,14 @@ def report(raw_path, out):
              "client: `RangeAssignor`, `CooperativeStickyAssignor`). With `heartbeat.interval.ms` at "
              "its default of 3 s, the members already in the group learn of the rebalance from their "
              "next heartbeat, so up to 3 s of every figure is that wait.")
+    if any(x in KIP848 for x in meta["assignors"]):
+        L.append("- `kip848-uniform`: the KIP-848 protocol (`group.protocol=consumer`, "
+                 "`group.remote.assignor=uniform`, the broker assigns); the members send neither "
+                 "`session.timeout.ms` nor `heartbeat.interval.ms` nor a client-side assignor (the Java "
+                 "client refuses them with this protocol): the broker's "
+                 "`group.consumer.heartbeat.interval.ms` (1 s as `scripts/kafka` sets it; Kafka's "
+                 "default is 5 s) and `group.consumer.session.timeout.ms` (10 s) apply, so a member "
+                 "learns of a new target assignment within about 1 s.")
     L.append(f"- members: kring `perf/kring-member member` (a `GroupConsumer`, `next_batch`), "
              "librdkafka `rdkafka-perf member` (`BaseConsumer::poll`, the rdkafka crate's default "
              "rebalance handling: `incremental_assign` for cooperative), Java `perf/java/Member.java` "
