@@ -584,13 +584,61 @@ fn spawn_producer(
     })
 }
 
-/// The SIGKILL case: three members on 12 partitions with records flowing, one
+/// The SIGKILL case (each assignor, and KIP-848): three members on 12 partitions with records flowing, one
 /// killed with SIGKILL and a fourth started. Nothing is lost; members that stayed
 /// alive never print a record twice; every duplicate is a record the killed member
 /// printed after its last commit on that partition, printed again by the partition's
 /// next owner, and there are at most as many as it printed since those commits.
 #[test]
-fn sigkill_mid_stream_loses_nothing_and_duplicates_only_since_the_last_commit() {
+fn sigkill_mid_stream_with_range() {
+    sigkill_mid_stream(&with_assignor("range"));
+}
+
+#[test]
+fn sigkill_mid_stream_with_roundrobin() {
+    sigkill_mid_stream(&with_assignor("roundrobin"));
+}
+
+#[test]
+fn sigkill_mid_stream_with_sticky() {
+    sigkill_mid_stream(&with_assignor("sticky"));
+}
+
+#[test]
+fn sigkill_mid_stream_with_cooperative_sticky() {
+    sigkill_mid_stream(&with_assignor("cooperative-sticky"));
+}
+
+/// KIP-848: the session (10 s in scripts/kafka) and the heartbeat interval are the
+/// broker's, so the members set neither.
+#[test]
+fn sigkill_mid_stream_with_kip848() {
+    sigkill_mid_stream(&[
+        "-q",
+        "-X",
+        "group.protocol=consumer",
+        "-X",
+        "max.poll.interval.ms=15000",
+        "-X",
+        "auto.commit.interval.ms=200",
+    ]);
+}
+
+/// The classic protocol's member settings with `assignor` alone.
+fn with_assignor(assignor: &str) -> Vec<String> {
+    let mut settings: Vec<String> = MEMBER_SETTINGS.iter().map(|s| s.to_string()).collect();
+    settings.extend([
+        "-X".to_string(),
+        format!("partition.assignment.strategy={assignor}"),
+    ]);
+    settings
+}
+
+/// Three members (`settings`) on 12 partitions, the victim killed, a fourth started,
+/// as the doc above says; loses nothing and duplicates only since the last commit.
+fn sigkill_mid_stream<S: AsRef<str>>(settings: &[S]) {
+    let settings: Vec<&str> = settings.iter().map(AsRef::as_ref).collect();
+    let settings = settings.as_slice();
     let admin = common::client(common::config());
     let topic = common::unique("gcli-kill");
     let group = common::unique("gcli-kill-g");
@@ -598,9 +646,9 @@ fn sigkill_mid_stream_loses_nothing_and_duplicates_only_since_the_last_commit() 
     let stop = Arc::new(AtomicBool::new(false));
     let producer = spawn_producer(admin.clone(), topic.clone(), 12, stop.clone());
 
-    let victim = Member::start("victim", &group, &topic, MEMBER_SETTINGS);
-    let b = Member::start("b", &group, &topic, MEMBER_SETTINGS);
-    let c = Member::start("c", &group, &topic, MEMBER_SETTINGS);
+    let victim = Member::start("victim", &group, &topic, settings);
+    let b = Member::start("b", &group, &topic, settings);
+    let c = Member::start("c", &group, &topic, settings);
     wait_for(
         "three members sharing 12 partitions",
         &[&victim, &b, &c],
@@ -614,7 +662,7 @@ fn sigkill_mid_stream_loses_nothing_and_duplicates_only_since_the_last_commit() 
         log.commits >= settled + 2 && log.printed.len() > 50
     });
     let victim = victim.kill();
-    let d = Member::start("d", &group, &topic, MEMBER_SETTINGS);
+    let d = Member::start("d", &group, &topic, settings);
     wait_for(
         "three survivors sharing 12 partitions",
         &[&b, &c, &d],
