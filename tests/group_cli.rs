@@ -584,8 +584,8 @@ fn spawn_producer(
     })
 }
 
-/// The SIGKILL case (each assignor, and KIP-848): three members on 12 partitions with records flowing, one
-/// killed with SIGKILL and a fourth started. Nothing is lost; members that stayed
+/// The SIGKILL case, with each assignor and with KIP-848: three members on 12
+/// partitions with records flowing, one killed with SIGKILL and a fourth started. Nothing is lost; members that stayed
 /// alive never print a record twice; every duplicate is a record the killed member
 /// printed after its last commit on that partition, printed again by the partition's
 /// next owner, and there are at most as many as it printed since those commits.
