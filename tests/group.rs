@@ -46,12 +46,13 @@ fn group_config(group: &str, assignor: &str) -> Config {
     let mut c = config();
     c.group.group_id = Some(group.to_string());
     if assignor == "kip848" {
+        // The session and the heartbeat interval are the broker's (scripts/kafka: 10 s, 1 s).
         c.group.protocol = kring::config::GroupProtocol::Consumer;
     } else {
         c.group.assignment_strategies = vec![assignor.to_string()];
+        c.group.heartbeat_interval = Duration::from_millis(300);
+        c.group.session_timeout = Duration::from_secs(10);
     }
-    c.group.heartbeat_interval = Duration::from_millis(300);
-    c.group.session_timeout = Duration::from_secs(10);
     c.group.rebalance_timeout = Duration::from_secs(30);
     c.consumer.auto_offset_reset = OffsetReset::Earliest;
     c.consumer.auto_commit_interval = Duration::from_millis(500);

@@ -74,8 +74,11 @@ fn config(cluster: &FakeCluster, group: &str, protocol: GroupProtocol) -> Config
     let mut c = Config::new(cluster.bootstrap());
     c.group.group_id = Some(group.to_string());
     c.group.protocol = protocol;
-    c.group.heartbeat_interval = Duration::from_millis(100);
-    c.group.session_timeout = Duration::from_secs(10);
+    if protocol == GroupProtocol::Classic {
+        // KIP-848 members take both from the coordinator (100 ms here, see above).
+        c.group.heartbeat_interval = Duration::from_millis(100);
+        c.group.session_timeout = Duration::from_secs(10);
+    }
     c.group.rebalance_timeout = Duration::from_secs(10);
     c.consumer.auto_offset_reset = OffsetReset::Earliest;
     // Auto-commit only on revoke and close: every commit in a test is one it chose.

@@ -390,13 +390,17 @@ pub struct GroupConfig {
     /// Static membership id (`group.instance.id`, none; KIP-345).
     pub group_instance_id: Option<String>,
     /// Member liveness limit (`session.timeout.ms`, 45 s as in the Java client since 3.0).
+    /// Classic protocol only: with `group.protocol=consumer` the broker's applies, and a
+    /// changed value is refused.
     pub session_timeout: Duration,
     /// Heartbeat period (`heartbeat.interval.ms`, 3 s: well under a third of the session).
+    /// Classic protocol only, like the session timeout.
     pub heartbeat_interval: Duration,
     /// How long a rebalance may wait for members (`max.poll.interval.ms`, 5 min).
     pub rebalance_timeout: Duration,
     /// Assignors in preference order (`partition.assignment.strategy`, range then
-    /// cooperative-sticky as in the Java client 4.0). Classic protocol only.
+    /// cooperative-sticky as in the Java client 4.0). Classic protocol only (a changed
+    /// list is refused with `group.protocol=consumer`; see `remote_assignor`).
     pub assignment_strategies: Vec<String>,
     /// The rebalance protocol (`group.protocol`, classic as in the Java client 4.x).
     pub protocol: GroupProtocol,
@@ -538,6 +542,39 @@ impl Default for Config {
             admin: AdminConfig::default(),
             security: SecurityConfig::default(),
         }
+    }
+}
+
+/// With KIP-848 (`group.protocol=consumer`) the session, the heartbeat interval and the
+/// assignment are the broker's: a member that changed `session.timeout.ms`,
+/// `heartbeat.interval.ms` or `partition.assignment.strategy` is refused, as the Java
+/// client refuses them, rather than having them ignored.
+fn refuse_classic_only_settings(g: &GroupConfig) -> Result<(), ConfigurationError> {
+    let classic = GroupConfig::default();
+    let changed = [
+        (
+            "group.session_timeout",
+            g.session_timeout != classic.session_timeout,
+            "session.timeout.ms: the broker's group.consumer.session.timeout.ms applies",
+        ),
+        (
+            "group.heartbeat_interval",
+            g.heartbeat_interval != classic.heartbeat_interval,
+            "heartbeat.interval.ms: the broker's group.consumer.heartbeat.interval.ms applies",
+        ),
+        (
+            "group.assignment_strategies",
+            g.assignment_strategies != classic.assignment_strategies,
+            "partition.assignment.strategy: the broker assigns; choose its assignor with \
+             group.remote.assignor",
+        ),
+    ];
+    match changed.into_iter().find(|(_, set, _)| *set) {
+        Some((field, _, why)) => Err(inconsistent(
+            field,
+            format!("is not used with group.protocol=consumer (KIP-848), leave it unset ({why})"),
+        )),
+        None => Ok(()),
     }
 }
 
@@ -736,6 +773,9 @@ impl Config {
             ));
         }
         let g = &self.group;
+        if g.protocol == GroupProtocol::Consumer {
+            refuse_classic_only_settings(g)?;
+        }
         if g.heartbeat_interval >= g.session_timeout {
             return Err(inconsistent(
                 "group.heartbeat_interval",
@@ -858,6 +898,27 @@ mod tests {
                 Box::new(|c| {
                     c.producer.enable_idempotence = false;
                     c.producer.transactional_id = Some("t".into());
+                }),
+            ),
+            (
+                "group.session_timeout",
+                Box::new(|c| {
+                    c.group.protocol = GroupProtocol::Consumer;
+                    c.group.session_timeout = Duration::from_secs(10);
+                }),
+            ),
+            (
+                "group.heartbeat_interval",
+                Box::new(|c| {
+                    c.group.protocol = GroupProtocol::Consumer;
+                    c.group.heartbeat_interval = Duration::from_secs(1);
+                }),
+            ),
+            (
+                "group.assignment_strategies",
+                Box::new(|c| {
+                    c.group.protocol = GroupProtocol::Consumer;
+                    c.group.assignment_strategies = vec!["range".into()];
                 }),
             ),
         ];

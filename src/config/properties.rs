@@ -458,6 +458,9 @@ mod tests {
         assert_eq!(g.group.rebalance_timeout, Duration::from_secs(60));
         assert_eq!(g.group.protocol, GroupProtocol::Consumer);
         assert_eq!(g.group.remote_assignor.as_deref(), Some("range"));
+        // A classic assignor with KIP-848 is refused (the broker assigns there).
+        assert!(g.validate().is_err());
+        g.set("group.protocol", "classic").unwrap();
         g.validate().unwrap();
         assert!(g.set("group.protocol", "eager").is_err());
     }
