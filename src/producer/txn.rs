@@ -179,6 +179,14 @@ impl TxnShared {
 
     /// A Produce answer ended the producer (fenced, not authorised): fatal at once, as
     /// the Java client, rather than abortable until the abort's EndTxn is refused.
+    /// A batch failed with `error`, whose code ends the producer.
+    fn handle_fenced_by(&self, shared: &ProducerShared, error: &Error) {
+        let code = error.code();
+        self.update(shared, |t| {
+            t.fail(ErrorClass::Fatal, format!("a batch failed: {error}"), code);
+        });
+    }
+
     pub fn handle_fenced(&self, shared: &ProducerShared, code: KafkaCode) {
         self.update(shared, |t| {
             t.fail(
@@ -491,7 +499,11 @@ impl Producer {
         // (as the Java client: every failed batch makes the transaction abortable).
         let (failed, last) = shared.failures.lifetime();
         let since = failed.saturating_sub(txn.failed_at_begin.load(Ordering::SeqCst));
-        if since > 0 {
+        // A batch refused because the producer was fenced ends it: the sink says so too,
+        // but its word may reach the transaction after this commit read the tally.
+        if let Some(ending) = shared.failures.ending().filter(|_| since > 0) {
+            txn.handle_fenced_by(shared, &ending);
+        } else if since > 0 {
             let last = last.map_or_else(String::new, |e| e.to_string());
             let cause = format!("{since} batch(es) failed in the transaction, the last: {last}");
             txn.update(shared, |t| {

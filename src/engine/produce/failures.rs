@@ -39,6 +39,9 @@ struct Tally {
     /// what a transaction compares against the count at its begin.
     lifetime_batches: u64,
     last: Option<Error>,
+    /// The first failure whose code ends a transactional producer (fenced, not
+    /// authorised): read by a commit, which must not call that abortable.
+    ending: Option<Error>,
 }
 
 /// One producer's failure tally, shared by its partitions.
@@ -58,6 +61,13 @@ impl DeliveryFailures {
         t.batches += 1;
         t.lifetime_batches += 1;
         t.last = Some(error.clone());
+        if t.ending.is_none()
+            && error
+                .code()
+                .is_some_and(crate::engine::txn::ends_the_producer)
+        {
+            t.ending = Some(error.clone());
+        }
         if t.first.is_none() {
             t.first = Some(error.clone());
         }
@@ -90,6 +100,12 @@ impl DeliveryFailures {
             .map_or((0, None), |t| (t.lifetime_batches, t.last.clone()))
     }
 
+    /// The first failure (since the producer was made) whose code ends a transactional
+    /// producer, if any.
+    pub fn ending(&self) -> Option<Error> {
+        self.tally.lock().ok().and_then(|t| t.ending.clone())
+    }
+
     pub fn take(&self) -> Option<FailureReport> {
         let mut t = self.tally.lock().ok()?;
         let first = t.first.take()?;
@@ -113,6 +129,7 @@ impl DeliveryFailures {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::KafkaCode;
 
     #[test]
     fn take_counts_records_and_keeps_the_first_error() {
@@ -125,6 +142,25 @@ mod tests {
         assert_eq!((report.records, report.batches), (5, 2));
         assert!(matches!(report.first, Error::Timeout(ref m) if m == "first"));
         assert!(f.take().is_none(), "taken: counting starts afresh");
+    }
+
+    #[test]
+    fn the_first_failure_that_ends_a_producer_is_kept() {
+        let f = DeliveryFailures::default();
+        let now = Instant::now();
+        let rejected = |code| Error::Rejected {
+            api: crate::protocol::ApiKey::Produce,
+            resource: "t-0".into(),
+            code,
+            message: None,
+        };
+        f.record("t", 0, 1, &rejected(KafkaCode::NOT_LEADER_OR_FOLLOWER), now);
+        assert!(f.ending().is_none(), "a leader change ends nothing");
+        f.record("t", 0, 1, &rejected(KafkaCode::INVALID_PRODUCER_EPOCH), now);
+        f.record("t", 1, 1, &Error::ShuttingDown, now);
+        f.take();
+        let ending = f.ending().expect("the fenced batch is remembered");
+        assert_eq!(ending.code(), Some(KafkaCode::INVALID_PRODUCER_EPOCH));
     }
 
     #[test]
