@@ -388,7 +388,8 @@ impl<'a> Records<'a> {
         self.remaining as usize
     }
 
-    #[inline]
+    // Always, with `next`: the per-record path is one loop in the caller's code.
+    #[inline(always)]
     fn parse_next(&mut self) -> Result<RecordRef<'a>, RecordError> {
         let mut buf = self.data;
         let len = varint::read_varint(&mut buf).map_err(varint_err("record length"))?;
@@ -484,7 +485,7 @@ fn read_nullable<'a>(
 impl<'a> Iterator for Records<'a> {
     type Item = Result<RecordRef<'a>, RecordError>;
 
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         if self.remaining == 0 {
             if self.failed || self.data.is_empty() {
