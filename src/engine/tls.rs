@@ -1,7 +1,7 @@
 //! TLS for a broker connection, sans-IO: rustls's `ClientConnection` (itself a state
 //! machine over bytes) sits between the socket's bytes and the connection engine's frame
 //! cutter. Ciphertext read by the driver goes in ([`TlsLayer::read_ciphertext`]), the
-//! plaintext comes out straight into the frame cutter's buffer (one copy, out of rustls);
+//! plaintext is copied from rustls's buffer straight into the frame cutter's;
 //! request frames go in as plaintext ([`TlsLayer::encrypt`]) and leave as records
 //! ([`TlsLayer::poll_ciphertext`]). So TLS works the same over io_uring, epoll, the
 //! blocking connection and the simulation.
@@ -10,7 +10,7 @@
 //! a host name the certificate does not cover, a broker that wants a client certificate,
 //! or a peer that does not speak TLS at all.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, Write};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -99,21 +99,27 @@ impl TlsLayer {
         Ok(closed)
     }
 
-    /// Moves the `pending` plaintext bytes rustls holds into the frame cutter, asking
-    /// for exactly that many (so no room is zeroed in vain).
+    /// Moves the `pending` plaintext bytes rustls holds into the frame cutter, copied
+    /// straight out of rustls's own buffer (nothing zeroed, no intermediate).
     fn take_plaintext(
         &mut self,
         mut pending: usize,
         plain: &mut FrameCutter,
     ) -> Result<(), TlsFailure> {
+        let mut reader = self.conn.reader();
         while pending > 0 {
-            let mut reader = self.conn.reader();
-            match plain.fill_at_most_with(pending, |buf| reader.read(buf)) {
-                Ok(0) => break,
-                Ok(n) => pending = pending.saturating_sub(n),
+            let n = match reader.fill_buf() {
+                Ok([]) => break,
+                Ok(chunk) => {
+                    let n = chunk.len().min(pending);
+                    plain.extend_in_steps(&chunk[..n]);
+                    n
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) => return Err(TlsFailure(format!("reading plaintext: {e}"))),
-            }
+            };
+            reader.consume(n);
+            pending -= n;
         }
         Ok(())
     }

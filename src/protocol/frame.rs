@@ -112,26 +112,17 @@ impl FrameCutter {
         result
     }
 
-    /// [`FrameCutter::fill_with`] for a reader that knows how much it holds (a TLS
-    /// session's decrypted plaintext): at most `limit` bytes (and 1 MiB) are zeroed and
-    /// offered, however much of the frame is still missing.
-    pub fn fill_at_most_with<E>(
-        &mut self,
-        limit: usize,
-        read: impl FnOnce(&mut [u8]) -> Result<usize, E>,
-    ) -> Result<usize, E> {
-        let wanted = limit.clamp(1, FILL_MAX);
-        // Room for the rest of the frame in steps of at most FILL_MAX, so a large frame
-        // arriving in small reads is not copied by repeated growth.
-        if self.buf.capacity() - self.buf.len() < wanted {
-            self.buf.reserve(wanted.max(self.wanted().min(FILL_MAX)));
+    /// Appends bytes handed over in pieces by a reader that owns them (a TLS session's
+    /// decrypted records): one copy, nothing zeroed, and room made for the rest of the
+    /// frame being read in steps of at most 1 MiB, so a large frame arriving in 16 KiB
+    /// records is not copied by repeated growth and a claimed length alone reserves
+    /// little.
+    pub fn extend_in_steps(&mut self, data: &[u8]) {
+        if self.buf.capacity() - self.buf.len() < data.len() {
+            self.buf
+                .reserve(data.len().max(self.wanted().min(FILL_MAX)));
         }
-        let start = self.buf.len();
-        self.buf.resize(start + wanted, 0);
-        let result = read(&mut self.buf[start..]);
-        let n = *result.as_ref().unwrap_or(&0);
-        self.buf.truncate(start + n.min(wanted));
-        result
+        self.buf.extend_from_slice(data);
     }
 
     /// The next whole frame, after its size prefix; `Ok(None)` until all of it arrived.
@@ -230,6 +221,29 @@ mod tests {
         }
         let frame = cutter.next_frame().unwrap().expect("the whole frame");
         assert_eq!(frame.len(), total);
+        assert!(frame[..] == body[..], "the frame's bytes, in order");
+    }
+
+    #[test]
+    fn a_frame_handed_over_in_records_grows_in_steps_and_arrives_whole() {
+        let total = 20 << 20;
+        let mut cutter = FrameCutter::new(100 << 20, 16);
+        cutter.extend_in_steps(&(total as i32).to_be_bytes());
+        assert!(
+            cutter.buf.capacity() <= FILL_MAX + 64,
+            "{} reserved for a 4-byte prefix",
+            cutter.buf.capacity()
+        );
+        let body: Vec<u8> = (0..total).map(|i| (i % 251) as u8).collect();
+        let mut growths = 0;
+        for record in body.chunks(16 << 10) {
+            let capacity = cutter.buf.capacity();
+            cutter.extend_in_steps(record);
+            growths += usize::from(cutter.buf.capacity() != capacity);
+            assert!(cutter.buf.capacity() <= 2 * (cutter.buf.len() + FILL_MAX));
+        }
+        assert!(growths <= 20, "{growths} reallocations for 1280 records");
+        let frame = cutter.next_frame().unwrap().expect("the whole frame");
         assert!(frame[..] == body[..], "the frame's bytes, in order");
     }
 
