@@ -115,7 +115,7 @@ def cargo_target(default):
 
 # The SASL_SSL listener of scripts/kafka and its test credentials.
 SASL_SSL_BOOTSTRAP = "127.0.0.1:9492"
-SECURE_CLIENTS = ("kring", "librdkafka", "java")
+SECURE_CLIENTS = ("kring", "kring-base", "librdkafka", "java")
 
 
 def tls_ca():
