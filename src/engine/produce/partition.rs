@@ -571,15 +571,25 @@ impl PartitionState {
     }
 
     /// Seals the open batch if its linger ran out or a flush wants it; otherwise
-    /// returns when its linger runs out.
+    /// returns when its linger runs out. With `hold` (the partition is
+    /// [`busy_sending`](PartitionState::busy_sending)) a batch whose linger ran out stays
+    /// open and keeps taking records until the partition can send it or it is full, as
+    /// the Java client's accumulator and librdkafka's queues do: sealed at every linger,
+    /// a partition waiting for a slow first answer would queue many small batches (more
+    /// requests, more wake-ups and more to scan at every drain); its next state change
+    /// (an answer, a backoff's end) wakes the sink, so no deadline is returned for it.
     pub fn seal_if_due(
         &mut self,
         now: Instant,
         flushing: bool,
+        hold: bool,
         settings: &ProduceSettings,
         pools: &ArenaPools,
     ) -> Option<Instant> {
         let due = self.open.as_ref()?.created + settings.linger;
+        if hold && !flushing && now >= due {
+            return None;
+        }
         if flushing || now >= due {
             self.seal(SealReason::Due, settings, pools, &|| now);
             None
@@ -669,12 +679,7 @@ impl PartitionState {
             self.retry_at = None;
         }
         self.hold_until_drained = false;
-        let limit = if bumping || (settings.idempotent && (!self.acked_in_epoch || self.retrying()))
-        {
-            1
-        } else {
-            settings.per_partition_in_flight()
-        };
+        let limit = self.in_flight_limit(bumping, settings);
         let mut round = 0;
         while self.in_flight.len() < limit {
             let Some(mut q) = self.queue.pop_front() else {
@@ -708,6 +713,27 @@ impl PartitionState {
             round += 1;
         }
         None
+    }
+
+    /// How many batches may be on the wire at once now: one while an epoch bump is
+    /// pending, before the first acknowledgement of an idempotent epoch and while a retry
+    /// is unresolved; otherwise the settings' limit.
+    fn in_flight_limit(&self, bumping: bool, settings: &ProduceSettings) -> usize {
+        if bumping || (settings.idempotent && (!self.acked_in_epoch || self.retrying())) {
+            1
+        } else {
+            settings.per_partition_in_flight()
+        }
+    }
+
+    /// Whether a batch sealed now would have to wait behind what the partition already
+    /// has queued or on the wire (its in-flight limit reached, the in-flight batches to
+    /// be drained first, or a retry backoff running): then its open batch is better left
+    /// open to fill up (see [`PartitionState::seal_if_due`]).
+    pub fn busy_sending(&self, now: Instant, settings: &ProduceSettings) -> bool {
+        (self.hold_until_drained && !self.in_flight.is_empty())
+            || self.retry_at.is_some_and(|at| at > now)
+            || self.in_flight.len() + self.queue.len() >= self.in_flight_limit(false, settings)
     }
 
     /// Whether the head of the queue is a batch coming back for a retry. Until every

@@ -163,9 +163,12 @@ impl Sink {
         self.partitions.retain(|p| {
             let leader = cx.leaders.leader_of(&p.topic, p.index);
             let mut s = p.state();
+            // Held open only where this sink is to send it (a partition that moved, or
+            // whose leader is unknown, seals as before: that is what gets it going).
+            let hold = leader == Some(broker) && !cx.bumping && s.busy_sending(now, cx.settings);
             wake_at = earliest(
                 wake_at,
-                s.seal_if_due(now, cx.flushing, cx.settings, cx.pools),
+                s.seal_if_due(now, cx.flushing, hold, cx.settings, cx.pools),
             );
             bump |= s.expire(now, cx.settings);
             match leader {

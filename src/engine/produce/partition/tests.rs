@@ -323,12 +323,39 @@ fn linger_seals_only_when_due_unless_flushing() {
     let mut s = p.state();
     append_value(&mut s, b"v", &settings, &pools, now);
     assert_eq!(
-        s.seal_if_due(now, false, &settings, &pools),
+        s.seal_if_due(now, false, false, &settings, &pools),
         Some(now + settings.linger)
     );
     assert!(!s.has_sendable());
-    assert_eq!(s.seal_if_due(now, true, &settings, &pools), None);
+    assert_eq!(s.seal_if_due(now, true, false, &settings, &pools), None);
     assert!(s.has_sendable(), "a flush seals at once");
+}
+
+#[test]
+fn a_busy_partition_keeps_its_lingering_batch_open_until_it_can_send_it() {
+    let now = Instant::now();
+    let (p, settings, pools) = partition_with(1, 1, now);
+    // The epoch's first batch is on the wire: one at a time until it is acknowledged.
+    let first = take(&p, now, &settings).remove(0);
+    let mut s = p.state();
+    append_value(&mut s, b"a", &settings, &pools, now);
+    let later = now + settings.linger * 3;
+    assert!(s.busy_sending(later, &settings));
+    assert_eq!(s.seal_if_due(later, false, true, &settings, &pools), None);
+    assert!(!s.has_sendable(), "past its linger, still open");
+    append_value(&mut s, b"b", &settings, &pools, later);
+    s.settle(first, ack(), later, &settings);
+    assert!(!s.busy_sending(later, &settings));
+    assert_eq!(s.seal_if_due(later, false, false, &settings, &pools), None);
+    drop(s);
+    let next = take(&p, later, &settings);
+    assert_eq!(next.len(), 1);
+    assert_eq!(next[0].records, 2, "both records in the one batch");
+    // A flush seals a held batch all the same.
+    let mut s = p.state();
+    append_value(&mut s, b"c", &settings, &pools, later);
+    assert_eq!(s.seal_if_due(later, true, true, &settings, &pools), None);
+    assert!(s.has_sendable());
 }
 
 #[test]
