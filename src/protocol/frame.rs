@@ -226,7 +226,7 @@ mod tests {
 
     #[test]
     fn a_frame_handed_over_in_records_grows_in_steps_and_arrives_whole() {
-        let total = 20 << 20;
+        let total: usize = 20 << 20;
         let mut cutter = FrameCutter::new(100 << 20, 16);
         cutter.extend_in_steps(&(total as i32).to_be_bytes());
         assert!(
