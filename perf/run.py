@@ -47,12 +47,14 @@ from datetime import datetime, timezone
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KAFKA = os.path.join(ROOT, "scripts", "kafka")
 BOOTSTRAP = "127.0.0.1:9092"
-CLIENTS = ["kring", "librdkafka", "sarama", "franz-go", "java"]
+CLIENTS = ["kring", "kring-epoll", "librdkafka", "sarama", "franz-go", "java"]
 # `kring-base`: another kring build (--kring-base PATH), e.g. the commit before a change,
 # measured interleaved with this tree's kring as a client of its own.
-CONTRACT_CLIENTS = ["kring", "kring-base", "librdkafka", "sarama", "franz-go"]
-KRING_LIKE = ("kring", "kring-base")
-COLORS = {"kring": "#c0392b", "kring-base": "#e8a598", "librdkafka": "#2c7fb8",
+# `kring-epoll`: this tree's kring binary on its epoll backend (`--property
+# kring.io.backend=epoll`), beside `kring` on the backend it picks (io_uring where it works).
+CONTRACT_CLIENTS = ["kring", "kring-epoll", "kring-base", "librdkafka", "sarama", "franz-go"]
+KRING_LIKE = ("kring", "kring-epoll", "kring-base")
+COLORS = {"kring": "#c0392b", "kring-epoll": "#7b241c", "kring-base": "#e8a598", "librdkafka": "#2c7fb8",
           "sarama": "#31a354", "franz-go": "#e6850e", "java": "#756bb1"}
 PAYLOAD_LINES = 4096
 JAVA_PRODUCER = "org.apache.kafka.tools.ProducerPerformance"
@@ -115,7 +117,7 @@ def cargo_target(default):
 
 # The SASL_SSL listener of scripts/kafka and its test credentials.
 SASL_SSL_BOOTSTRAP = "127.0.0.1:9492"
-SECURE_CLIENTS = ("kring", "kring-base", "librdkafka", "java")
+SECURE_CLIENTS = ("kring", "kring-epoll", "kring-base", "librdkafka", "java")
 
 
 def tls_ca():
@@ -144,7 +146,7 @@ def java_security_properties(w):
 
 
 # The clients whose consume peer takes the contract's `--group G`.
-GROUP_CLIENTS = ("kring", "kring-base", "librdkafka", "java")
+GROUP_CLIENTS = ("kring", "kring-epoll", "kring-base", "librdkafka", "java")
 
 
 def clients_for(w, clients):
@@ -337,7 +339,9 @@ def failure_reason(r, timeout):
 
 def peer_command(client, binary, op, w, topic, payload):
     """A contract peer's command line; kring's peer is the `perf` command of its CLI."""
-    return [binary] + (["perf"] if client in KRING_LIKE else []) + contract_args(op, w, topic, payload)
+    epoll = ["--property", "kring.io.backend=epoll"] if client == "kring-epoll" else []
+    return ([binary] + (["perf"] if client in KRING_LIKE else []) + contract_args(op, w, topic, payload)
+            + epoll)
 
 
 def contract_args(op, w, topic, payload):
@@ -402,6 +406,8 @@ def parse_contract(r, client, op, w):
         return None, f"result says op {res.get('op')!r}, not {op!r}"
     if not isinstance(res.get("elapsed_s"), (int, float)) or res["elapsed_s"] <= 0:
         return None, f"bad elapsed_s {res.get('elapsed_s')!r}"
+    if client == "kring-epoll" and res.get("io_backend") != "epoll":
+        return None, f"kring-epoll ran on {res.get('io_backend')!r}, not epoll"
     if res.get("client") != client:
         res["client_reported"] = res.get("client")
     return res, None
@@ -619,7 +625,7 @@ def build(clients, no_build, need_kring):
             return f"build failed: {tail[-1] if tail else 'see ' + path}"
         return None
 
-    if "kring" in clients or need_kring:
+    if "kring" in clients or "kring-epoll" in clients or need_kring:
         err = step("kring", ["cargo", "build", "--release", "--bin", "kring"])
         if err:
             errors["kring"] = err
@@ -905,6 +911,11 @@ def main(argv):
     if "kring" in bins and not kring_perf:
         build_errors["kring"] = "this kring binary has no `perf` command"
         del bins["kring"]
+    if "kring-epoll" in a.clients:
+        if "kring" in bins:
+            bins["kring-epoll"] = bins["kring"]
+        elif "kring" in build_errors:
+            build_errors["kring-epoll"] = build_errors["kring"]
     use_kring_admin = a.admin == "kring" and kring_topics
     admin_note = ""
     if a.admin == "kring" and not kring_topics:
@@ -1118,6 +1129,14 @@ def summarize(runs, meta):
     return out
 
 
+def client_label(c, workload, runs):
+    """A client's name in the tables; kring's with the I/O backend its runs reported."""
+    backends = sorted({r["result"]["io_backend"] for r in runs
+                       if r["workload"] == workload and r["client"] == c and not r.get("error")
+                       and isinstance(r.get("result"), dict) and r["result"].get("io_backend")})
+    return f"{c} ({', '.join(backends)})" if backends else c
+
+
 def describe(name, w):
     over = (" over SASL_SSL (TLS, SCRAM-SHA-512; the Go peers do not run it)"
             if w.get("security") else "")
@@ -1190,7 +1209,7 @@ def report(raw_path, out_dir):
             rr = f"{km['rps'] / mm['rps']:.2f}" if km else "—"
             cr = f"{km['cpu'] / mm['cpu']:.2f}" if km else "—"
             lat = (w["op"] == "produce")
-            L.append(f"| {c} | {fmt(mm['rps'])} | {fmt(mm['mbps'], 1)} | {fmt(mm['cpu'], 2)} | "
+            L.append(f"| {client_label(c, name, runs)} | {fmt(mm['rps'])} | {fmt(mm['mbps'], 1)} | {fmt(mm['cpu'], 2)} | "
                      f"{fmt(mm['p50'], 1) if lat else '—'} | {fmt(mm['p99'], 1) if lat else '—'} | "
                      f"{fmt(mm['rss'], 0)} | {s['ok']}/{s['runs']} | {rr} | {cr} |")
         errs = [(c, e) for c in meta["clients"] for e in summary[name][c]["errors"]]

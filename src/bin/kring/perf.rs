@@ -20,7 +20,7 @@ use crate::{CliError, CliResult, connect, wait};
 /// What both tests print, in `kring perf --help`.
 pub const REPORT: &str = "\
 Both tests print a progress line each second on stderr, then a report, and last a JSON line:
-{\"client\":\"kring\",\"op\":...,\"records\":...,\"bytes\":...,\"elapsed_s\":...,\"p50_ms\":...,\"p99_ms\":...}";
+{\"client\":\"kring\",\"op\":...,\"records\":...,\"bytes\":...,\"elapsed_s\":...,\"p50_ms\":...,\"p99_ms\":...,\"io_backend\":...}";
 
 /// `kring perf TEST`.
 #[derive(Debug, clap::Subcommand)]
@@ -138,11 +138,15 @@ pub(crate) struct Outcome {
     /// while a producer writes, the records' age when reading a backlog (report only;
     /// the peers of the harness have no such figure, so the JSON leaves it out).
     pub(crate) end_to_end_ns: Vec<u64>,
+    /// The I/O backend the client ran on (in the report and the JSON line, so a result
+    /// always says which it measured).
+    pub(crate) io_backend: &'static str,
 }
 
 impl Outcome {
     pub(crate) fn print(&self) {
         let secs = self.elapsed.as_secs_f64().max(1e-9);
+        println!("  I/O backend  {}", self.io_backend);
         println!("  records      {}", self.records);
         println!("  elapsed      {secs:.3} s");
         println!(
@@ -182,13 +186,14 @@ impl Outcome {
         let json_ms =
             |q| percentile_ms(&self.latencies_ns, q).map_or("null".into(), |v| format!("{v:.3}"));
         println!(
-            "{{\"client\":\"kring\",\"op\":\"{}\",\"records\":{},\"bytes\":{},\"elapsed_s\":{:.6},\"p50_ms\":{},\"p99_ms\":{}}}",
+            "{{\"client\":\"kring\",\"op\":\"{}\",\"records\":{},\"bytes\":{},\"elapsed_s\":{:.6},\"p50_ms\":{},\"p99_ms\":{},\"io_backend\":\"{}\"}}",
             self.op,
             self.records,
             self.bytes,
             secs,
             json_ms(0.5),
-            json_ms(0.99)
+            json_ms(0.99),
+            self.io_backend
         );
     }
 }
@@ -389,6 +394,7 @@ fn produce(args: PerfProduceArgs) -> CliResult {
         cpu_seconds: cpu_start.zip(cpu_end).map(|(a, b)| b - a),
         latencies_ns: tally.latencies_ns,
         end_to_end_ns: Vec::new(),
+        io_backend: client.io_backend().name(),
     }
     .print();
     Ok(())
@@ -536,6 +542,7 @@ fn consume(args: PerfConsumeArgs) -> CliResult {
             v.sort_unstable();
             v
         },
+        io_backend: client.io_backend().name(),
     }
     .print();
     Ok(())
