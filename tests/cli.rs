@@ -242,9 +242,24 @@ fn perf_commands_print_the_contract_json() {
         "{consumed}"
     );
     assert!(
-        consumed.ends_with(r#""p50_ms":null,"p99_ms":null}"#),
+        consumed.contains(r#""p50_ms":null,"p99_ms":null,"io_backend":""#),
         "{consumed}"
     );
+    // The line names the backend that ran: the one asked for, when one is.
+    let on_epoll = last_json(ok(
+        &[
+            "perf",
+            "consume",
+            "-t",
+            &topic,
+            "--records",
+            "100",
+            "--property",
+            "kring.io.backend=epoll",
+        ],
+        b"",
+    ));
+    assert!(on_epoll.ends_with(r#""io_backend":"epoll"}"#), "{on_epoll}");
     // More than the topic holds: a clear timeout, not a hang.
     let short = fails(
         &[
