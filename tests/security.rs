@@ -152,6 +152,34 @@ fn produce_and_consume_over_mutual_tls() {
     round_trip(secured(MTLS, &props(&p)), "mtls");
 }
 
+#[test]
+fn an_encrypted_client_key_is_decrypted_with_ssl_key_password() {
+    let mut p = ssl();
+    p.push(("ssl.certificate.location", tls_file("client.pem")));
+    p.push(("ssl.key.location", tls_file("client-encrypted.key")));
+    let mut right = p.clone();
+    right.push(("ssl.key.password", "kring-key-secret".into()));
+    let client = Client::connect_blocking(secured(MTLS, &props(&right))).expect("mTLS");
+    let topic = unique("kring-sec-encrypted-key");
+    create_topic(&client, &topic, 1, 1, &[]);
+    let values = vec!["sealed".to_string(), "key".to_string()];
+    assert_eq!(produce(&client, &topic, &values), vec![0, 1]);
+    assert_eq!(read(&client, &topic, 2), values);
+
+    // A wrong password and a missing one are named, and the password never shown.
+    let mut wrong = p.clone();
+    wrong.push(("ssl.key.password", "not-the-password".into()));
+    let err = Client::connect_blocking(secured(MTLS, &props(&wrong)))
+        .expect_err("wrong password")
+        .to_string();
+    assert!(err.contains("wrong ssl.key.password"), "{err}");
+    assert!(!err.contains("not-the-password"), "{err}");
+    let err = Client::connect_blocking(secured(MTLS, &props(&p)))
+        .expect_err("no password")
+        .to_string();
+    assert!(err.contains("set ssl.key.password"), "{err}");
+}
+
 fn sasl(mechanism: &str, tls: bool) -> Vec<(&'static str, String)> {
     let mut p = vec![
         (

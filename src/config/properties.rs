@@ -386,7 +386,8 @@ mod tests {
             }
             "security.protocol" => "SASL_SSL",
             "ssl.truststore.type" | "ssl.keystore.type" => "PEM",
-            "ssl.key.password" | "ssl.keystore.password" | "ssl.truststore.password" => "",
+            "ssl.key.password" => "kring-key-secret",
+            "ssl.keystore.password" | "ssl.truststore.password" => "",
             "ssl.endpoint.identification.algorithm" => "",
             "sasl.mechanism" | "sasl.mechanisms" => "SCRAM-SHA-512",
             "enable.sasl.oauthbearer.unsecure.jwt" => "true",
@@ -409,7 +410,6 @@ mod tests {
                 *name,
                 "ssl.truststore.type"
                     | "ssl.keystore.type"
-                    | "ssl.key.password"
                     | "ssl.keystore.password"
                     | "ssl.truststore.password"
             );

@@ -4,9 +4,9 @@
 //! Secrets are [`Secret`]s: never in `Debug` output, logs or errors.
 //!
 //! What is refused, with a message saying what to do instead: JKS and PKCS#12 stores
-//! (use PEM), encrypted private keys (`ssl.key.password`: decrypt the key to PKCS#8
-//! PEM), GSSAPI, and TLS or SASL settings under a `security.protocol` that does not use
-//! them.
+//! and their passwords (use PEM), private keys in encryption formats other than
+//! PKCS#8's PBES2 (`ssl.key.password` decrypts those), GSSAPI, and TLS or SASL settings
+//! under a `security.protocol` that does not use them.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -78,6 +78,9 @@ pub struct TlsConfig {
     /// The client certificate's private key, PKCS#8, PKCS#1 or SEC1 PEM
     /// (`ssl.key.location`, `ssl.keystore.key`, or a PEM `ssl.keystore.location`).
     pub key: Option<PemSource>,
+    /// The password of an encrypted PKCS#8 `key` (`ssl.key.password`; PBES2: PBKDF2 or
+    /// scrypt with AES-CBC). Set for a key that is not encrypted, it is refused.
+    pub key_password: Option<Secret>,
     /// Check that the broker's certificate covers the host connected to
     /// (`ssl.endpoint.identification.algorithm`: `https`, the default, or empty).
     pub verify_hostname: bool,
@@ -89,6 +92,7 @@ impl Default for TlsConfig {
             ca: None,
             certificate: None,
             key: None,
+            key_password: None,
             verify_hostname: true,
         }
     }
@@ -96,7 +100,10 @@ impl Default for TlsConfig {
 
 impl TlsConfig {
     fn is_set(&self) -> bool {
-        self.ca.is_some() || self.certificate.is_some() || self.key.is_some()
+        self.ca.is_some()
+            || self.certificate.is_some()
+            || self.key.is_some()
+            || self.key_password.is_some()
     }
 }
 
@@ -236,6 +243,13 @@ impl SecurityConfig {
                  (ssl.certificate.location with ssl.key.location)",
             ));
         }
+        if self.tls.key_password.is_some() && self.tls.key.is_none() {
+            return Err(inconsistent(
+                "security.tls.key_password",
+                "ssl.key.password is set but there is no private key (ssl.key.location, \
+                 ssl.keystore.key or a PEM ssl.keystore.location)",
+            ));
+        }
         if !p.uses_sasl() {
             if self.sasl.is_set() {
                 return Err(inconsistent(
@@ -340,12 +354,14 @@ impl SecurityConfig {
             }
             "ssl.key.location" => self.tls.key = Some(file()),
             "ssl.keystore.key" | "ssl.key.pem" => self.tls.key = Some(text()),
-            "ssl.key.password" | "ssl.keystore.password" | "ssl.truststore.password" => {
+            "ssl.key.password" => {
+                self.tls.key_password = (!value.is_empty()).then(|| Secret::new(value))
+            }
+            "ssl.keystore.password" | "ssl.truststore.password" => {
                 if !v.is_empty() {
                     return Err(invalid(
-                        "encrypted private keys and password-protected stores are not \
-                         supported; decrypt the key to PKCS#8 PEM (`openssl pkcs8 -in key.pem \
-                         -out plain.pem`) and drop the password"
+                        "password-protected stores are not supported: use PEM (an encrypted \
+                         PKCS#8 key takes ssl.key.password)"
                             .into(),
                     ));
                 }
@@ -575,7 +591,15 @@ mod tests {
     fn refused_settings_say_what_to_do() {
         let cases: &[(&[(&str, &str)], &str)] = &[
             (&[("ssl.truststore.type", "JKS")], "PEM"),
-            (&[("ssl.key.password", "x")], "decrypt"),
+            (&[("ssl.keystore.password", "x")], "use PEM"),
+            (
+                &[("ssl.key.password", "x")],
+                "security.protocol is Plaintext",
+            ),
+            (
+                &[("security.protocol", "SSL"), ("ssl.key.password", "x")],
+                "no private key",
+            ),
             (&[("sasl.mechanism", "GSSAPI")], "not supported"),
             (&[("security.protocol", "TLS")], "expected PLAINTEXT"),
             (

@@ -15,6 +15,7 @@ pub mod backend;
 pub mod blocking;
 pub mod broker;
 pub mod connection;
+mod encrypted_key;
 pub mod epoll;
 pub mod security;
 pub mod transport;

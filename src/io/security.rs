@@ -17,13 +17,14 @@ use rustls::{
 };
 
 use crate::config::ConfigurationError;
-use crate::config::security::{PemSource, SaslConfig, SecurityConfig, TlsConfig};
+use crate::config::security::{PemSource, SaslConfig, Secret, SecurityConfig, TlsConfig};
 use crate::engine::connection::{ConnectionSecurity, Start};
 use crate::engine::error::IoError;
 use crate::engine::sasl::{
     CredentialSource, OAuthToken, SaslCredentials, SaslSetup, TokenProvider, base64_url_encode,
 };
 use crate::engine::tls::TlsSetup;
+use crate::io::encrypted_key::decrypt_pkcs8;
 
 fn tls_error(field: &'static str, reason: impl Into<String>) -> ConfigurationError {
     ConfigurationError::Inconsistent {
@@ -76,18 +77,16 @@ fn certificates(
     Ok(certs)
 }
 
-fn private_key(source: &PemSource) -> Result<PrivateKeyDer<'static>, ConfigurationError> {
+fn private_key(
+    source: &PemSource,
+    password: Option<&Secret>,
+) -> Result<PrivateKeyDer<'static>, ConfigurationError> {
     let field = "security.tls.key";
     let bytes = pem_bytes(source, field)?;
-    if bytes
-        .windows(b"ENCRYPTED PRIVATE KEY".len())
-        .any(|w| w == b"ENCRYPTED PRIVATE KEY")
-    {
-        return Err(tls_error(
-            field,
-            "the private key is encrypted; decrypt it to PKCS#8 PEM (`openssl pkcs8 -in \
-             key.pem -out plain.pem`)",
-        ));
+    let decrypted = decrypt_pkcs8(&bytes, password.map(Secret::expose))
+        .map_err(|e| tls_error(field, e.to_string()))?;
+    if let Some(der) = decrypted {
+        return Ok(PrivateKeyDer::Pkcs8(der.into()));
     }
     PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| {
         tls_error(
@@ -133,7 +132,7 @@ fn client_config(tls: &TlsConfig) -> Result<ClientConfig, ConfigurationError> {
         (Some(cert), Some(key)) => builder
             .with_client_auth_cert(
                 certificates(cert, "security.tls.certificate")?,
-                private_key(key)?,
+                private_key(key, tls.key_password.as_ref())?,
             )
             .map_err(|e| {
                 tls_error(
