@@ -4,11 +4,14 @@
 //! real broker (`scripts/kafka up`).
 //!
 //! `cargo bench --bench io -- [--backend io_uring|epoll|both] [--target blackhole|broker|both]
-//!  [--requests N] [--depth D] [--rounds R]`
+//!  [--callers thread|worker|both] [--requests N] [--depth D] [--rounds R]`
 //!
 //! Each round sends N small Metadata requests (empty topic list) from D concurrent
 //! callers, keeping up to D requests in flight on the one connection; it reports the
-//! median round's requests/s and the p50/p99 latency over all rounds. `--serve ADDR` runs
+//! median round's requests/s and the p50/p99 latency over all rounds. The callers run on
+//! a thread of their own (`thread`, the default: an application calling in from outside,
+//! each request and answer crossing threads) or on the worker that owns the socket
+//! (`worker`: the thread-per-core way, nothing crossing threads). `--serve ADDR` runs
 //! only the responder (in its own process) and `--blackhole ADDR` uses it, so that
 //! `scripts/bench-io` can count the client process's syscalls per request with `perf stat`.
 
@@ -19,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kring::internals::{Backend, BackendChoice, Broker, ConnectionConfig};
-use kring::internals::{Runtime, RuntimeConfig};
+use kring::internals::{Runtime, RuntimeConfig, spawn_on_worker};
 use kring::protocol::messages::{
     ApiKey, ApiVersionsResponse, MetadataRequest, MetadataResponse, api_versions::ApiVersion,
     metadata::MetadataResponseBroker,
@@ -29,6 +32,7 @@ use kring::protocol::{Encode, decode_request_frame};
 struct Args {
     backends: Vec<Backend>,
     targets: Vec<String>,
+    callers: Vec<Callers>,
     requests: usize,
     depth: usize,
     rounds: usize,
@@ -41,6 +45,7 @@ struct Args {
 fn parse_args() -> Args {
     let mut args = Args {
         backends: vec![Backend::IoUring, Backend::Epoll],
+        callers: vec![Callers::Thread],
         targets: vec!["blackhole".into(), "broker".into()],
         requests: 20_000,
         depth: 32,
@@ -63,6 +68,14 @@ fn parse_args() -> Args {
                 args.targets = match value().as_str() {
                     "both" => vec!["blackhole".into(), "broker".into()],
                     t => vec![t.to_string()],
+                }
+            }
+            "--callers" => {
+                args.callers = match value().as_str() {
+                    "both" => vec![Callers::Thread, Callers::Worker],
+                    "thread" => vec![Callers::Thread],
+                    "worker" => vec![Callers::Worker],
+                    other => panic!("--callers thread|worker|both, not {other}"),
                 }
             }
             "--requests" => args.requests = value().parse().expect("--requests N"),
@@ -162,45 +175,87 @@ fn canned_body((key, version): (i16, i16)) -> Bytes {
     b.freeze()
 }
 
+/// Where the bench's callers run.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Callers {
+    /// A thread of their own (a current-thread tokio runtime).
+    Thread,
+    /// The worker thread that owns the connection.
+    Worker,
+}
+
+impl std::fmt::Display for Callers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Callers::Thread => "thread",
+            Callers::Worker => "worker",
+        })
+    }
+}
+
 struct Round {
     elapsed: Duration,
     latencies: Vec<Duration>,
 }
 
-fn run_round(broker: &Broker, requests: usize, depth: usize) -> Round {
-    let driver = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    driver.block_on(async {
-        let started = Instant::now();
-        let mut tasks = tokio::task::JoinSet::new();
-        let per_task = requests / depth;
-        for _ in 0..depth {
+fn run_round(
+    rt: &Runtime,
+    broker: &Broker,
+    callers: Callers,
+    requests: usize,
+    depth: usize,
+) -> Round {
+    match callers {
+        Callers::Thread => {
+            let driver = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let local = tokio::task::LocalSet::new();
+            driver.block_on(local.run_until(callers_round(broker.clone(), requests, depth)))
+        }
+        Callers::Worker => {
+            let (tx, rx) = std::sync::mpsc::channel();
             let b = broker.clone();
-            tasks.spawn(async move {
-                let mut lat = Vec::with_capacity(per_task);
-                for _ in 0..per_task {
-                    let t = Instant::now();
-                    let m = b
-                        .send(MetadataRequest::default().with_topics(Some(Vec::new())))
-                        .await
-                        .expect("metadata");
-                    assert!(!m.brokers.is_empty());
-                    lat.push(t.elapsed());
-                }
-                lat
-            });
+            spawn_on_worker(rt, 0, move |_| async move {
+                let _ = tx.send(callers_round(b, requests, depth).await);
+            })
+            .expect("spawn on the worker");
+            rx.recv().expect("the round's result")
         }
-        let mut latencies = Vec::with_capacity(requests);
-        while let Some(l) = tasks.join_next().await {
-            latencies.extend(l.unwrap());
-        }
-        Round {
-            elapsed: started.elapsed(),
-            latencies,
-        }
-    })
+    }
+}
+
+/// `depth` concurrent callers sending `requests` requests in all, on the current
+/// thread (a current-thread runtime or the worker's own).
+async fn callers_round(broker: Broker, requests: usize, depth: usize) -> Round {
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    let per_task = requests / depth;
+    for _ in 0..depth {
+        let b = broker.clone();
+        tasks.spawn_local(async move {
+            let mut lat = Vec::with_capacity(per_task);
+            for _ in 0..per_task {
+                let t = Instant::now();
+                let m = b
+                    .send(MetadataRequest::default().with_topics(Some(Vec::new())))
+                    .await
+                    .expect("metadata");
+                assert!(!m.brokers.is_empty());
+                lat.push(t.elapsed());
+            }
+            lat
+        });
+    }
+    let mut latencies = Vec::with_capacity(requests);
+    while let Some(l) = tasks.join_next().await {
+        latencies.extend(l.unwrap());
+    }
+    Round {
+        elapsed: started.elapsed(),
+        latencies,
+    }
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -222,65 +277,69 @@ fn main() {
         None => start_blackhole("127.0.0.1:0"),
     };
     println!(
-        "| backend | target | requests/s (median of {}) | p50 | p99 |",
+        "| backend | target | callers | requests/s (median of {}) | p50 | p99 |",
         args.rounds
     );
-    println!("|---|---|---:|---:|---:|");
-    let mut rates: HashMap<(String, Backend), f64> = HashMap::new();
+    println!("|---|---|---|---:|---:|---:|");
+    let mut rates: HashMap<(String, Callers, Backend), f64> = HashMap::new();
     for target in &args.targets {
-        for &backend in &args.backends {
-            let choice = match backend {
-                Backend::IoUring => BackendChoice::IoUring,
-                Backend::Epoll => BackendChoice::Epoll,
-            };
-            let rt = Runtime::new(RuntimeConfig {
-                workers: 1,
-                backend: choice,
-                thread_name: "kring-bench".into(),
-            })
-            .expect("runtime");
-            let addr = if target == "broker" {
-                std::env::var("KRING_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9092".into())
-            } else {
-                blackhole.to_string()
-            };
-            let config = ConnectionConfig {
-                max_in_flight: args.depth,
-                ..ConnectionConfig::default()
-            };
-            let broker = Broker::open(&rt, 1, addr, config).expect("open");
-            broker
-                .connect_blocking()
-                .unwrap_or_else(|e| panic!("{target}: {e}"));
-            // Warm-up.
-            run_round(&broker, args.requests / 10, args.depth);
-            let mut rounds: Vec<Round> = (0..args.rounds)
-                .map(|_| run_round(&broker, args.requests, args.depth))
-                .collect();
-            rounds.sort_by_key(|r| r.elapsed);
-            let median = &rounds[rounds.len() / 2];
-            let rate = median.latencies.len() as f64 / median.elapsed.as_secs_f64();
-            let mut all: Vec<Duration> = rounds.into_iter().flat_map(|r| r.latencies).collect();
-            all.sort();
-            println!(
-                "| {backend} | {target} | {rate:.0} | {:.1} µs | {:.1} µs |",
-                percentile(&all, 0.50).as_secs_f64() * 1e6,
-                percentile(&all, 0.99).as_secs_f64() * 1e6,
-            );
-            rates.insert((target.clone(), backend), rate);
-            drop(broker);
-            rt.shutdown();
+        for &callers in &args.callers {
+            for &backend in &args.backends {
+                let choice = match backend {
+                    Backend::IoUring => BackendChoice::IoUring,
+                    Backend::Epoll => BackendChoice::Epoll,
+                };
+                let rt = Runtime::new(RuntimeConfig {
+                    workers: 1,
+                    backend: choice,
+                    thread_name: "kring-bench".into(),
+                })
+                .expect("runtime");
+                let addr = if target == "broker" {
+                    std::env::var("KRING_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9092".into())
+                } else {
+                    blackhole.to_string()
+                };
+                let config = ConnectionConfig {
+                    max_in_flight: args.depth,
+                    ..ConnectionConfig::default()
+                };
+                let broker = Broker::open(&rt, 1, addr, config).expect("open");
+                broker
+                    .connect_blocking()
+                    .unwrap_or_else(|e| panic!("{target}: {e}"));
+                // Warm-up.
+                run_round(&rt, &broker, callers, args.requests / 10, args.depth);
+                let mut rounds: Vec<Round> = (0..args.rounds)
+                    .map(|_| run_round(&rt, &broker, callers, args.requests, args.depth))
+                    .collect();
+                rounds.sort_by_key(|r| r.elapsed);
+                let median = &rounds[rounds.len() / 2];
+                let rate = median.latencies.len() as f64 / median.elapsed.as_secs_f64();
+                let mut all: Vec<Duration> = rounds.into_iter().flat_map(|r| r.latencies).collect();
+                all.sort();
+                println!(
+                    "| {backend} | {target} | {callers} | {rate:.0} | {:.1} µs | {:.1} µs |",
+                    percentile(&all, 0.50).as_secs_f64() * 1e6,
+                    percentile(&all, 0.99).as_secs_f64() * 1e6,
+                );
+                rates.insert((target.clone(), callers, backend), rate);
+                drop(broker);
+                rt.shutdown();
+            }
         }
     }
     for target in &args.targets {
-        if let (Some(u), Some(e)) = (
-            rates.get(&(target.clone(), Backend::IoUring)),
-            rates.get(&(target.clone(), Backend::Epoll)),
-        ) {
-            println!(
-                "io_uring/epoll throughput ratio against {target}: {:.2}",
-                u / e
-            );
+        for &callers in &args.callers {
+            if let (Some(u), Some(e)) = (
+                rates.get(&(target.clone(), callers, Backend::IoUring)),
+                rates.get(&(target.clone(), callers, Backend::Epoll)),
+            ) {
+                println!(
+                    "io_uring/epoll throughput ratio against {target}, callers on the {callers}: {:.2}",
+                    u / e
+                );
+            }
         }
     }
 }

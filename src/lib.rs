@@ -113,6 +113,16 @@ pub mod internals {
         client.runtime().live_tasks()
     }
 
+    /// Starts the future `make` returns on worker `index` of `runtime`, the thread that
+    /// owns that worker's sockets (for the I/O bench's callers on the worker).
+    pub fn spawn_on_worker<F, Fut>(runtime: &Runtime, index: usize, make: F) -> Result<(), IoError>
+    where
+        F: FnOnce(Backend) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + 'static,
+    {
+        runtime.spawn_on(index, make)
+    }
+
     /// The connection settings `config` implies (security files read).
     pub fn connection_config(
         config: &crate::Config,
