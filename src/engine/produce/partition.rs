@@ -577,7 +577,8 @@ impl PartitionState {
     /// the Java client's accumulator and librdkafka's queues do: sealed at every linger,
     /// a partition waiting for a slow first answer would queue many small batches (more
     /// requests, more wake-ups and more to scan at every drain); its next state change
-    /// (an answer, a backoff's end) wakes the sink, so no deadline is returned for it.
+    /// (an answer, a backoff's end) wakes the sink, and the deadline returned for it is
+    /// its delivery timeout, past which it is sealed to expire like any other.
     pub fn seal_if_due(
         &mut self,
         now: Instant,
@@ -586,9 +587,12 @@ impl PartitionState {
         settings: &ProduceSettings,
         pools: &ArenaPools,
     ) -> Option<Instant> {
-        let due = self.open.as_ref()?.created + settings.linger;
-        if hold && !flushing && now >= due {
-            return None;
+        let created = self.open.as_ref()?.created;
+        let due = created + settings.linger;
+        // Held no longer than its delivery timeout: then it is sealed, and expires.
+        let expires = created + settings.delivery_timeout;
+        if hold && !flushing && now >= due && now < expires {
+            return Some(expires);
         }
         if flushing || now >= due {
             self.seal(SealReason::Due, settings, pools, &|| now);

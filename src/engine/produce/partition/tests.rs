@@ -341,7 +341,11 @@ fn a_busy_partition_keeps_its_lingering_batch_open_until_it_can_send_it() {
     append_value(&mut s, b"a", &settings, &pools, now);
     let later = now + settings.linger * 3;
     assert!(s.busy_sending(later, &settings));
-    assert_eq!(s.seal_if_due(later, false, true, &settings, &pools), None);
+    assert_eq!(
+        s.seal_if_due(later, false, true, &settings, &pools),
+        Some(now + settings.delivery_timeout),
+        "held until its delivery timeout at most"
+    );
     assert!(!s.has_sendable(), "past its linger, still open");
     append_value(&mut s, b"b", &settings, &pools, later);
     s.settle(first, ack(), later, &settings);
@@ -351,6 +355,15 @@ fn a_busy_partition_keeps_its_lingering_batch_open_until_it_can_send_it() {
     let next = take(&p, later, &settings);
     assert_eq!(next.len(), 1);
     assert_eq!(next[0].records, 2, "both records in the one batch");
+    // Past its delivery timeout, a held batch is sealed (and so expires).
+    let mut s = p.state();
+    append_value(&mut s, b"old", &settings, &pools, later);
+    let expired = later + settings.delivery_timeout;
+    assert_eq!(s.seal_if_due(expired, false, true, &settings, &pools), None);
+    assert!(s.has_sendable());
+    assert!(!s.expire(expired, &settings), "expired before it was sent");
+    assert!(!s.has_sendable());
+    drop(s);
     // A flush seals a held batch all the same.
     let mut s = p.state();
     append_value(&mut s, b"c", &settings, &pools, later);
