@@ -93,8 +93,8 @@ def default_workloads():
         "consume-1k-group": {"op": "consume", "records": 500_000, "size": 1024, "acks": "1",
                              "idempotence": "false", "compression": "lz4", "group": 1, **common},
         # produce-100 and consume-100 over the SASL_SSL listener (TLS, SCRAM-SHA-512):
-        # what TLS costs each client (kring, librdkafka and the Java client; the Go
-        # peers' contract programs take no security settings yet).
+        # what TLS costs each client (every client; the contract programs take the
+        # settings as --property NAME=VALUE, Java as its own property names).
         "produce-100-sasl-ssl": {"op": "produce", "records": 1_000_000, "size": 100, "acks": "1",
                                  "idempotence": "false", "compression": "none",
                                  "security": "SASL_SSL", **common},
@@ -117,7 +117,7 @@ def cargo_target(default):
 
 # The SASL_SSL listener of scripts/kafka and its test credentials.
 SASL_SSL_BOOTSTRAP = "127.0.0.1:9492"
-SECURE_CLIENTS = ("kring", "kring-epoll", "kring-base", "librdkafka", "java")
+SECURE_CLIENTS = ("kring", "kring-epoll", "kring-base", "librdkafka", "sarama", "franz-go", "java")
 
 
 def tls_ca():
@@ -127,7 +127,7 @@ def tls_ca():
 
 def security_properties(w):
     """(bootstrap, properties) of a workload: the plaintext listener, or SASL_SSL with
-    SCRAM-SHA-512 (property names that kring, librdkafka and Java all take)."""
+    SCRAM-SHA-512 (librdkafka's property names, which kring and the Go peers take too)."""
     if w.get("security") != "SASL_SSL":
         return BOOTSTRAP, []
     return SASL_SSL_BOOTSTRAP, [("security.protocol", "SASL_SSL"), ("sasl.mechanism", "SCRAM-SHA-512"),
@@ -1138,8 +1138,7 @@ def client_label(c, workload, runs):
 
 
 def describe(name, w):
-    over = (" over SASL_SSL (TLS, SCRAM-SHA-512; the Go peers do not run it)"
-            if w.get("security") else "")
+    over = " over SASL_SSL (TLS, SCRAM-SHA-512)" if w.get("security") else ""
     if w.get("group"):
         over += (", as the one member of a fresh consumer group (`--group`: subscribe, no "
                  "commits; clocked from the first assignment, the join left out, as the Java "

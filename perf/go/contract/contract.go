@@ -9,11 +9,14 @@ package contract
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -43,6 +46,123 @@ type Args struct {
 	// neither): produce in transactions of TxnRecords records with this id.
 	TransactionalID string
 	TxnRecords      int
+	// Security is what the --property NAME=VALUE options set (both subcommands).
+	Security Security
+}
+
+// Security is the connection's security, from the contract's `--property NAME=VALUE`
+// options. The names are librdkafka's (and kring's); the ones taken are
+//
+//	security.protocol  PLAINTEXT (the default), SSL, SASL_PLAINTEXT or SASL_SSL
+//	sasl.mechanism     PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (required with SASL)
+//	sasl.username      required with SASL
+//	sasl.password      required with SASL
+//	ssl.ca.location    a PEM file of the CA certificates to trust (with SSL/SASL_SSL;
+//	                   without it, the system's roots)
+//
+// Any other name, an unsupported value, a property given twice or one that the protocol
+// does not use (sasl.* without SASL, ssl.* without TLS) is a bad command line: a setting
+// is never ignored.
+type Security struct {
+	Protocol  string // "PLAINTEXT", "SSL", "SASL_PLAINTEXT" or "SASL_SSL"
+	Mechanism string // "PLAIN", "SCRAM-SHA-256" or "SCRAM-SHA-512"; "" without SASL
+	Username  string
+	Password  string
+	// TLS is the TLS configuration with SSL and SASL_SSL, nil otherwise: the
+	// ssl.ca.location certificates as its roots (nil RootCAs, the system's, without it),
+	// and the usual verification of the broker's certificate and host name (ServerName
+	// is left empty: each client sets it to the host of the broker it dials).
+	TLS *tls.Config
+}
+
+// SASL says whether the protocol authenticates with SASL.
+func (s Security) SASL() bool { return strings.HasPrefix(s.Protocol, "SASL_") }
+
+// propertyList collects the repeatable --property NAME=VALUE, in order.
+type propertyList [][2]string
+
+func (p *propertyList) String() string { return "" }
+
+func (p *propertyList) Set(v string) error {
+	name, value, ok := strings.Cut(v, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("%q is not NAME=VALUE", v)
+	}
+	*p = append(*p, [2]string{name, value})
+	return nil
+}
+
+// parseSecurity checks the properties and makes the Security they describe; a bad one
+// exits through BadArgs (or Fail, for an unreadable CA file), naming the property.
+func parseSecurity(props propertyList) Security {
+	given := map[string]string{}
+	for _, kv := range props {
+		name, value := kv[0], kv[1]
+		switch name {
+		case "security.protocol", "sasl.mechanism", "sasl.username", "sasl.password", "ssl.ca.location":
+		default:
+			BadArgs("--property %s: unsupported property (%s takes security.protocol, "+
+				"sasl.mechanism, sasl.username, sasl.password and ssl.ca.location)", name, ProgramName())
+		}
+		if _, twice := given[name]; twice {
+			BadArgs("--property %s: given twice", name)
+		}
+		given[name] = value
+	}
+
+	s := Security{Protocol: "PLAINTEXT"}
+	if v, ok := given["security.protocol"]; ok {
+		s.Protocol = strings.ToUpper(v)
+		if !slices.Contains([]string{"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}, s.Protocol) {
+			BadArgs("--property security.protocol=%s: unsupported (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)", v)
+		}
+	}
+	useTLS := s.Protocol == "SSL" || s.Protocol == "SASL_SSL"
+
+	for _, name := range []string{"sasl.mechanism", "sasl.username", "sasl.password"} {
+		if _, ok := given[name]; ok && !s.SASL() {
+			BadArgs("--property %s: security.protocol %s does not use SASL", name, s.Protocol)
+		}
+	}
+	if s.SASL() {
+		v, ok := given["sasl.mechanism"]
+		if !ok {
+			BadArgs("--property sasl.mechanism: required with security.protocol %s (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)", s.Protocol)
+		}
+		s.Mechanism = strings.ToUpper(v)
+		if !slices.Contains([]string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}, s.Mechanism) {
+			BadArgs("--property sasl.mechanism=%s: unsupported (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)", v)
+		}
+		if s.Username, ok = given["sasl.username"]; !ok || s.Username == "" {
+			BadArgs("--property sasl.username: required with sasl.mechanism %s", s.Mechanism)
+		}
+		if s.Password, ok = given["sasl.password"]; !ok {
+			BadArgs("--property sasl.password: required with sasl.mechanism %s", s.Mechanism)
+		}
+	}
+
+	ca, haveCA := given["ssl.ca.location"]
+	if haveCA && !useTLS {
+		BadArgs("--property ssl.ca.location: security.protocol %s does not use TLS", s.Protocol)
+	}
+	if useTLS {
+		s.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+		if haveCA {
+			if ca == "" {
+				BadArgs("--property ssl.ca.location: empty path")
+			}
+			pem, err := os.ReadFile(ca)
+			if err != nil {
+				Fail("--property ssl.ca.location: %v", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				Fail("--property ssl.ca.location: no PEM certificate in %s", ca)
+			}
+			s.TLS.RootCAs = pool
+		}
+	}
+	return s
 }
 
 // Transactional says whether produce sends its records in transactions.
@@ -70,9 +190,12 @@ func usage() {
 	fmt.Fprintf(os.Stderr, `usage:
   %[1]s produce --bootstrap HOST:PORT --topic T --records N --payload-file F \
       --acks 0|1|all --idempotence true|false --compression none|gzip|snappy|lz4|zstd \
-      --linger-ms L --batch-size BYTES [--transactional-id ID --txn-records N]
-  %[1]s consume --bootstrap HOST:PORT --topic T --records N
-(the peer contract of perf/README.md)
+      --linger-ms L --batch-size BYTES [--transactional-id ID --txn-records N] \
+      [--property NAME=VALUE ...]
+  %[1]s consume --bootstrap HOST:PORT --topic T --records N [--property NAME=VALUE ...]
+(the peer contract of perf/README.md; the properties taken: security.protocol
+PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL, sasl.mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512,
+sasl.username, sasl.password, ssl.ca.location CA-PEM-FILE)
 `, ProgramName())
 }
 
@@ -101,6 +224,8 @@ func ParseArgs(argv []string) Args {
 	fs.StringVar(&a.Bootstrap, "bootstrap", "", "HOST:PORT of a broker")
 	fs.StringVar(&a.Topic, "topic", "", "topic (it must exist)")
 	fs.IntVar(&a.Records, "records", 0, "number of records")
+	var props propertyList
+	fs.Var(&props, "property", "NAME=VALUE, a security setting (repeatable)")
 	var idempotence string
 	var lingerMs int
 	if a.Op == "produce" {
@@ -128,6 +253,7 @@ func ParseArgs(argv []string) Args {
 	case a.Records <= 0:
 		BadArgs("--records must be > 0")
 	}
+	a.Security = parseSecurity(props)
 	if a.Op == "consume" {
 		return a
 	}

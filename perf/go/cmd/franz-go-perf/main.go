@@ -7,6 +7,8 @@
 //		    --linger-ms L --batch-size BYTES [--transactional-id ID --txn-records N]
 //		franz-go-perf consume --bootstrap HOST:PORT --topic T --records N
 //
+//	(both with the contract's [--property NAME=VALUE ...]: see contract.Security)
+//
 //	  - produce: Client.Produce with a callback per record (asynchronous); a sampled
 //	    record's callback is a closure that knows its latency slot, the others share one.
 //	    In transactions (kgo.TransactionalID): BeginTransaction, N records, Flush (which
@@ -25,6 +27,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"kring.invalid/perf/go/contract"
 )
@@ -40,6 +45,31 @@ func main() {
 	} else {
 		consume(a)
 	}
+}
+
+// securityOpts are the options of the --property settings: TLS (kgo.DialTLSConfig, which
+// sets each dial's ServerName to the broker's host) and SASL (package sasl/plain or
+// sasl/scram).
+func securityOpts(s contract.Security) []kgo.Opt {
+	var opts []kgo.Opt
+	if s.TLS != nil {
+		opts = append(opts, kgo.DialTLSConfig(s.TLS))
+	}
+	if s.SASL() {
+		var m sasl.Mechanism
+		switch s.Mechanism {
+		case "PLAIN":
+			m = plain.Auth{User: s.Username, Pass: s.Password}.AsMechanism()
+		case "SCRAM-SHA-256":
+			m = scram.Auth{User: s.Username, Pass: s.Password}.AsSha256Mechanism()
+		case "SCRAM-SHA-512":
+			m = scram.Auth{User: s.Username, Pass: s.Password}.AsSha512Mechanism()
+		default: // contract.ParseArgs lets no other through
+			contract.Fail("sasl.mechanism %s: unsupported", s.Mechanism)
+		}
+		opts = append(opts, kgo.SASL(m))
+	}
+	return opts
 }
 
 // checkTopic asks the cluster for the topic's metadata (which also opens a connection),
@@ -94,6 +124,7 @@ func produce(a contract.Args) {
 		kgo.MaxBufferedBytes(32 << 20),
 		kgo.MaxBufferedRecords(10_000_000),
 	}
+	opts = append(opts, securityOpts(a.Security)...)
 	if !a.Idempotence {
 		// franz-go is idempotent by default, which needs acks=all.
 		opts = append(opts, kgo.DisableIdempotentWrite())
@@ -204,11 +235,12 @@ func commit(ctx context.Context, client *kgo.Client, failed *atomic.Int64, first
 func consume(a contract.Args) {
 	// A direct consumer that starts at the earliest offset; the topic is added after the
 	// set-up (kgo.ConsumeTopics at NewClient would start fetching at once, before it).
-	client, err := kgo.NewClient(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(a.Bootstrap),
 		kgo.ClientID(contract.ProgramName()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-	)
+	}
+	client, err := kgo.NewClient(append(opts, securityOpts(a.Security)...)...)
 	if err != nil {
 		contract.Fail("client: %v", err)
 	}

@@ -7,6 +7,9 @@
 //		    --linger-ms L --batch-size BYTES [--transactional-id ID --txn-records N]
 //		sarama-perf consume --bootstrap HOST:PORT --topic T --records N
 //
+//	(both with the contract's [--property NAME=VALUE ...]: see contract.Security, and
+//	newConfig for how they map to Config.Net.TLS and Config.Net.SASL)
+//
 //	  - produce: an AsyncProducer with Return.Successes and Return.Errors, each channel
 //	    drained by its own goroutine; the main goroutine feeds Input(). A sampled record
 //	    carries its slot index in ProducerMessage.Metadata. In transactions
@@ -23,6 +26,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/xdg-go/scram"
 
 	"kring.invalid/perf/go/contract"
 )
@@ -37,18 +41,70 @@ func main() {
 	}
 }
 
+// scramClient is Sarama's SCRAMClient on github.com/xdg-go/scram (Sarama leaves SCRAM to
+// the application): Begin makes the conversation, Step is its next message (the first
+// with an empty challenge), Done says it is over.
+type scramClient struct {
+	hash scram.HashGeneratorFcn
+	conv *scram.ClientConversation
+}
+
+func (c *scramClient) Begin(user, password, authzID string) error {
+	client, err := c.hash.NewClient(user, password, authzID)
+	if err != nil {
+		return err
+	}
+	c.conv = client.NewConversation()
+	return nil
+}
+
+func (c *scramClient) Step(challenge string) (string, error) { return c.conv.Step(challenge) }
+
+func (c *scramClient) Done() bool { return c.conv.Done() }
+
+// setSecurity applies the --property settings: Net.TLS (Sarama sets each connection's
+// ServerName to the broker's host, so the certificate and host name are verified as
+// usual) and Net.SASL (Sarama's defaults: handshake v1, the SaslAuthenticate request).
+func setSecurity(cfg *sarama.Config, s contract.Security) {
+	if s.TLS != nil {
+		cfg.Net.TLS.Enable = true
+		cfg.Net.TLS.Config = s.TLS
+	}
+	if !s.SASL() {
+		return
+	}
+	cfg.Net.SASL.Enable = true
+	cfg.Net.SASL.User = s.Username
+	cfg.Net.SASL.Password = s.Password
+	switch s.Mechanism {
+	case "PLAIN":
+		cfg.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+	case "SCRAM-SHA-256":
+		cfg.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA256
+		cfg.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &scramClient{hash: scram.SHA256} }
+	case "SCRAM-SHA-512":
+		cfg.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA512
+		cfg.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &scramClient{hash: scram.SHA512} }
+	default: // contract.ParseArgs lets no other through
+		contract.Fail("sasl.mechanism %s: unsupported", s.Mechanism)
+	}
+}
+
 // newConfig is the configuration both subcommands start from. Sarama defaults changed:
 //   - Version: DefaultVersion (2.8) → V4_3_1_0, the newest Sarama knows, so that it uses
 //     the newest request versions it has (a Kafka 4.x broker rejects the oldest ones).
 //   - ChannelBufferSize: 256 → 4096, so that the channels between the application and
 //     Sarama's goroutines (Input, Successes, Messages, ...) are not the bottleneck.
 //   - Metadata.AllowAutoTopicCreation: true → false; programs never create topics.
-func newConfig() *sarama.Config {
+//
+// The --property settings go to Net.TLS and Net.SASL (setSecurity).
+func newConfig(a contract.Args) *sarama.Config {
 	cfg := sarama.NewConfig()
 	cfg.ClientID = contract.ProgramName()
 	cfg.Version = sarama.V4_3_1_0
 	cfg.ChannelBufferSize = 4096
 	cfg.Metadata.AllowAutoTopicCreation = false
+	setSecurity(cfg, a.Security)
 	return cfg
 }
 
@@ -81,7 +137,7 @@ func connect(a contract.Args, cfg *sarama.Config) (sarama.Client, []int32) {
 
 func produce(a contract.Args) {
 	payloads := contract.ReadPayloads(a.PayloadFile)
-	cfg := newConfig()
+	cfg := newConfig(a)
 	cfg.Producer.Return.Successes = true // default false: successes are the delivery reports
 	cfg.Producer.Return.Errors = true
 	switch a.Acks {
@@ -216,7 +272,7 @@ func produce(a contract.Args) {
 }
 
 func consume(a contract.Args) {
-	cfg := newConfig()
+	cfg := newConfig(a)
 	// Default false (errors are only logged, and Sarama's logger discards them): a failed
 	// fetch must fail the run.
 	cfg.Consumer.Return.Errors = true
