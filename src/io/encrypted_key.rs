@@ -24,6 +24,8 @@ pub(crate) const MAX_SCRYPT_MEMORY: u64 = 256 << 20;
 const MAX_SCRYPT_PARALLELISM: u16 = 16;
 
 const ENCRYPTED_LABEL: &str = "ENCRYPTED PRIVATE KEY";
+const ENCRYPTED_BEGIN: &str = "-----BEGIN ENCRYPTED PRIVATE KEY-----";
+const ENCRYPTED_END: &str = "-----END ENCRYPTED PRIVATE KEY-----";
 
 /// What is wrong with an encrypted key (or with the password for it).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -61,7 +63,7 @@ pub(crate) fn decrypt_pkcs8(
     pem_text: &[u8],
     password: Option<&str>,
 ) -> Result<Option<Vec<u8>>, EncryptedKeyError> {
-    if contains(pem_text, b"Proc-Type: 4,ENCRYPTED") {
+    if find(pem_text, b"Proc-Type: 4,ENCRYPTED").is_some() {
         return Err(EncryptedKeyError::Traditional);
     }
     let block = encrypted_block(pem_text)?;
@@ -154,25 +156,19 @@ fn check_scheme(scheme: &EncryptionScheme<'_>) -> Result<(), EncryptedKeyError> 
 /// The first `ENCRYPTED PRIVATE KEY` block of `text` (which may also hold
 /// certificates, as a PEM key store does).
 fn encrypted_block(text: &[u8]) -> Result<Option<&str>, EncryptedKeyError> {
-    let begin = format!("-----BEGIN {ENCRYPTED_LABEL}-----");
-    let end = format!("-----END {ENCRYPTED_LABEL}-----");
-    let Some(start) = find(text, begin.as_bytes()) else {
+    let Some(start) = find(text, ENCRYPTED_BEGIN.as_bytes()) else {
         return Ok(None);
     };
     let rest = &text[start..];
-    let stop = find(rest, end.as_bytes())
-        .ok_or_else(|| EncryptedKeyError::Malformed(format!("no {end} line")))?;
-    std::str::from_utf8(&rest[..stop + end.len()])
+    let stop = find(rest, ENCRYPTED_END.as_bytes())
+        .ok_or_else(|| EncryptedKeyError::Malformed(format!("no {ENCRYPTED_END} line")))?;
+    std::str::from_utf8(&rest[..stop + ENCRYPTED_END.len()])
         .map(Some)
         .map_err(|_| EncryptedKeyError::Malformed("not UTF-8".into()))
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    find(haystack, needle).is_some()
 }
 
 #[cfg(test)]
