@@ -1,7 +1,8 @@
 // Package contract is the peer contract of perf/README.md — arguments, payload file,
-// progress, latency percentiles and the one-line JSON result — shared by the Go peers of
-// perf/run: cmd/sarama-perf and cmd/franz-go-perf (each main.go holds its client-specific
-// part).
+// the records produce sends (keys, the --rate schedule, stamped values: Feed), progress,
+// latency percentiles, the end-to-end latencies of consume --e2e and the one-line JSON
+// result — shared by the Go peers of perf/run: cmd/sarama-perf and cmd/franz-go-perf (each
+// main.go holds its client-specific part).
 //
 // A peer's main sets ClientName before calling anything else here: it names the client
 // in the result line and, as ClientName+"-perf", the program in messages and the usage.
@@ -22,8 +23,13 @@ import (
 )
 
 const (
-	// SampleEvery: every SampleEvery-th record's send→delivery latency is measured.
+	// SampleEvery: every SampleEvery-th record's send→delivery latency is measured
+	// (every record's with --rate).
 	SampleEvery = 100
+	// StampLen is the length of the stamp that produce --rate writes over the start of
+	// each value: the wall clock of the send call, ns since the Unix epoch, as this many
+	// decimal digits (zero-padded).
+	StampLen = 19
 	// consumeTimeout: consume fails if N records have not arrived by then.
 	consumeTimeout = 120 * time.Second
 	// produceStall: produce fails after this long without a single delivery report.
@@ -46,6 +52,15 @@ type Args struct {
 	// neither): produce in transactions of TxnRecords records with this id.
 	TransactionalID string
 	TxnRecords      int
+	// KeySize (--key-size K, 1 to 16; 0 without it: null keys): record i's key is the
+	// first KeySize of the 16 hex digits of i * 0x9E3779B97F4A7C15 (Feed.Next).
+	KeySize int
+	// Rate (--rate R, records/s; 0 without it: flat out): record i is sent no earlier
+	// than start + i/R, every record's latency is measured and its value is stamped.
+	Rate float64
+	// E2E (consume --e2e): print "ready" on stderr before the first fetch and measure
+	// every record's end-to-end latency from the stamp in its value (EndToEnd).
+	E2E bool
 	// Security is what the --property NAME=VALUE options set (both subcommands).
 	Security Security
 }
@@ -165,6 +180,9 @@ func parseSecurity(props propertyList) Security {
 	return s
 }
 
+// Paced says whether produce follows the --rate schedule.
+func (a Args) Paced() bool { return a.Rate > 0 }
+
 // Transactional says whether produce sends its records in transactions.
 func (a Args) Transactional() bool { return a.TransactionalID != "" }
 
@@ -191,8 +209,8 @@ func usage() {
   %[1]s produce --bootstrap HOST:PORT --topic T --records N --payload-file F \
       --acks 0|1|all --idempotence true|false --compression none|gzip|snappy|lz4|zstd \
       --linger-ms L --batch-size BYTES [--transactional-id ID --txn-records N] \
-      [--property NAME=VALUE ...]
-  %[1]s consume --bootstrap HOST:PORT --topic T --records N [--property NAME=VALUE ...]
+      [--key-size K] [--rate R] [--property NAME=VALUE ...]
+  %[1]s consume --bootstrap HOST:PORT --topic T --records N [--e2e] [--property NAME=VALUE ...]
 (the peer contract of perf/README.md; the properties taken: security.protocol
 PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL, sasl.mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512,
 sasl.username, sasl.password, ssl.ca.location CA-PEM-FILE)
@@ -237,6 +255,10 @@ func ParseArgs(argv []string) Args {
 		fs.IntVar(&a.BatchSize, "batch-size", 1_000_000, "batch size, bytes")
 		fs.StringVar(&a.TransactionalID, "transactional-id", "", "produce in transactions with this transactional id")
 		fs.IntVar(&a.TxnRecords, "txn-records", 0, "records per transaction")
+		fs.IntVar(&a.KeySize, "key-size", 0, "keys of K bytes (1 to 16)")
+		fs.Float64Var(&a.Rate, "rate", 0, "records/s, on a fixed schedule, with stamped values")
+	} else {
+		fs.BoolVar(&a.E2E, "e2e", false, "print ready, measure end-to-end latency from the values' stamps")
 	}
 	switch err := fs.Parse(argv[1:]); err {
 	case nil:
@@ -245,6 +267,8 @@ func ParseArgs(argv []string) Args {
 	default:
 		os.Exit(2) // fs.Parse has printed the error and the usage
 	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	switch {
 	case fs.NArg() > 0:
 		BadArgs("unexpected argument %q", fs.Arg(0))
@@ -276,6 +300,14 @@ func ParseArgs(argv []string) Args {
 		BadArgs("--transactional-id and --txn-records go together")
 	case a.Transactional() && idempotence != "true":
 		BadArgs("--transactional-id needs --idempotence true")
+	case given["key-size"] && (a.KeySize < 1 || a.KeySize > 16):
+		BadArgs("--key-size %d: must be 1 to 16", a.KeySize)
+	case given["rate"] && !(a.Rate > 0 && !math.IsInf(a.Rate, 0)):
+		BadArgs("--rate %v: must be a number of records/s > 0", a.Rate)
+	case a.Paced() && a.Transactional():
+		BadArgs("--rate and --transactional-id don't go together")
+	case a.Paced() && float64(a.Records)/a.Rate > 100*365*24*3600:
+		BadArgs("--rate %v: %d records would take over a century", a.Rate, a.Records)
 	}
 	a.Idempotence = idempotence == "true"
 	a.Linger = time.Duration(lingerMs) * time.Millisecond
@@ -285,9 +317,11 @@ func ParseArgs(argv []string) Args {
 	return a
 }
 
-// ReadPayloads reads the payload file once: its K lines, each exactly S > 0 bytes (a
-// final newline is optional). Record i's value is line i mod K.
-func ReadPayloads(path string) [][]byte {
+// ReadPayloads reads the payload file, a.PayloadFile, once: its K lines, each exactly
+// S > 0 bytes (a final newline is optional). Record i's value is line i mod K. With
+// --rate, lines shorter than the stamp (StampLen bytes) are a bad command line.
+func ReadPayloads(a Args) [][]byte {
+	path := a.PayloadFile
 	data, err := os.ReadFile(path)
 	if err != nil {
 		Fail("payload file: %v", err)
@@ -308,18 +342,24 @@ func ReadPayloads(path string) [][]byte {
 			Fail("payload file %s: line %d is %d bytes, line 1 is %d", path, i+1, len(line), size)
 		}
 	}
+	if a.Paced() && size < StampLen {
+		BadArgs("--rate needs payload lines of at least %d bytes (the stamp); %s has lines of %d", StampLen, path, size)
+	}
 	return lines
-}
-
-// LatencySlots returns one slot per sampled record: slot i/SampleEvery for record i.
-func LatencySlots(records int) []time.Duration {
-	return make([]time.Duration, (records+SampleEvery-1)/SampleEvery)
 }
 
 // Monitor prints progress (count of total) to stderr once a second until the returned
 // stop is called. It ends the run (exit 1) when consume has not reached total within
-// consumeTimeout of the start, or when produce's count has not moved for produceStall.
-func Monitor(op string, total int, count *atomic.Int64) (stop func()) {
+// consumeTimeout of the start (with --e2e, whose producer starts when it likes and runs
+// as long as its schedule says: when the count has not moved for consumeTimeout), or
+// when produce's count has not moved for produceStall (plus the schedule's time between
+// two records, with --rate).
+func Monitor(a Args, count *atomic.Int64) (stop func()) {
+	op, total := a.Op, a.Records
+	stall := produceStall
+	if a.Paced() {
+		stall += time.Duration(float64(time.Second) / a.Rate)
+	}
 	quit := make(chan struct{})
 	go func() {
 		start := time.Now()
@@ -337,10 +377,12 @@ func Monitor(op string, total int, count *atomic.Int64) (stop func()) {
 					last, lastMoved = n, now
 				}
 				switch {
-				case op == "consume" && now.Sub(start) > consumeTimeout:
+				case op == "consume" && !a.E2E && now.Sub(start) > consumeTimeout:
 					Fail("only %d of %d records arrived within %v", n, total, consumeTimeout)
-				case op == "produce" && now.Sub(lastMoved) > produceStall:
-					Fail("%d of %d records delivered, none for %v", n, total, produceStall)
+				case op == "consume" && a.E2E && now.Sub(lastMoved) > consumeTimeout:
+					Fail("%d of %d records arrived, none for %v", n, total, consumeTimeout)
+				case op == "produce" && now.Sub(lastMoved) > stall:
+					Fail("%d of %d records delivered, none for %v", n, total, stall)
 				}
 			}
 		}
@@ -355,16 +397,28 @@ func PercentileMs(sorted []time.Duration, p float64) float64 {
 	return float64(sorted[i]) / float64(time.Millisecond)
 }
 
-// Report prints the contract's result line on stdout; latencies is nil for consume.
-func Report(op string, records int, valueBytes int64, elapsed time.Duration, latencies []time.Duration) {
-	p50, p99 := "null", "null"
+// Report prints the contract's result line on stdout. latencies (produce: Feed.Latencies)
+// is nil for consume, whose p50_ms and p99_ms are null; produce also gives p999_ms and
+// max_ms (over every record with --rate, over the sampled ones without). e2e (consume
+// --e2e: the EndToEnd latencies of the N records) adds e2e_p50_ms, e2e_p99_ms,
+// e2e_p999_ms and e2e_max_ms; nil leaves them out. Both are sorted in place.
+func Report(op string, records int, valueBytes int64, elapsed time.Duration, latencies, e2e []time.Duration) {
+	line := fmt.Sprintf(`{"client":"%s","op":"%s","records":%d,"bytes":%d,"elapsed_s":%.6f`,
+		ClientName, op, records, valueBytes, elapsed.Seconds())
 	if len(latencies) > 0 {
 		slices.Sort(latencies)
-		p50 = fmt.Sprintf("%.3f", PercentileMs(latencies, 0.50))
-		p99 = fmt.Sprintf("%.3f", PercentileMs(latencies, 0.99))
+		line += fmt.Sprintf(`,"p50_ms":%.3f,"p99_ms":%.3f,"p999_ms":%.3f,"max_ms":%.3f`,
+			PercentileMs(latencies, 0.50), PercentileMs(latencies, 0.99),
+			PercentileMs(latencies, 0.999), PercentileMs(latencies, 1))
+	} else {
+		line += `,"p50_ms":null,"p99_ms":null`
 	}
-	fmt.Printf(`{"client":"%s","op":"%s","records":%d,"bytes":%d,"elapsed_s":%.6f,"p50_ms":%s,"p99_ms":%s}`+"\n",
-		ClientName, op, records, valueBytes, elapsed.Seconds(), p50, p99)
+	if len(e2e) > 0 {
+		slices.Sort(e2e)
+		line += fmt.Sprintf(`,"e2e_p50_ms":%.3f,"e2e_p99_ms":%.3f,"e2e_p999_ms":%.3f,"e2e_max_ms":%.3f`,
+			PercentileMs(e2e, 0.50), PercentileMs(e2e, 0.99), PercentileMs(e2e, 0.999), PercentileMs(e2e, 1))
+	}
+	fmt.Println(line + "}")
 }
 
 // Touch reads a value — its length and its first and last bytes — and returns its

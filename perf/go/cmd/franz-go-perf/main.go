@@ -4,23 +4,32 @@
 //
 //		franz-go-perf produce --bootstrap HOST:PORT --topic T --records N --payload-file F \
 //		    --acks 0|1|all --idempotence true|false --compression none|gzip|snappy|lz4|zstd \
-//		    --linger-ms L --batch-size BYTES [--transactional-id ID --txn-records N]
-//		franz-go-perf consume --bootstrap HOST:PORT --topic T --records N
+//		    --linger-ms L --batch-size BYTES [--transactional-id ID --txn-records N] \
+//		    [--key-size K] [--rate R]
+//		franz-go-perf consume --bootstrap HOST:PORT --topic T --records N [--e2e]
 //
 //	(both with the contract's [--property NAME=VALUE ...]: see contract.Security)
 //
-//	  - produce: Client.Produce with a callback per record (asynchronous); a sampled
-//	    record's callback is a closure that knows its latency slot, the others share one.
-//	    In transactions (kgo.TransactionalID): BeginTransaction, N records, Flush (which
-//	    cuts the linger short), EndTransaction(TryCommit); the clock stops at the end of
-//	    the last commit.
+//	  - produce: Client.Produce with a callback per record (asynchronous), the records of
+//	    a contract.Feed (keys, the --rate schedule, stamped values); a sampled record's
+//	    callback (every record's with --rate) is a closure that knows its latency slot,
+//	    the others share one. The partitioner is franz-go's default,
+//	    UniformBytesPartitioner(64 KiB, adaptive, keys, murmur2): keyed records by the
+//	    murmur2 hash of the key, as Java's, null keys stickily. In transactions
+//	    (kgo.TransactionalID): BeginTransaction, N records, Flush (which cuts the linger
+//	    short), EndTransaction(TryCommit); the clock stops at the end of the last commit.
 //	  - consume: a direct consumer (no group, no commits) of the topic from the start of
-//	    every partition (ConsumeResetOffset(AtStart)), PollFetches until N records.
+//	    every partition (ConsumeResetOffset(AtStart)), PollFetches until N records. With
+//	    --e2e, every partition from offset 0 (AddConsumePartitions, no ListOffsets first),
+//	    "ready" on stderr when the first Fetch request has been written (a
+//	    kgo.HookBrokerWrite: connections, metadata and the partitions are in place), and
+//	    the wall clock taken as each record comes out of the fetches.
 package main
 
 import (
 	"context"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -73,9 +82,9 @@ func securityOpts(s contract.Security) []kgo.Opt {
 }
 
 // checkTopic asks the cluster for the topic's metadata (which also opens a connection),
-// failing if the topic does not exist or has no partitions. Set-up, outside the timed
-// part.
-func checkTopic(ctx context.Context, client *kgo.Client, topic string) {
+// failing if the topic does not exist or has no partitions, and returns its partition
+// count. Set-up, outside the timed part.
+func checkTopic(ctx context.Context, client *kgo.Client, topic string) int32 {
 	req := kmsg.NewPtrMetadataRequest()
 	t := kmsg.NewMetadataRequestTopic()
 	t.Topic = kmsg.StringPtr(topic)
@@ -94,10 +103,11 @@ func checkTopic(ctx context.Context, client *kgo.Client, topic string) {
 	if len(resp.Topics[0].Partitions) == 0 {
 		contract.Fail("topic %s has no partitions", topic)
 	}
+	return int32(len(resp.Topics[0].Partitions))
 }
 
 func produce(a contract.Args) {
-	payloads := contract.ReadPayloads(a.PayloadFile)
+	payloads := contract.ReadPayloads(a)
 	acks := map[string]kgo.Acks{"0": kgo.NoAck(), "1": kgo.LeaderAck(), "all": kgo.AllISRAcks()}[a.Acks]
 	codec := map[string]kgo.CompressionCodec{
 		"none":   kgo.NoCompression(),
@@ -157,9 +167,8 @@ func produce(a contract.Args) {
 
 	n := int64(a.Records)
 	base := time.Now()
-	sentAt := contract.LatencySlots(a.Records)    // slot k: record k*SampleEvery's send time, since base
-	latencies := contract.LatencySlots(a.Records) // slot k: its send→delivery latency
-	var finished, failed atomic.Int64             // delivery reports, and failures among them
+	feed := contract.NewFeed(a, payloads)
+	var finished, failed atomic.Int64 // delivery reports, and failures among them
 	var firstError atomic.Pointer[error]
 	var lastReport time.Duration // since base; written once, by the N-th report
 	allReported := make(chan struct{})
@@ -176,8 +185,7 @@ func produce(a contract.Args) {
 	}
 	unsampled := func(_ *kgo.Record, err error) { delivered(err) }
 
-	stop := contract.Monitor("produce", a.Records, &finished)
-	var valueBytes int64
+	stop := contract.Monitor(a, &finished)
 	ctx = context.Background() // Produce waits for buffer space without a limit
 	t0 := time.Since(base)
 	for i := range a.Records {
@@ -186,17 +194,14 @@ func produce(a contract.Args) {
 				contract.Fail("begin transaction: %v", err)
 			}
 		}
-		value := payloads[i%len(payloads)]
-		valueBytes += int64(len(value))
-		r := &kgo.Record{Topic: a.Topic, Value: value}
-		if i%contract.SampleEvery != 0 {
+		key, value, slot := feed.Next(i)
+		r := &kgo.Record{Topic: a.Topic, Key: key, Value: value} // a nil key is a null key
+		if slot < 0 {
 			client.Produce(ctx, r, unsampled)
 		} else {
-			k := i / contract.SampleEvery
-			sentAt[k] = time.Since(base)
 			client.Produce(ctx, r, func(_ *kgo.Record, err error) {
 				if err == nil {
-					latencies[k] = time.Since(base) - sentAt[k]
+					feed.Delivered(slot)
 				}
 				delivered(err)
 			})
@@ -215,7 +220,7 @@ func produce(a contract.Args) {
 	if f := failed.Load(); f > 0 {
 		contract.Fail("%d of %d records failed; first error: %v", f, n, *firstError.Load())
 	}
-	contract.Report("produce", a.Records, valueBytes, elapsed, latencies)
+	contract.Report("produce", a.Records, feed.Bytes, elapsed, feed.Latencies(), nil)
 }
 
 // commit ends the open transaction: its records flushed (every callback has run when
@@ -232,6 +237,17 @@ func commit(ctx context.Context, client *kgo.Client, failed *atomic.Int64, first
 	}
 }
 
+// readyAtFirstFetch is consume --e2e's kgo.HookBrokerWrite: it prints "ready" once, when
+// the first Fetch request has been written (the client has its connection, the
+// metadata and the partitions by then; it runs in the client's goroutine that writes).
+type readyAtFirstFetch struct{ once sync.Once }
+
+func (h *readyAtFirstFetch) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == int16(kmsg.Fetch) && err == nil {
+		h.once.Do(contract.Ready)
+	}
+}
+
 func consume(a contract.Args) {
 	// A direct consumer that starts at the earliest offset; the topic is added after the
 	// set-up (kgo.ConsumeTopics at NewClient would start fetching at once, before it).
@@ -240,22 +256,40 @@ func consume(a contract.Args) {
 		kgo.ClientID(contract.ProgramName()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	}
+	if a.E2E {
+		opts = append(opts, kgo.WithHooks(&readyAtFirstFetch{}))
+	}
 	client, err := kgo.NewClient(append(opts, securityOpts(a.Security)...)...)
 	if err != nil {
 		contract.Fail("client: %v", err)
 	}
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
-	checkTopic(ctx, client, a.Topic)
+	partitions := checkTopic(ctx, client, a.Topic)
 	cancel()
 
 	n := int64(a.Records)
 	var count atomic.Int64 // records read, for the monitor
 	var read, valueBytes int64
 	var digest uint64
-	stop := contract.Monitor("consume", a.Records, &count)
+	var e2e []time.Duration // with --e2e: the N records' end-to-end latencies
+	if a.E2E {
+		e2e = make([]time.Duration, 0, a.Records)
+	}
+	stop := contract.Monitor(a, &count)
 	t0 := time.Now()
-	client.AddConsumeTopics(a.Topic)
+	if a.E2E {
+		// Every partition from offset 0: an exact offset needs no ListOffsets, so the
+		// first fetch follows the metadata at once (ConsumeResetOffset still applies if 0
+		// is out of range).
+		at0 := make(map[int32]kgo.Offset, partitions)
+		for p := range partitions {
+			at0[p] = kgo.NewOffset().At(0)
+		}
+		client.AddConsumePartitions(map[string]map[int32]kgo.Offset{a.Topic: at0})
+	} else {
+		client.AddConsumeTopics(a.Topic)
+	}
 	for read < n {
 		// The monitor ends the run if N records have not arrived in time.
 		fetches := client.PollFetches(context.Background())
@@ -264,6 +298,9 @@ func consume(a contract.Args) {
 		})
 		for it := fetches.RecordIter(); !it.Done() && read < n; {
 			v := it.Next().Value
+			if a.E2E { // the wall clock as the record is handed over
+				e2e = append(e2e, contract.EndToEnd(v, time.Now()))
+			}
 			digest += contract.Touch(v)
 			valueBytes += int64(len(v))
 			read++
@@ -273,5 +310,5 @@ func consume(a contract.Args) {
 	elapsed := time.Since(t0)
 	stop()
 	contract.LogDigest(digest)
-	contract.Report("consume", a.Records, valueBytes, elapsed, nil)
+	contract.Report("consume", a.Records, valueBytes, elapsed, nil, e2e)
 }

@@ -4,19 +4,25 @@
 //
 //		sarama-perf produce --bootstrap HOST:PORT --topic T --records N --payload-file F \
 //		    --acks 0|1|all --idempotence true|false --compression none|gzip|snappy|lz4|zstd \
-//		    --linger-ms L --batch-size BYTES [--transactional-id ID --txn-records N]
-//		sarama-perf consume --bootstrap HOST:PORT --topic T --records N
+//		    --linger-ms L --batch-size BYTES [--transactional-id ID --txn-records N] \
+//		    [--key-size K] [--rate R]
+//		sarama-perf consume --bootstrap HOST:PORT --topic T --records N [--e2e]
 //
 //	(both with the contract's [--property NAME=VALUE ...]: see contract.Security, and
 //	newConfig for how they map to Config.Net.TLS and Config.Net.SASL)
 //
 //	  - produce: an AsyncProducer with Return.Successes and Return.Errors, each channel
-//	    drained by its own goroutine; the main goroutine feeds Input(). A sampled record
-//	    carries its slot index in ProducerMessage.Metadata. In transactions
-//	    (Producer.Transaction.ID): BeginTxn, N records, CommitTxn (which flushes them and
-//	    waits for their reports); the clock stops at the end of the last commit.
+//	    drained by its own goroutine; the main goroutine feeds Input() the records of a
+//	    contract.Feed (keys, the --rate schedule, stamped values). A sampled record (every
+//	    record with --rate) carries its slot index in ProducerMessage.Metadata. Keyed
+//	    records go where Sarama's default partitioner, NewHashPartitioner, puts them (FNV-1a
+//	    of the key; null keys at random). In transactions (Producer.Transaction.ID):
+//	    BeginTxn, N records, CommitTxn (which flushes them and waits for their reports);
+//	    the clock stops at the end of the last commit.
 //	  - consume: a Consumer with one PartitionConsumer per partition from OffsetOldest (no
-//	    group, no commits), each partition's Messages() read by its own goroutine.
+//	    group, no commits), each partition's Messages() read by its own goroutine. With
+//	    --e2e, "ready" goes to stderr once ConsumePartition has been called for every
+//	    partition, and each reader takes the wall clock as it receives a record.
 package main
 
 import (
@@ -136,7 +142,7 @@ func connect(a contract.Args, cfg *sarama.Config) (sarama.Client, []int32) {
 }
 
 func produce(a contract.Args) {
-	payloads := contract.ReadPayloads(a.PayloadFile)
+	payloads := contract.ReadPayloads(a)
 	cfg := newConfig(a)
 	cfg.Producer.Return.Successes = true // default false: successes are the delivery reports
 	cfg.Producer.Return.Errors = true
@@ -192,11 +198,10 @@ func produce(a contract.Args) {
 
 	n := int64(a.Records)
 	base := time.Now()
-	sentAt := contract.LatencySlots(a.Records)    // slot k: record k*SampleEvery's send time, since base
-	latencies := contract.LatencySlots(a.Records) // slot k: its send→delivery latency
-	var finished, failed atomic.Int64             // delivery reports, and failures among them
-	var firstError error                          // written by the Errors reader, read after it ends
-	var lastReport time.Duration                  // since base; written once, by the N-th report
+	feed := contract.NewFeed(a, payloads)
+	var finished, failed atomic.Int64 // delivery reports, and failures among them
+	var firstError error              // written by the Errors reader, read after it ends
+	var lastReport time.Duration      // since base; written once, by the N-th report
 	allReported := make(chan struct{})
 	// countReport counts one delivery report; the N-th closes allReported.
 	countReport := func() {
@@ -211,7 +216,7 @@ func produce(a contract.Args) {
 		defer drained.Done()
 		for m := range producer.Successes() {
 			if k, ok := m.Metadata.(int); ok {
-				latencies[k] = time.Since(base) - sentAt[k]
+				feed.Delivered(k)
 			}
 			countReport()
 		}
@@ -227,8 +232,7 @@ func produce(a contract.Args) {
 		}
 	}()
 
-	stop := contract.Monitor("produce", a.Records, &finished)
-	var valueBytes int64
+	stop := contract.Monitor(a, &finished)
 	input := producer.Input()
 	t0 := time.Since(base)
 	for i := range a.Records {
@@ -237,13 +241,13 @@ func produce(a contract.Args) {
 				contract.Fail("begin transaction: %v", err)
 			}
 		}
-		value := payloads[i%len(payloads)]
-		valueBytes += int64(len(value))
+		key, value, slot := feed.Next(i)
 		m := &sarama.ProducerMessage{Topic: a.Topic, Value: sarama.ByteEncoder(value)}
-		if i%contract.SampleEvery == 0 {
-			k := i / contract.SampleEvery
-			m.Metadata = k
-			sentAt[k] = time.Since(base)
+		if key != nil {
+			m.Key = sarama.ByteEncoder(key) // left a nil interface otherwise: a null key
+		}
+		if slot >= 0 {
+			m.Metadata = slot
 		}
 		input <- m
 		if a.EndsTransaction(i) {
@@ -268,7 +272,7 @@ func produce(a contract.Args) {
 	if f := failed.Load(); f > 0 {
 		contract.Fail("%d of %d records failed; first error: %v", f, n, firstError)
 	}
-	contract.Report("produce", a.Records, valueBytes, elapsed, latencies)
+	contract.Report("produce", a.Records, feed.Bytes, elapsed, feed.Latencies(), nil)
 }
 
 func consume(a contract.Args) {
@@ -288,9 +292,11 @@ func consume(a contract.Args) {
 	var end time.Time           // when the N-th record was read; written once
 	var valueBytes atomic.Int64 // summed by each partition's reader when it stops
 	var digest atomic.Uint64    // likewise
+	var e2eMu sync.Mutex
+	var e2e []time.Duration // with --e2e: the N records' end-to-end latencies, gathered likewise
 	allRead := make(chan struct{})
 	var readers sync.WaitGroup
-	stop := contract.Monitor("consume", a.Records, &count)
+	stop := contract.Monitor(a, &count)
 	t0 := time.Now()
 	var children []sarama.PartitionConsumer
 	for _, p := range partitions {
@@ -304,13 +310,21 @@ func consume(a contract.Args) {
 			defer readers.Done()
 			var b int64
 			var d uint64
+			var lat []time.Duration
 			for m := range pc.Messages() {
+				var handedOver time.Time // the wall clock, with --e2e
+				if a.E2E {
+					handedOver = time.Now()
+				}
 				share := contract.Touch(m.Value)
 				k := count.Add(1)
 				if k > n {
 					continue // beyond the N records asked for
 				}
 				b, d = b+int64(len(m.Value)), d+share
+				if a.E2E {
+					lat = append(lat, contract.EndToEnd(m.Value, handedOver))
+				}
 				if k == n {
 					end = time.Now()
 					close(allRead)
@@ -318,12 +332,18 @@ func consume(a contract.Args) {
 			}
 			valueBytes.Add(b)
 			digest.Add(d)
+			e2eMu.Lock()
+			e2e = append(e2e, lat...)
+			e2eMu.Unlock()
 		}()
 		go func() {
 			for e := range pc.Errors() {
 				contract.Fail("consume %s/%d: %v", e.Topic, e.Partition, e.Err)
 			}
 		}()
+	}
+	if a.E2E {
+		contract.Ready() // every partition's consumer started; fetches follow
 	}
 	<-allRead
 	elapsed := end.Sub(t0)
@@ -336,5 +356,8 @@ func consume(a contract.Args) {
 		contract.Fail("close consumer: %v", err)
 	}
 	contract.LogDigest(digest.Load())
-	contract.Report("consume", a.Records, valueBytes.Load(), elapsed, nil)
+	if a.E2E && len(e2e) != a.Records {
+		contract.Fail("--e2e: %d end-to-end latencies for %d records", len(e2e), a.Records)
+	}
+	contract.Report("consume", a.Records, valueBytes.Load(), elapsed, nil, e2e)
 }
