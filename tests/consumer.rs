@@ -619,6 +619,39 @@ fn a_caught_up_partition_sees_new_data_while_others_stay_full() {
     }
 }
 
+#[test]
+fn starting_on_idle_partitions_does_not_wait_behind_the_long_poll() {
+    // Kafka answers a connection's requests in order. With the fetch long-polling an
+    // empty partition for 20 s, each further consume_partition (its ListOffsets and
+    // OffsetForLeaderEpoch) would wait out that poll if they shared its connection:
+    // four partitions took over a minute. The fetcher has a connection of its own, so
+    // they all start at once, well inside one poll.
+    let mut c = config();
+    c.consumer.fetch_max_wait = Duration::from_secs(20);
+    c.net.request_timeout = Duration::from_secs(60);
+    let (client, consumer) = consumer_for(c);
+    let topic = unique("kring-idle-start");
+    create_topic(&client, &topic, 4, 1, &[]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let started = runtime.block_on(async {
+        tokio::time::timeout(Duration::from_secs(15), async {
+            let mut pcs = Vec::new();
+            for p in 0..4 {
+                pcs.push(consumer.consume_partition(&topic, p, Offset::Oldest).await);
+                // Let the fetcher send its long poll before the next partition starts.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            pcs
+        })
+        .await
+    });
+    let pcs = started.expect("the partitions started behind the fetcher's long poll");
+    assert!(pcs.iter().all(Result::is_ok), "{pcs:?}");
+}
+
 /// A raw Fetch of `topic`-0 from `offset` at the leader, with `current` as the current
 /// leader epoch and `last_fetched` as the last fetched epoch: the partition's error code.
 fn fetch_code(

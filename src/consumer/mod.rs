@@ -379,8 +379,10 @@ impl ConsumerInner {
                     let id = broker.id();
                     let settings = fetcher::settings_of(&self.config);
                     let runtime = self.client.runtime();
-                    runtime.spawn_on(runtime.worker_for(id), move |_| {
-                        fetcher::run(weak, broker, rx, budget, settings)
+                    let connection = self.fetch_connection(&broker);
+                    runtime.spawn_on(runtime.worker_for(id), move |_| async move {
+                        fetcher::run(weak, connection.clone(), rx, budget, settings).await;
+                        connection.close();
                     })?;
                     fetchers.insert(id, tx.clone());
                     tx
@@ -390,6 +392,18 @@ impl ConsumerInner {
         tx.send(Command::Add(shared))
             .await
             .map_err(|_| Error::ShuttingDown)
+    }
+
+    /// The connection a new fetcher sends its Fetch requests on: one of its own to the
+    /// broker (as franz-go keeps), because Kafka answers a connection's requests in
+    /// order, and a long-polling Fetch (up to `fetch.max.wait.ms` on a quiet partition)
+    /// would otherwise hold up every ListOffsets, OffsetForLeaderEpoch and metadata
+    /// request behind it: starting to read N idle partitions took N long polls. If the
+    /// broker is not in the metadata (a bootstrap handle), the shared one.
+    fn fetch_connection(&self, broker: &Broker) -> Broker {
+        self.client
+            .open_dedicated_connection(broker.id())
+            .unwrap_or_else(|_| broker.clone())
     }
 
     /// Moves partitions whose leader changed (or whose fetcher broke) to their new leader:
