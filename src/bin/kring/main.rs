@@ -39,6 +39,7 @@ mod json;
 mod metrics_view;
 mod perf;
 mod perf_group;
+mod perf_rate;
 mod perf_txn;
 mod produce;
 mod quotas;

@@ -76,6 +76,15 @@ pub struct PerfProduceArgs {
     /// again; the clock then runs to the end of the last commit
     #[arg(long, value_name = "N")]
     txn_records: Option<u64>,
+    /// Give record i a key: the first K of the 16 hex digits of i × 0x9E3779B97F4A7C15
+    /// (1 to 16; keys are null without it)
+    #[arg(long, value_name = "K")]
+    key_size: Option<usize>,
+    /// Send at this many records/s on a fixed schedule instead of flat out, timing every
+    /// record and stamping each value's first 19 bytes with its send time (ns since the
+    /// epoch) for `perf consume --e2e`
+    #[arg(long, value_name = "RECORDS_PER_S")]
+    rate: Option<f64>,
     #[command(flatten)]
     metrics: crate::metrics_view::MetricsArgs,
     #[command(flatten)]
@@ -99,6 +108,11 @@ pub struct PerfConsumeArgs {
     /// Fail if they haven't all arrived by then
     #[arg(long, value_name = "SECONDS", default_value_t = 120)]
     timeout: u64,
+    /// End-to-end latency of every record, from the send-time stamp `perf produce
+    /// --rate` writes into values (one without a stamp is an error); prints `ready` on
+    /// stderr just before the first fetch, so the producer can be started then
+    #[arg(long)]
+    e2e: bool,
     #[command(flatten)]
     metrics: crate::metrics_view::MetricsArgs,
     #[command(flatten)]
@@ -136,8 +150,11 @@ pub(crate) struct Outcome {
     pub(crate) latencies_ns: Vec<u64>,
     /// Consume: now − record timestamp of sampled records, end to end when reading
     /// while a producer writes, the records' age when reading a backlog (report only;
-    /// the peers of the harness have no such figure, so the JSON leaves it out).
+    /// the peers of the harness have no such figure, so the JSON leaves it out); with
+    /// `--e2e`, now − the send-time stamp of every record instead.
     pub(crate) end_to_end_ns: Vec<u64>,
+    /// Whether `end_to_end_ns` holds `--e2e`'s stamped latencies (they go into the JSON).
+    pub(crate) end_to_end_is_stamped: bool,
     /// The I/O backend the client ran on (in the report and the JSON line, so a result
     /// always says which it measured).
     pub(crate) io_backend: &'static str,
@@ -171,7 +188,16 @@ impl Outcome {
                 p(1.0)
             );
         }
-        if !self.end_to_end_ns.is_empty() {
+        if self.end_to_end_is_stamped {
+            let p = |q| percentile_ms(&self.end_to_end_ns, q).unwrap_or(0.0);
+            println!(
+                "  end to end   p50 {:.2} ms  p99 {:.2} ms  p99.9 {:.2} ms  max {:.2} ms (every record: now − its send-time stamp)",
+                p(0.5),
+                p(0.99),
+                p(0.999),
+                p(1.0)
+            );
+        } else if !self.end_to_end_ns.is_empty() {
             let p = |q| percentile_ms(&self.end_to_end_ns, q).unwrap_or(0.0);
             println!(
                 "  end to end   p50 {:.1} ms  p99 {:.1} ms  max {:.1} ms (now − record timestamp: the records' age when reading a backlog)",
@@ -183,18 +209,36 @@ impl Outcome {
         if let Some(rss) = peak_rss_bytes() {
             println!("  peak RSS     {:.1} MiB", rss as f64 / (1 << 20) as f64);
         }
-        let json_ms =
-            |q| percentile_ms(&self.latencies_ns, q).map_or("null".into(), |v| format!("{v:.3}"));
-        println!(
-            "{{\"client\":\"kring\",\"op\":\"{}\",\"records\":{},\"bytes\":{},\"elapsed_s\":{:.6},\"p50_ms\":{},\"p99_ms\":{},\"io_backend\":\"{}\"}}",
+        println!("{}", self.json_line(secs));
+    }
+
+    /// The contract's result line.
+    fn json_line(&self, secs: f64) -> String {
+        let ms = |samples: &[u64], q| {
+            percentile_ms(samples, q).map_or("null".into(), |v| format!("{v:.3}"))
+        };
+        let lat = &self.latencies_ns;
+        let mut line = format!(
+            "{{\"client\":\"kring\",\"op\":\"{}\",\"records\":{},\"bytes\":{},\"elapsed_s\":{secs:.6},\"p50_ms\":{},\"p99_ms\":{},\"p999_ms\":{},\"max_ms\":{}",
             self.op,
             self.records,
             self.bytes,
-            secs,
-            json_ms(0.5),
-            json_ms(0.99),
-            self.io_backend
+            ms(lat, 0.5),
+            ms(lat, 0.99),
+            ms(lat, 0.999),
+            ms(lat, 1.0),
         );
+        if self.end_to_end_is_stamped {
+            let e2e = &self.end_to_end_ns;
+            line += &format!(
+                ",\"e2e_p50_ms\":{},\"e2e_p99_ms\":{},\"e2e_p999_ms\":{},\"e2e_max_ms\":{}",
+                ms(e2e, 0.5),
+                ms(e2e, 0.99),
+                ms(e2e, 0.999),
+                ms(e2e, 1.0)
+            );
+        }
+        line + &format!(",\"io_backend\":\"{}\"}}", self.io_backend)
     }
 }
 
@@ -298,10 +342,13 @@ fn produce(args: PerfProduceArgs) -> CliResult {
         batch_size,
         transactional_id,
         txn_records,
+        key_size,
+        rate,
         cluster,
         metrics: _,
     } = args;
     let txn = crate::perf_txn::TxnOptions::check(transactional_id, txn_records)?;
+    let key_size = crate::perf_rate::check_key_size(key_size)?;
     let mut settings: Vec<(&str, Option<String>)> = vec![
         ("linger.ms", Some("5".into())),
         ("batch.size", Some("1000000".into())),
@@ -325,6 +372,7 @@ fn produce(args: PerfProduceArgs) -> CliResult {
     }
     cluster.set_producer(&settings)?;
     let values = payloads(payload_file.as_deref(), size)?;
+    let rate = crate::perf_rate::check_rate(rate, txn.is_some(), &values)?;
     let p = &cluster.config.producer;
     println!(
         "perf produce: {records} records to {topic}: acks={} idempotence={} compression={:?} linger={} ms batch.size={} B",
@@ -344,6 +392,9 @@ fn produce(args: PerfProduceArgs) -> CliResult {
         crate::perf_txn::init(&producer, txn)?;
     }
 
+    if let Some(rate) = rate {
+        return produce_paced(&producer, &client, &topic, &values, key_size, records, rate);
+    }
     let mut progress = Progress::new("acked");
     let mut deliveries = Deliveries::start();
     let cpu_start = cpu_seconds();
@@ -354,6 +405,7 @@ fn produce(args: PerfProduceArgs) -> CliResult {
         values: &values,
         deliveries: &mut deliveries,
         progress: &mut progress,
+        key_size,
         bytes: 0,
     };
     let sent: Result<(), kring::Error> = wait(async {
@@ -386,6 +438,19 @@ fn produce(args: PerfProduceArgs) -> CliResult {
         )));
     }
     let elapsed = committed.or(tally.last_report).unwrap_or_else(Instant::now) - started;
+    produced(tally, bytes, elapsed, cpu_start, cpu_end, &client).print();
+    Ok(())
+}
+
+/// The outcome of a produce run whose every record was delivered.
+fn produced(
+    tally: crate::deliveries::Tally,
+    bytes: u64,
+    elapsed: Duration,
+    cpu_start: Option<f64>,
+    cpu_end: Option<f64>,
+    client: &kring::Client,
+) -> Outcome {
     Outcome {
         op: "produce",
         records: tally.delivered,
@@ -394,9 +459,38 @@ fn produce(args: PerfProduceArgs) -> CliResult {
         cpu_seconds: cpu_start.zip(cpu_end).map(|(a, b)| b - a),
         latencies_ns: tally.latencies_ns,
         end_to_end_ns: Vec::new(),
+        end_to_end_is_stamped: false,
         io_backend: client.io_backend().name(),
     }
-    .print();
+}
+
+/// `perf produce --rate`: the paced run of the latency workload.
+fn produce_paced(
+    producer: &Producer,
+    client: &kring::Client,
+    topic: &str,
+    values: &[Vec<u8>],
+    key_size: Option<usize>,
+    records: u64,
+    rate: f64,
+) -> CliResult {
+    let cpu_start = cpu_seconds();
+    let started = Instant::now();
+    let run =
+        crate::perf_rate::send_paced(producer, topic, values, key_size, records, rate, started)?;
+    let cpu_end = cpu_seconds();
+    let _ = wait(producer.close());
+    client.close();
+    let tally = run.tally;
+    if tally.failed > 0 {
+        return Err(CliError::Failed(format!(
+            "{} of {records} record(s) failed; the first: {}",
+            tally.failed,
+            tally.first_error.unwrap_or_default()
+        )));
+    }
+    let elapsed = tally.last_report.unwrap_or_else(Instant::now) - started;
+    produced(tally, run.bytes, elapsed, cpu_start, cpu_end, client).print();
     Ok(())
 }
 
@@ -408,6 +502,8 @@ pub(crate) struct RecordSender<'a> {
     values: &'a [Vec<u8>],
     deliveries: &'a mut Deliveries,
     progress: &'a mut Progress,
+    /// `--key-size`: record i's key is the first this many bytes of `perf_rate::key_of(i)`.
+    key_size: Option<usize>,
     /// Value bytes sent so far.
     bytes: u64,
 }
@@ -422,10 +518,12 @@ impl RecordSender<'_> {
         for i in range {
             let value = &self.values[(i % self.values.len() as u64) as usize];
             let sampled = (i % LATENCY_SAMPLE_EVERY == 0).then(Instant::now);
-            let future = self
-                .producer
-                .send(ProducerRecord::new(self.topic).with_value(value.as_slice()))
-                .await?;
+            let key = self.key_size.map(|k| (crate::perf_rate::key_of(i), k));
+            let mut record = ProducerRecord::new(self.topic).with_value(value.as_slice());
+            if let Some((key, k)) = &key {
+                record = record.with_key(&key[..*k]);
+            }
+            let future = self.producer.send(record).await?;
             self.deliveries.push(future, sampled);
             self.bytes += value.len() as u64;
             if i % 4096 == 0 {
@@ -451,6 +549,8 @@ struct ConsumeShared {
     digest: Cell<u64>,
     error: std::cell::RefCell<Option<String>>,
     done: Notify,
+    /// `--e2e`: every record's value carries a send-time stamp, read for its latency.
+    stamped: bool,
 }
 
 fn consume(args: PerfConsumeArgs) -> CliResult {
@@ -459,10 +559,14 @@ fn consume(args: PerfConsumeArgs) -> CliResult {
         records,
         group,
         timeout,
+        e2e,
         cluster,
         metrics: _,
     } = args;
     let cluster = cluster.options()?;
+    if let (Some(_), true) = (&group, e2e) {
+        return Err(UsageError::new("--e2e reads partitions directly, not as a --group").into());
+    }
     if let Some(group) = group {
         return crate::perf_group::consume(cluster, &topic, &group, records, timeout);
     }
@@ -481,6 +585,7 @@ fn consume(args: PerfConsumeArgs) -> CliResult {
         digest: Cell::new(0),
         error: std::cell::RefCell::new(None),
         done: Notify::new(),
+        stamped: e2e,
     });
     let cpu_start = cpu_seconds();
     let started = Instant::now();
@@ -496,6 +601,10 @@ fn consume(args: PerfConsumeArgs) -> CliResult {
                 }
             };
             tokio::task::spawn_local(read_partition(shared.clone(), pc));
+        }
+        if e2e {
+            // The partition tasks fetch once this task first waits, just below.
+            eprintln!("ready");
         }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
         loop {
@@ -542,6 +651,7 @@ fn consume(args: PerfConsumeArgs) -> CliResult {
             v.sort_unstable();
             v
         },
+        end_to_end_is_stamped: e2e,
         io_backend: client.io_backend().name(),
     }
     .print();
@@ -632,9 +742,42 @@ fn tally_batch(
     Ok((n, bytes, digest))
 }
 
+/// [`tally_batch`] for `--e2e`: every record's end-to-end latency from the send-time
+/// stamp at the start of its value (now by the wall clock, taken once per batch: the
+/// batch is handed over whole). A value without a stamp is an error.
+fn tally_stamped_batch(
+    shared: &ConsumeShared,
+    batch: &kring::consumer::FetchedBatch<'_>,
+    partition: i32,
+    room: u64,
+) -> Result<(u64, u64, u64), String> {
+    let now = crate::perf_rate::wall_ns();
+    let (mut n, mut bytes, mut digest) = (0u64, 0u64, 0u64);
+    let mut latencies = shared.end_to_end_ns.borrow_mut();
+    for record in batch.records() {
+        let r = record.map_err(|e| e.to_string())?;
+        let value = r.value().unwrap_or_default();
+        let stamp = crate::perf_rate::read_stamp(value).ok_or_else(|| {
+            format!(
+                "--e2e: a value without a send-time stamp at partition {partition} offset {}",
+                r.offset()
+            )
+        })?;
+        latencies.push(now.saturating_sub(stamp));
+        bytes += value.len() as u64;
+        digest = digest.wrapping_add(value_share(value));
+        n += 1;
+        if n == room {
+            break;
+        }
+    }
+    Ok((n, bytes, digest))
+}
+
 /// Reads one partition's borrowed records, summing value lengths, until the run's
 /// target is reached.
 async fn read_partition(shared: Rc<ConsumeShared>, mut pc: PartitionConsumer) {
+    let partition = pc.partition();
     loop {
         if shared.records.get() >= shared.target {
             return;
@@ -649,7 +792,12 @@ async fn read_partition(shared: Rc<ConsumeShared>, mut pc: PartitionConsumer) {
             Some(Ok(batch)) => batch,
         };
         let room = shared.target - shared.records.get();
-        let (n, bytes, digest) = match tally_batch(&shared, &batch, room) {
+        let tallied = if shared.stamped {
+            tally_stamped_batch(&shared, &batch, partition, room)
+        } else {
+            tally_batch(&shared, &batch, room).map_err(|e| e.to_string())
+        };
+        let (n, bytes, digest) = match tallied {
             Ok(tally) => tally,
             Err(e) => {
                 shared.error.borrow_mut().get_or_insert(e.to_string());

@@ -112,6 +112,7 @@ pub fn consume(
         cpu_seconds: cpu_start.zip(cpu_end).map(|(a, b)| b - a),
         latencies_ns: Vec::new(),
         end_to_end_ns,
+        end_to_end_is_stamped: false,
         io_backend: client.io_backend().name(),
     }
     .print();

@@ -27,7 +27,8 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// The `p`-quantile (0..=1) of sorted nanosecond samples, in milliseconds.
+/// The `p`-quantile (0..=1) of sorted nanosecond samples, in milliseconds: nearest
+/// rank, the sample at index ⌈p·n⌉ − 1 (as the harness's peer contract defines it).
 ///
 /// Exact, over every sample kept. `kring perf` keeps one latency per 100 records, so a
 /// 10-million-record run holds 100,000 samples (0.8 MB, sorted in about 3 ms after the
@@ -38,7 +39,8 @@ pub fn percentile_ms(sorted_ns: &[u64], p: f64) -> Option<f64> {
     if sorted_ns.is_empty() {
         return None;
     }
-    let k = ((sorted_ns.len() - 1) as f64 * p).round() as usize;
+    let rank = (sorted_ns.len() as f64 * p).ceil() as usize;
+    let k = rank.clamp(1, sorted_ns.len()) - 1;
     Some(sorted_ns[k] as f64 / 1e6)
 }
 
@@ -111,8 +113,11 @@ mod tests {
     fn percentiles_and_process_figures() {
         assert_eq!(percentile_ms(&[], 0.5), None);
         let v: Vec<u64> = (1..=100).map(|ms| ms * 1_000_000).collect();
-        assert_eq!(percentile_ms(&v, 0.5), Some(51.0));
+        // Nearest rank: the sample at ⌈p·n⌉ − 1.
+        assert_eq!(percentile_ms(&v, 0.5), Some(50.0));
         assert_eq!(percentile_ms(&v, 0.99), Some(99.0));
+        assert_eq!(percentile_ms(&v, 0.999), Some(100.0));
+        assert_eq!(percentile_ms(&v, 0.0), Some(1.0));
         assert_eq!(percentile_ms(&v, 1.0), Some(100.0));
         // This test runs on Linux, where /proc answers.
         assert!(cpu_seconds().is_some_and(|s| s >= 0.0));

@@ -1,0 +1,304 @@
+//! The harness's keyed and latency workloads for `kring perf` (perf/README.md, the peer
+//! contract): record keys (`--key-size`), the fixed send schedule of `--rate` with every
+//! record timed from send to delivery report, and the wall-clock stamps written into
+//! values there and read back by `kring perf consume --e2e` for end-to-end latency.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use kring::producer::{DeliveryFuture, Producer, ProducerRecord};
+
+use crate::CliError;
+use crate::args::UsageError;
+use crate::deliveries::Tally;
+use crate::stats::Progress;
+
+/// Bytes of the send-time stamp at the start of a paced record's value.
+pub const STAMP_LEN: usize = 19;
+
+/// The longest key `--key-size` makes: the 16 hex digits of a 64-bit number.
+pub const MAX_KEY_SIZE: usize = 16;
+
+/// Record `i`'s key: the 16 lowercase hex digits of `i * 0x9E3779B97F4A7C15 mod 2^64`
+/// (the contract's keys; a caller takes the first `--key-size` of them).
+pub fn key_of(i: u64) -> [u8; MAX_KEY_SIZE] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mixed = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut key = [0u8; MAX_KEY_SIZE];
+    for (k, byte) in key.iter_mut().enumerate() {
+        *byte = HEX[(mixed >> (60 - 4 * k) & 0xf) as usize];
+    }
+    key
+}
+
+/// Checks `--key-size`.
+pub fn check_key_size(size: Option<usize>) -> Result<Option<usize>, UsageError> {
+    match size {
+        Some(k) if !(1..=MAX_KEY_SIZE).contains(&k) => Err(UsageError::new(format!(
+            "--key-size {k}: must be 1 to {MAX_KEY_SIZE}"
+        ))),
+        other => Ok(other),
+    }
+}
+
+/// Checks `--rate` (records/s) against the run's other options.
+pub fn check_rate(
+    rate: Option<f64>,
+    transactional: bool,
+    values: &[Vec<u8>],
+) -> Result<Option<f64>, UsageError> {
+    let Some(rate) = rate else { return Ok(None) };
+    if !(rate.is_finite() && rate > 0.0) {
+        return Err(UsageError::new(format!(
+            "--rate {rate}: must be a positive number of records/s"
+        )));
+    }
+    if transactional {
+        return Err(UsageError::new(
+            "--rate and --transactional-id do not go together",
+        ));
+    }
+    if values.iter().any(|v| v.len() < STAMP_LEN) {
+        return Err(UsageError::new(format!(
+            "--rate stamps the first {STAMP_LEN} bytes of each value: every payload must be at least that long"
+        )));
+    }
+    Ok(Some(rate))
+}
+
+/// Nanoseconds since the Unix epoch, by the wall clock (comparable across processes).
+pub fn wall_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Writes `ns` as 19 zero-padded decimal digits over the first [`STAMP_LEN`] bytes.
+pub fn write_stamp(value: &mut [u8], mut ns: u64) {
+    for byte in value[..STAMP_LEN].iter_mut().rev() {
+        *byte = b'0' + (ns % 10) as u8;
+        ns /= 10;
+    }
+}
+
+/// The stamp at the start of `value`, if it has one.
+pub fn read_stamp(value: &[u8]) -> Option<u64> {
+    let digits = value.get(..STAMP_LEN)?;
+    digits.iter().try_fold(0u64, |acc, &b| {
+        b.is_ascii_digit()
+            .then(|| acc.wrapping_mul(10).wrapping_add(u64::from(b - b'0')))
+    })
+}
+
+/// What a paced run measured.
+pub struct PacedRun {
+    pub tally: Tally,
+    /// Value bytes sent.
+    pub bytes: u64,
+}
+
+/// Sends `records` records at `rate` records/s (record i no earlier than start + i/rate;
+/// a late sender catches up, the schedule is never reset), each value stamped with its
+/// send time, each record's send-to-report latency timed. `started` is the clock's start.
+pub fn send_paced(
+    producer: &Producer,
+    topic: &str,
+    values: &[Vec<u8>],
+    key_size: Option<usize>,
+    records: u64,
+    rate: f64,
+    started: Instant,
+) -> Result<PacedRun, CliError> {
+    let mut waiter = TimedDeliveries::start()?;
+    let mut progress = Progress::new("acked");
+    let mut scratch = Vec::new();
+    let mut bytes = 0u64;
+    for i in 0..records {
+        wait_until(started + Duration::from_secs_f64(i as f64 / rate));
+        let line = &values[(i % values.len() as u64) as usize];
+        scratch.clear();
+        scratch.extend_from_slice(line);
+        let sent = Instant::now();
+        write_stamp(&mut scratch, wall_ns());
+        let key = key_size.map(|k| (key_of(i), k));
+        let mut record = ProducerRecord::new(topic).with_value(scratch.as_slice());
+        if let Some((key, k)) = &key {
+            record = record.with_key(&key[..*k]);
+        }
+        let future = producer.send_blocking(record)?;
+        waiter.push(future, sent);
+        bytes += line.len() as u64;
+        if i % 4096 == 0 {
+            let reported = waiter.reported();
+            progress.update(reported, bytes * reported / (i + 1));
+        }
+    }
+    producer.flush_blocking().ok();
+    let tally = waiter.finish();
+    progress.finish();
+    Ok(PacedRun { tally, bytes })
+}
+
+/// Sleeps until `due` (not at all if it has passed).
+fn wait_until(due: Instant) {
+    let now = Instant::now();
+    if due > now {
+        std::thread::sleep(due - now);
+    }
+}
+
+type Timed = (DeliveryFuture, Instant);
+
+/// Times every record's delivery report as it arrives: a thread whose single-threaded
+/// runtime awaits all outstanding reports at once (not one after another, which would
+/// charge a record the wait for an earlier one on a slower partition).
+struct TimedDeliveries {
+    tx: Option<tokio::sync::mpsc::UnboundedSender<Timed>>,
+    waiter: Option<JoinHandle<Tally>>,
+    reported: Arc<AtomicU64>,
+}
+
+impl TimedDeliveries {
+    fn start() -> Result<Self, CliError> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Timed>();
+        let reported = Arc::new(AtomicU64::new(0));
+        let counter = reported.clone();
+        let runtime = crate::local_runtime()?;
+        let waiter = std::thread::Builder::new()
+            .name("kring-timed-deliveries".into())
+            .spawn(move || time_reports(runtime, rx, counter))
+            .map_err(|e| CliError::io("starting the delivery waiter", e))?;
+        Ok(TimedDeliveries {
+            tx: Some(tx),
+            waiter: Some(waiter),
+            reported,
+        })
+    }
+
+    fn push(&mut self, future: DeliveryFuture, sent: Instant) {
+        if let Some(tx) = &self.tx {
+            // The waiter runs until `tx` is dropped, so it is there to receive.
+            let _ = tx.send((future, sent));
+        }
+    }
+
+    fn reported(&self) -> u64 {
+        self.reported.load(Ordering::Relaxed)
+    }
+
+    fn finish(mut self) -> Tally {
+        self.tx = None;
+        self.waiter
+            .take()
+            .and_then(|w| w.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+/// The waiter thread: one local task per outstanding report, until the sender is done
+/// and every report is in.
+fn time_reports(
+    runtime: tokio::runtime::Runtime,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Timed>,
+    counter: Arc<AtomicU64>,
+) -> Tally {
+    let tally = Rc::new(RefCell::new(Tally::default()));
+    let outstanding = Rc::new(Cell::new(0usize));
+    let all_in = Rc::new(tokio::sync::Notify::new());
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async {
+        while let Some((future, sent)) = rx.recv().await {
+            outstanding.set(outstanding.get() + 1);
+            let (tally, outstanding, all_in, counter) = (
+                tally.clone(),
+                outstanding.clone(),
+                all_in.clone(),
+                counter.clone(),
+            );
+            tokio::task::spawn_local(async move {
+                let result = future.await;
+                let now = Instant::now();
+                record_report(&mut tally.borrow_mut(), result, now, sent);
+                counter.fetch_add(1, Ordering::Relaxed);
+                outstanding.set(outstanding.get() - 1);
+                if outstanding.get() == 0 {
+                    all_in.notify_one();
+                }
+            });
+        }
+        while outstanding.get() > 0 {
+            all_in.notified().await;
+        }
+    });
+    let mut tally = tally.take();
+    tally.latencies_ns.sort_unstable();
+    tally
+}
+
+fn record_report(
+    tally: &mut Tally,
+    result: Result<kring::producer::RecordMetadata, kring::Error>,
+    now: Instant,
+    sent: Instant,
+) {
+    tally.last_report = Some(tally.last_report.map_or(now, |t| t.max(now)));
+    match result {
+        Ok(_) => {
+            tally.delivered += 1;
+            tally.latencies_ns.push((now - sent).as_nanos() as u64);
+        }
+        Err(e) => {
+            tally.failed += 1;
+            tally.first_error.get_or_insert_with(|| e.to_string());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_the_hex_digits_of_the_mixed_index() {
+        assert_eq!(&key_of(0), b"0000000000000000");
+        assert_eq!(&key_of(1), b"9e3779b97f4a7c15");
+        assert_eq!(
+            key_of(2).to_vec(),
+            format!("{:016x}", 2u64.wrapping_mul(0x9E37_79B9_7F4A_7C15)).into_bytes()
+        );
+    }
+
+    #[test]
+    fn stamps_round_trip_and_bad_ones_are_refused() {
+        let mut value = b"xxxxxxxxxxxxxxxxxxxx tail".to_vec();
+        write_stamp(&mut value, 1_764_000_000_123_456_789);
+        assert_eq!(&value[..STAMP_LEN], b"1764000000123456789");
+        assert_eq!(&value[STAMP_LEN..], b"x tail");
+        assert_eq!(read_stamp(&value), Some(1_764_000_000_123_456_789));
+        write_stamp(&mut value, 42);
+        assert_eq!(read_stamp(&value), Some(42));
+        assert_eq!(read_stamp(b"12345"), None);
+        assert_eq!(read_stamp(b"123456789012345678x and more"), None);
+    }
+
+    #[test]
+    fn bad_rates_and_key_sizes_are_refused() {
+        let values = vec![vec![b'a'; 100]];
+        assert!(check_rate(Some(0.0), false, &values).is_err());
+        assert!(check_rate(Some(-5.0), false, &values).is_err());
+        assert!(check_rate(Some(f64::NAN), false, &values).is_err());
+        assert!(check_rate(Some(100.0), true, &values).is_err());
+        assert!(check_rate(Some(100.0), false, &[vec![b'a'; 10]]).is_err());
+        assert_eq!(
+            check_rate(Some(100.0), false, &values).unwrap(),
+            Some(100.0)
+        );
+        assert!(check_key_size(Some(0)).is_err());
+        assert!(check_key_size(Some(17)).is_err());
+        assert_eq!(check_key_size(Some(16)).unwrap(), Some(16));
+    }
+}
