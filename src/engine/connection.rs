@@ -679,6 +679,27 @@ impl<T> Connection<T> {
         buf
     }
 
+    /// How many bytes the socket may gather before a read is woken (`SO_RCVLOWAT`, see
+    /// `TransportRead::set_wake_threshold`): what the frame being read still needs for
+    /// certain, capped at `WAKE_THRESHOLD_MAX`, so a large response costs a wake-up per
+    /// quarter megabyte rather than one per segment (over TLS, where the broker
+    /// encrypts slower than it sends plaintext, the reader was woken for every few
+    /// records). Over TLS, the ciphertext surely owed for that plaintext
+    /// ([`TlsLayer::socket_bytes_needed`]). 1 when nothing more is sure to come: before
+    /// a frame's length is in, and during the TLS handshake.
+    pub fn read_wake_threshold(&self) -> usize {
+        if self.cutter.buffered().len() < crate::protocol::FRAME_PREFIX {
+            return 1;
+        }
+        let plaintext = self.cutter.wanted();
+        let owed = match &self.tls {
+            None => plaintext,
+            Some(tls) if tls.is_handshaking() => 1,
+            Some(tls) => tls.socket_bytes_needed(plaintext),
+        };
+        owed.clamp(1, WAKE_THRESHOLD_MAX)
+    }
+
     /// The read buffer is back, with the bytes read appended.
     pub fn handle_read(&mut self, buf: BytesMut, now: Instant) {
         if self.tls.is_none() {
@@ -1416,6 +1437,11 @@ impl<T> Connection<T> {
 /// The largest TLS record (16 KiB of payload plus overhead): a ciphertext read buffer
 /// holds at least one.
 const TLS_RECORD: usize = 16 * 1024 + 512;
+
+/// The largest read wake threshold asked for (see `Connection::read_wake_threshold`):
+/// big enough that a fetch response wakes its reader a few times, small enough to keep
+/// the kernel from holding much that is already there.
+const WAKE_THRESHOLD_MAX: usize = 256 * 1024;
 
 /// What a peer that answered a Kafka request in another protocol is, from the first
 /// bytes it sent; `None` when they are not recognisably anything.

@@ -34,6 +34,66 @@ pub struct TlsFailure(pub String);
 /// One connection's TLS state.
 pub struct TlsLayer {
     conn: ClientConnection,
+    /// Where the ciphertext stream stands in its current TLS record.
+    records: RecordTracker,
+}
+
+/// Follows the TLS record framing (5-byte headers: type, version, 16-bit length) of the
+/// ciphertext read so far, to know how much of an unfinished record rustls holds and how
+/// much of it is still to come: what [`TlsLayer::socket_bytes_needed`] builds on.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct RecordTracker {
+    header: [u8; RECORD_HEADER],
+    /// Bytes of the current record seen, its header included.
+    seen: usize,
+}
+
+/// A TLS record's header length.
+const RECORD_HEADER: usize = 5;
+
+impl RecordTracker {
+    fn feed(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            if self.seen < RECORD_HEADER {
+                let n = (RECORD_HEADER - self.seen).min(data.len());
+                self.header[self.seen..self.seen + n].copy_from_slice(&data[..n]);
+                self.seen += n;
+                data = &data[n..];
+                continue;
+            }
+            let rest = self.total() - self.seen;
+            let n = rest.min(data.len());
+            self.seen += n;
+            data = &data[n..];
+            if self.seen == self.total() {
+                self.seen = 0;
+            }
+        }
+        if self.seen == RECORD_HEADER && self.total() == RECORD_HEADER {
+            self.seen = 0;
+        }
+    }
+
+    /// The current record's length, header included (once its header is in).
+    fn total(&self) -> usize {
+        RECORD_HEADER + usize::from(u16::from_be_bytes([self.header[3], self.header[4]]))
+    }
+
+    /// See [`TlsLayer::socket_bytes_needed`].
+    fn owed(&self, plaintext: usize) -> usize {
+        let (held, missing) = self.unfinished();
+        missing.max(plaintext.saturating_sub(held))
+    }
+
+    /// (bytes of the unfinished record held, bytes still to come for it: 0 between
+    /// records, and the header's missing bytes while it is incomplete).
+    fn unfinished(&self) -> (usize, usize) {
+        match self.seen {
+            0 => (0, 0),
+            seen if seen < RECORD_HEADER => (seen, RECORD_HEADER - seen),
+            seen => (seen, self.total() - seen),
+        }
+    }
 }
 
 impl std::fmt::Debug for TlsLayer {
@@ -68,7 +128,10 @@ impl TlsLayer {
         // The engine hands over one loop turn's frames at a time and writes all it gets;
         // bounding here would only split that turn.
         conn.set_buffer_limit(None);
-        Ok(TlsLayer { conn })
+        Ok(TlsLayer {
+            conn,
+            records: RecordTracker::default(),
+        })
     }
 
     /// Whether the TLS handshake is still going on.
@@ -83,6 +146,7 @@ impl TlsLayer {
         mut data: &[u8],
         plain: &mut FrameCutter,
     ) -> Result<bool, TlsFailure> {
+        self.records.feed(data);
         let mut closed = false;
         while !data.is_empty() {
             let n = self
@@ -97,6 +161,22 @@ impl TlsLayer {
             }
         }
         Ok(closed)
+    }
+
+    /// A lower bound on the ciphertext the socket must still deliver before `plaintext`
+    /// more bytes of plaintext can be had, for a read's wake threshold: never more than
+    /// will surely come, or a reader would wait for bytes the peer never sends.
+    ///
+    /// Every plaintext byte not yet delivered is in the unfinished record (of which
+    /// `held` bytes are in, `missing` to come, and which carries at most its length
+    /// less its header in plaintext) or in later records (each at least as long as its
+    /// plaintext). So the socket owes at least the unfinished record's `missing` bytes,
+    /// and at least `plaintext − held` bytes in all (when the unfinished record cannot
+    /// carry all of them, its missing part plus the later records' plaintext is more
+    /// than that; when it can, `plaintext − held` is less than `missing`). Handshake
+    /// records, alerts and padding only add to what is owed.
+    pub fn socket_bytes_needed(&self, plaintext: usize) -> usize {
+        self.records.owed(plaintext)
     }
 
     /// Moves the `pending` plaintext bytes rustls holds into the frame cutter, copied
@@ -202,6 +282,47 @@ fn describe_certificate(c: &CertificateError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn header(len: u16) -> Vec<u8> {
+        let mut h = vec![23, 3, 3];
+        h.extend_from_slice(&len.to_be_bytes());
+        h
+    }
+
+    #[test]
+    fn the_record_tracker_follows_records_across_reads() {
+        let mut t = RecordTracker::default();
+        assert_eq!(t.unfinished(), (0, 0));
+        let mut stream = header(100);
+        stream.extend(std::iter::repeat_n(7u8, 100));
+        stream.extend(header(0));
+        stream.extend(header(16_401));
+        stream.extend(std::iter::repeat_n(9u8, 1000));
+        // Fed in awkward pieces: within a header, across record ends.
+        for piece in stream.chunks(3) {
+            t.feed(piece);
+        }
+        assert_eq!(t.unfinished(), (5 + 1000, 16_401 - 1000));
+        t.feed(&[1, 2]);
+        assert_eq!(t.unfinished(), (5 + 1002, 15_399));
+        t.feed(&vec![0; 15_399]);
+        assert_eq!(t.unfinished(), (0, 0));
+        t.feed(&[23, 3]);
+        assert_eq!(t.unfinished(), (2, 3));
+    }
+
+    #[test]
+    fn socket_bytes_needed_is_a_lower_bound() {
+        let mut t = RecordTracker::default();
+        t.feed(&header(16_401));
+        t.feed(&[0; 401]);
+        // 10 plaintext bytes might all be in this record: only its rest is owed.
+        assert_eq!(t.owed(10), 16_000);
+        // A megabyte cannot be: at least a megabyte less what is held.
+        assert_eq!(t.owed(1 << 20), (1 << 20) - 406);
+        // Between records, every plaintext byte is still to come.
+        assert_eq!(RecordTracker::default().owed(4096), 4096);
+    }
 
     #[test]
     fn hosts_are_taken_from_addresses() {

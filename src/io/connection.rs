@@ -590,7 +590,11 @@ async fn reauthenticate(session: Rc<Session>) {
 /// The read side: reads into the engine's buffer and feeds what arrives back to it.
 async fn read_loop<R: TransportRead>(mut read: R, session: Rc<Session>) {
     loop {
-        let buf = session.engine.borrow_mut().lend_read_buffer();
+        let (buf, threshold) = {
+            let mut engine = session.engine.borrow_mut();
+            (engine.lend_read_buffer(), engine.read_wake_threshold())
+        };
+        read.set_wake_threshold(threshold);
         let (result, buf) = read.read(buf).await;
         let now = Session::now();
         {

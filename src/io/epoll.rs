@@ -16,9 +16,9 @@ use crate::io::transport::{Connector, MAX_IOVECS, TransportRead, TransportWrite,
 #[derive(Debug)]
 pub struct EpollConnector;
 
-/// Read half of an epoll connection.
+/// Read half of an epoll connection, with the read wake threshold last set on its socket.
 #[derive(Debug)]
-pub struct EpollRead(OwnedReadHalf);
+pub struct EpollRead(OwnedReadHalf, usize);
 
 /// Write half of an epoll connection.
 #[derive(Debug)]
@@ -32,7 +32,7 @@ impl Connector for EpollConnector {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         let (r, w) = stream.into_split();
-        Ok((EpollRead(r), EpollWrite(Some(w))))
+        Ok((EpollRead(r, 1), EpollWrite(Some(w))))
     }
 }
 
@@ -40,6 +40,14 @@ impl TransportRead for EpollRead {
     async fn read(&mut self, mut buf: BytesMut) -> (io::Result<usize>, BytesMut) {
         let result = self.0.read_buf(&mut buf).await;
         (result, buf)
+    }
+
+    fn set_wake_threshold(&mut self, bytes: usize) {
+        let bytes = bytes.max(1);
+        let stream: &TcpStream = self.0.as_ref();
+        if bytes != self.1 && crate::io::sockopt::set_recv_lowat(stream, bytes).is_ok() {
+            self.1 = bytes;
+        }
     }
 }
 

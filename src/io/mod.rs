@@ -10,6 +10,7 @@
 //! - [`Broker`]: the public, `Send + Sync` handle to a connection (Sarama's Broker).
 //! - [`blocking`]: a plain blocking connection for tools and tests that want no runtime.
 //! - [`security`]: TLS configuration from PEM files, SASL credentials per connection.
+//! - `sockopt`: the socket options std and tokio do not set (the read wake threshold).
 
 pub mod backend;
 pub mod blocking;
@@ -18,6 +19,7 @@ pub mod connection;
 mod encrypted_key;
 pub mod epoll;
 pub mod security;
+mod sockopt;
 pub mod transport;
 #[cfg(all(target_os = "linux", feature = "io-uring"))]
 pub mod uring;

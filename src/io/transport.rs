@@ -27,6 +27,14 @@ pub trait TransportRead: 'static {
     /// Reads into the spare capacity of `buf`, after its current length, and returns it
     /// with the number of bytes read (`0` at end of stream). `buf` must have spare capacity.
     fn read(&mut self, buf: BytesMut) -> impl Future<Output = (io::Result<usize>, BytesMut)>;
+
+    /// Asks the kernel not to wake the next reads before `bytes` are there (or the peer
+    /// closes): the engine knows how many the frame being read still needs, for sure,
+    /// so it is woken once for the lot instead of for every segment. A hint: a backend
+    /// may ignore it.
+    fn set_wake_threshold(&mut self, bytes: usize) {
+        let _ = bytes;
+    }
 }
 
 /// The write half of a connection.

@@ -30,8 +30,8 @@ use crate::io::transport::{
 pub struct UringConnector;
 
 /// Read half of an io_uring connection (the stream is shared by both halves: io_uring
-/// operations take `&self`).
-pub struct UringRead(Rc<TcpStream>);
+/// operations take `&self`), with the read wake threshold last set on its socket.
+pub struct UringRead(Rc<TcpStream>, usize);
 
 /// Write half of an io_uring connection.
 pub struct UringWrite(Rc<TcpStream>);
@@ -46,7 +46,7 @@ impl Connector for UringConnector {
         let stream = tokio::net::TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         let stream = Rc::new(TcpStream::from_std(stream.into_std()?));
-        Ok((UringRead(stream.clone()), UringWrite(stream)))
+        Ok((UringRead(stream.clone(), 1), UringWrite(stream)))
     }
 }
 
@@ -65,6 +65,13 @@ impl TransportRead for UringRead {
         // Read into [len, capacity): the completion sets the buffer's length.
         let (result, slice) = self.0.read(buf.slice(len..cap)).await;
         (result, slice.into_inner())
+    }
+
+    fn set_wake_threshold(&mut self, bytes: usize) {
+        let bytes = bytes.max(1);
+        if bytes != self.1 && crate::io::sockopt::set_recv_lowat(&*self.0, bytes).is_ok() {
+            self.1 = bytes;
+        }
     }
 }
 
