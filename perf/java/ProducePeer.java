@@ -44,6 +44,9 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public class ProducePeer {
+    /** The shortest wait of a paced sender (perf/README.md, --rate). */
+    static final long MIN_NAP_NS = 500_000;
+
     /** Every SAMPLE-th record's latency is kept (the contract asks for at least every 100th). */
     static final int SAMPLE = 16;
     /** The multiplier of the contract's keys (2^64 / the golden ratio). */
@@ -289,9 +292,14 @@ public class ProducePeer {
                 byte[] key = a.keySize > 0 ? key(i, a.keySize) : null;
                 if (a.paced()) {
                     // The schedule: record i no earlier than t0 + i / R.
+                    // Naps of at least MIN_NAP_NS (the contract's rule).
                     long due = t0 + (long) (i * nsPerRecord);
-                    for (long wait = due - System.nanoTime(); wait > 0; wait = due - System.nanoTime())
-                        LockSupport.parkNanos(wait);
+                    long wait = due - System.nanoTime();
+                    if (wait > 0) {
+                        long until = System.nanoTime() + Math.max(wait, MIN_NAP_NS);
+                        for (long w = until - System.nanoTime(); w > 0; w = until - System.nanoTime())
+                            LockSupport.parkNanos(w);
+                    }
                     value = stamped(value, wallNs());
                 }
                 boolean sampled = i % sample == 0;

@@ -118,7 +118,14 @@ pub fn send_paced(
     let mut scratch = Vec::new();
     let mut bytes = 0u64;
     for i in 0..records {
-        wait_until(started + Duration::from_secs_f64(i as f64 / rate));
+        let due = started + Duration::from_secs_f64(i as f64 / rate);
+        if due > Instant::now() {
+            // What was sent goes to the waiter before the nap: one wake-up of it per nap,
+            // not one per record (which, on the one CPU the harness gives a client,
+            // would switch threads twice per record).
+            waiter.hand_over();
+            wait_until(due);
+        }
         let line = &values[(i % values.len() as u64) as usize];
         scratch.clear();
         scratch.extend_from_slice(line);
@@ -137,17 +144,22 @@ pub fn send_paced(
             progress.update(reported, bytes * reported / (i + 1));
         }
     }
+    waiter.hand_over();
     producer.flush_blocking().ok();
     let tally = waiter.finish();
     progress.finish();
     Ok(PacedRun { tally, bytes })
 }
 
-/// Sleeps until `due` (not at all if it has passed).
+/// The shortest wait of the paced sender (perf/README.md, `--rate`): at most 2,000
+/// wake-ups a second, whatever the rate, each sending every record that has come due.
+const MIN_NAP: Duration = Duration::from_micros(500);
+
+/// Sleeps until `due`, for at least [`MIN_NAP`] (not at all if it has passed).
 fn wait_until(due: Instant) {
     let now = Instant::now();
     if due > now {
-        std::thread::sleep(due - now);
+        std::thread::sleep((due - now).max(MIN_NAP));
     }
 }
 
@@ -157,14 +169,16 @@ type Timed = (DeliveryFuture, Instant);
 /// runtime awaits all outstanding reports at once (not one after another, which would
 /// charge a record the wait for an earlier one on a slower partition).
 struct TimedDeliveries {
-    tx: Option<tokio::sync::mpsc::UnboundedSender<Timed>>,
+    /// Reports pushed since the last hand-over.
+    batch: Vec<Timed>,
+    tx: Option<tokio::sync::mpsc::UnboundedSender<Vec<Timed>>>,
     waiter: Option<JoinHandle<Tally>>,
     reported: Arc<AtomicU64>,
 }
 
 impl TimedDeliveries {
     fn start() -> Result<Self, CliError> {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Timed>();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Vec<Timed>>();
         let reported = Arc::new(AtomicU64::new(0));
         let counter = reported.clone();
         let runtime = crate::local_runtime()?;
@@ -173,6 +187,7 @@ impl TimedDeliveries {
             .spawn(move || time_reports(runtime, rx, counter))
             .map_err(|e| CliError::io("starting the delivery waiter", e))?;
         Ok(TimedDeliveries {
+            batch: Vec::new(),
             tx: Some(tx),
             waiter: Some(waiter),
             reported,
@@ -180,9 +195,17 @@ impl TimedDeliveries {
     }
 
     fn push(&mut self, future: DeliveryFuture, sent: Instant) {
+        self.batch.push((future, sent));
+    }
+
+    /// Hands the reports pushed since the last time to the waiter.
+    fn hand_over(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
         if let Some(tx) = &self.tx {
             // The waiter runs until `tx` is dropped, so it is there to receive.
-            let _ = tx.send((future, sent));
+            let _ = tx.send(std::mem::take(&mut self.batch));
         }
     }
 
@@ -203,7 +226,7 @@ impl TimedDeliveries {
 /// and every report is in.
 fn time_reports(
     runtime: tokio::runtime::Runtime,
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<Timed>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Vec<Timed>>,
     counter: Arc<AtomicU64>,
 ) -> Tally {
     let tally = Rc::new(RefCell::new(Tally::default()));
@@ -211,24 +234,10 @@ fn time_reports(
     let all_in = Rc::new(tokio::sync::Notify::new());
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async {
-        while let Some((future, sent)) = rx.recv().await {
-            outstanding.set(outstanding.get() + 1);
-            let (tally, outstanding, all_in, counter) = (
-                tally.clone(),
-                outstanding.clone(),
-                all_in.clone(),
-                counter.clone(),
-            );
-            tokio::task::spawn_local(async move {
-                let result = future.await;
-                let now = Instant::now();
-                record_report(&mut tally.borrow_mut(), result, now, sent);
-                counter.fetch_add(1, Ordering::Relaxed);
-                outstanding.set(outstanding.get() - 1);
-                if outstanding.get() == 0 {
-                    all_in.notify_one();
-                }
-            });
+        while let Some(batch) = rx.recv().await {
+            for (future, sent) in batch {
+                watch(future, sent, &tally, &outstanding, &all_in, &counter);
+            }
         }
         while outstanding.get() > 0 {
             all_in.notified().await;
@@ -237,6 +246,34 @@ fn time_reports(
     let mut tally = tally.take();
     tally.latencies_ns.sort_unstable();
     tally
+}
+
+/// One local task awaiting one report.
+fn watch(
+    future: DeliveryFuture,
+    sent: Instant,
+    tally: &Rc<RefCell<Tally>>,
+    outstanding: &Rc<Cell<usize>>,
+    all_in: &Rc<tokio::sync::Notify>,
+    counter: &Arc<AtomicU64>,
+) {
+    outstanding.set(outstanding.get() + 1);
+    let (tally, outstanding, all_in, counter) = (
+        tally.clone(),
+        outstanding.clone(),
+        all_in.clone(),
+        counter.clone(),
+    );
+    tokio::task::spawn_local(async move {
+        let result = future.await;
+        let now = Instant::now();
+        record_report(&mut tally.borrow_mut(), result, now, sent);
+        counter.fetch_add(1, Ordering::Relaxed);
+        outstanding.set(outstanding.get() - 1);
+        if outstanding.get() == 0 {
+            all_in.notify_one();
+        }
+    });
 }
 
 fn record_report(
