@@ -64,7 +64,14 @@ JAVA_TOPICS = "org.apache.kafka.tools.TopicCommand"
 
 def default_workloads():
     """The default workloads, in run order. Every key can be changed with --set."""
-    common = {"linger_ms": 5, "batch_size": 1_000_000, "partitions": 3}
+    common = {"linger_ms": 5, "batch_size": 1_000_000, "partitions": 3, "replication": 1,
+              "brokers": 1}
+    # The pipelines' shape: 256 partitions over a three-node cluster (scripts/kafka up
+    # --brokers 3, which perf/run brings up itself), replication factor 3.
+    # Batch size 64 KiB there: 256 partitions of 1 MB batches would not fit the 32 MiB
+    # buffers (Java's buffer.memory), and the Java producer then stalls for want of memory.
+    many = {"linger_ms": 5, "batch_size": 65_536, "partitions": 256, "replication": 3,
+            "brokers": 3}
     return {
         "produce-100": {"op": "produce", "records": 1_000_000, "size": 100, "acks": "1",
                         "idempotence": "false", "compression": "none", **common},
@@ -101,6 +108,21 @@ def default_workloads():
         "consume-100-sasl-ssl": {"op": "consume", "records": 5_000_000, "size": 100, "acks": "1",
                                  "idempotence": "false", "compression": "none",
                                  "security": "SASL_SSL", **common},
+        # 1,000,000 keyed records (16-byte keys, the contract's --key-size) over 256
+        # partitions of a three-broker cluster, RF 3, acks=all, idempotent, lz4.
+        "produce-keyed-many": {"op": "produce", "records": 1_000_000, "size": 200, "key_size": 16,
+                               "acks": "all", "idempotence": "true", "compression": "lz4", **many},
+        # Reading those 256 partitions back (the topic filled once, the same way).
+        "consume-many": {"op": "consume", "records": 1_000_000, "size": 200, "key_size": 16,
+                         "acks": "all", "idempotence": "true", "compression": "lz4", **many},
+        # A fixed rate (the contract's --rate: 20,000 records/s of 500 B for 30 s, acks=all)
+        # into 12 partitions of the three-broker cluster, read back at once by the same
+        # client's consumer (--e2e): send-to-ack and end-to-end latency percentiles. At
+        # 50,000 records/s (25 MB/s, 75 MB/s written with RF 3) three brokers sharing one
+        # core fall behind, and latency is theirs, not the clients'.
+        "latency": {"op": "latency", "records": 600_000, "size": 500, "rate": 20_000,
+                    "acks": "all", "idempotence": "true", "compression": "none",
+                    **dict(many, partitions=12, batch_size=1_000_000)},
     }
 
 
@@ -241,7 +263,7 @@ class Runner:
 
     def __init__(self, pin):
         self.pin = ["taskset", "-c", "1"] if pin else []
-        self.group = None
+        self.groups = set()     # process groups of the clients running now
         self.subreaper = False
         try:
             import ctypes
@@ -251,6 +273,10 @@ class Runner:
             pass
 
     def run(self, cmd, timeout):
+        return self.wait(self.start(cmd, timeout))
+
+    def start(self, cmd, timeout):
+        """Starts a client (killed after `timeout` s); `wait` reaps it."""
         full = self.pin + cmd
         out = tempfile.TemporaryFile()
         err = tempfile.TemporaryFile()
@@ -262,7 +288,8 @@ class Runner:
                 stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=(w,),
                 start_new_session=True)
             os.close(w)
-            self.group = launcher.pid
+            group = launcher.pid
+            self.groups.add(group)
             with os.fdopen(r) as f:
                 line = f.read().strip()
             launcher.wait()
@@ -273,27 +300,48 @@ class Runner:
             p = subprocess.Popen(full, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                  start_new_session=True)
             p.returncode = 0  # reaped below with wait4, not by Popen
-            pid = self.group = p.pid
+            pid = group = p.pid
+            self.groups.add(group)
         timed_out = threading.Event()
 
         def kill():
             timed_out.set()
-            self.kill()
+            self.kill_group(group)
 
         timer = threading.Timer(timeout, kill)
         timer.start()
+        return {"pid": pid, "group": group, "full": full, "out": out, "err": err, "t0": t0,
+                "timer": timer, "timed_out": timed_out, "reaped": None}
+
+    def exited(self, h):
+        """Whether a started client has exited (reaping it if so)."""
+        if h["reaped"] is None:
+            pid, status, ru = os.wait4(h["pid"], os.WNOHANG)
+            if pid == 0:
+                return False
+            h["reaped"] = (status, ru, time.monotonic())
+        return True
+
+    def stderr_so_far(self, h):
+        h["err"].flush()
+        with open(f"/proc/self/fd/{h['err'].fileno()}", "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def wait(self, h):
         try:
-            while True:
+            while h["reaped"] is None:
                 try:
-                    _, status, ru = os.wait4(pid, 0)
-                    break
+                    _, status, ru = os.wait4(h["pid"], 0)
+                    h["reaped"] = (status, ru, time.monotonic())
                 except InterruptedError:
                     continue
         finally:
-            timer.cancel()
+            h["timer"].cancel()
+        status, ru, ended = h["reaped"]
         code = os.waitstatus_to_exitcode(status)
-        self.group = None
-        wall = time.monotonic() - t0
+        self.groups.discard(h["group"])
+        full, out, err, t0, timed_out = h["full"], h["out"], h["err"], h["t0"], h["timed_out"]
+        wall = ended - t0
         out.seek(0)
         err.seek(0)
         stdout = out.read().decode("utf-8", "replace")
@@ -313,11 +361,14 @@ class Runner:
         }
 
     def kill(self):
-        if self.group is not None:
-            try:
-                os.killpg(self.group, signal.SIGKILL)
-            except OSError:
-                pass
+        for group in list(self.groups):
+            self.kill_group(group)
+
+    def kill_group(self, group):
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def failure_reason(r, timeout):
@@ -351,6 +402,12 @@ def contract_args(op, w, topic, payload):
         args += ["--property", f"{k}={v}"]
     if op == "consume" and w.get("group"):
         args += ["--group", f"perf-run-{os.getpid()}-{time.time_ns()}"]
+    if op == "consume" and w["op"] == "latency":
+        args += ["--e2e"]
+    if op == "produce" and w.get("key_size"):
+        args += ["--key-size", str(w["key_size"])]
+    if op == "produce" and w["op"] == "latency":
+        args += ["--rate", str(w["rate"])]
     if op == "produce":
         args += ["--payload-file", payload, "--acks", w["acks"], "--idempotence", w["idempotence"],
                  "--compression", w["compression"], "--linger-ms", str(w["linger_ms"]),
@@ -371,25 +428,37 @@ JAVA_PEER_JVM = ["-Xms64m", "-Xmx512m", "-server", "-XX:+UseG1GC", "-XX:MaxGCPau
 
 
 def build_java_peer():
-    """Compiles perf/java/ProducePeer.java against Kafka's classpath; returns (the command
-    prefix that runs it, None) or (None, error)."""
+    """Compiles perf/java/ProducePeer.java and ConsumePeer.java against Kafka's classpath;
+    returns (the command prefix that runs a class of them, the class name still to add,
+    None) or (None, error)."""
     code, cp, err = sh([KAFKA, "classpath"])
     if code != 0:
         return None, f"scripts/kafka classpath failed: {last_line(err)}"
     _, java, _ = sh([KAFKA, "java"])
     os.makedirs(JAVA_PEER_CLASSES, exist_ok=True)
-    code, out, err = sh(["javac", "-cp", cp.strip(), "-d", JAVA_PEER_CLASSES,
-                         os.path.join(ROOT, "perf", "java", "ProducePeer.java")])
+    sources = [os.path.join(ROOT, "perf", "java", f"{c}.java") for c in JAVA_PEERS.values()]
+    code, out, err = sh(["javac", "-cp", cp.strip(), "-d", JAVA_PEER_CLASSES] + sources)
     if code != 0:
-        return None, f"javac perf/java/ProducePeer.java failed: {error_line(out, err)}"
+        return None, f"javac perf/java/{{{','.join(JAVA_PEERS.values())}}}.java failed: {error_line(out, err)}"
     return [java.strip() or "java"] + JAVA_PEER_JVM + [
-        "-cp", f"{JAVA_PEER_CLASSES}:{cp.strip()}", "ProducePeer"], None
+        "-cp", f"{JAVA_PEER_CLASSES}:{cp.strip()}"], None
 
 
-def uses_java_peer(client, w):
-    """Whether `client` runs workload `w` through perf/java/ProducePeer.java: Java in
-    transactions of N records."""
-    return client == "java" and w["op"] == "produce" and bool(w.get("txn_records"))
+# The Java contract peers, by the op they do.
+JAVA_PEERS = {"produce": "ProducePeer", "consume": "ConsumePeer"}
+
+
+def uses_java_peer(client, w, op=None):
+    """Whether `client` does `op` (default: the workload's own) of workload `w` through a
+    Java contract peer (perf/java) instead of Kafka's perf-test tools: produce in
+    transactions of N records or with keys, and both sides of the latency workload, none
+    of which the perf-test tools can do."""
+    op = op or w["op"]
+    if client != "java":
+        return False
+    if w["op"] == "latency":
+        return True
+    return op == "produce" and bool(w.get("txn_records") or w.get("key_size"))
 
 
 def parse_contract(r, client, op, w):
@@ -485,96 +554,145 @@ def parse_java(r, op, w):
 
 # ---------------------------------------------------------------- broker
 
+def running_nodes():
+    """How many nodes of scripts/kafka's cluster answer now (0: none)."""
+    code, out, _ = sh([KAFKA, "status"])
+    if code not in (0, 1):
+        return 0
+    return sum(1 for l in out.splitlines() if re.match(r"node \d+: up\b", l))
+
+
 class Broker:
-    """Finds or starts the broker, pins its JVM to CPU 0, and undoes both at the end."""
+    """Finds or starts the cluster of the shape a workload needs (one node, or three for
+    the `-many` and latency workloads), pins its JVMs to CPU 0, and undoes all of it at the
+    end: a cluster perf/run started is stopped, one that ran before it (of another shape,
+    which perf/run had to replace) is started again in its old shape (fresh, its topics
+    gone; the report says so)."""
 
     def __init__(self):
         self.started = False
         self.description = ""
-        self.pid = None
-        self.saved = {}          # tid -> previous affinity
+        self.descriptions = {}   # brokers -> description, for the report
+        self.brokers = None      # the shape in use
+        self.before = None       # nodes of scripts/kafka's cluster before perf/run, once known
+        self.replaced = False
+        self.had_to_replace = False
+        self.pids = []
+        self.saved = {}          # (pid, tid) -> previous affinity
         self.pin_note = "not pinned"
+        self.pin_notes = []
 
-    def ensure(self):
-        code, out, _ = sh([KAFKA, "status"])
-        if code == 0:
-            self.description = out.splitlines()[0] if out else "running"
-        elif listening():
-            self.description = "a broker on 127.0.0.1:9092 started elsewhere"
-        else:
-            log("== starting a broker (scripts/kafka up)")
-            p = subprocess.run([KAFKA, "up"], cwd=ROOT, stdin=subprocess.DEVNULL)
-            if p.returncode != 0:
-                raise SystemExit("scripts/kafka up failed")
-            self.started = True
+    def ensure(self, brokers=1):
+        if self.brokers == brokers:
+            return
+        nodes = running_nodes()
+        if self.before is None:
+            self.before = nodes
+        if nodes == brokers or (nodes == 0 and brokers == 1 and listening()):
+            self.brokers = brokers
             _, out, _ = sh([KAFKA, "status"])
-            self.description = (out.splitlines()[0] if out else "started") + " (started by perf/run)"
+            self.description = (out.splitlines()[0] if nodes and out else
+                                "a broker on 127.0.0.1:9092 started elsewhere")
+            if nodes == brokers and brokers > 1:
+                self.description = f"{brokers} nodes of scripts/kafka, running before"
+            self.descriptions[brokers] = self.description
+            return
+        self.restore()
+        if nodes:
+            log(f"== a {nodes}-node cluster is running and {brokers} are needed: scripts/kafka down")
+            subprocess.run([KAFKA, "down"], cwd=ROOT, stdin=subprocess.DEVNULL)
+            if not self.started:
+                self.replaced = self.had_to_replace = True
+        log(f"== starting {brokers} node(s): scripts/kafka up --brokers {brokers}")
+        p = subprocess.run([KAFKA, "up", "--brokers", str(brokers)], cwd=ROOT, stdin=subprocess.DEVNULL)
+        if p.returncode != 0:
+            raise SystemExit(f"scripts/kafka up --brokers {brokers} failed")
+        self.started = True
+        self.brokers = brokers
+        _, out, _ = sh([KAFKA, "status"])
+        self.description = (f"{brokers} node(s) started by perf/run: "
+                            + "; ".join(out.splitlines()[:brokers]) if out else "started by perf/run")
+        self.descriptions[brokers] = self.description
 
-    def find_pid(self):
+    def find_pids(self):
         state = os.environ.get("KRING_KAFKA_DIR") or os.path.join(ROOT, "target", "kafka")
-        pid_file = os.path.join(state, "node1", "kafka.pid")
-        try:
-            pid = int(open(pid_file).read().strip())
-            if b"kafka.Kafka" in open(f"/proc/{pid}/cmdline", "rb").read():
-                return pid
-        except (OSError, ValueError):
-            pass
+        pids = []
+        for n in range(1, (self.brokers or 1) + 1):
+            try:
+                pid = int(open(os.path.join(state, f"node{n}", "kafka.pid")).read().strip())
+                if b"kafka.Kafka" in open(f"/proc/{pid}/cmdline", "rb").read():
+                    pids.append(pid)
+            except (OSError, ValueError):
+                pass
+        if pids:
+            return pids
         code, out, _ = sh(["pgrep", "-f", r"kafka\.Kafka"])
-        pids = [int(p) for p in out.split()] if code == 0 else []
-        return pids[0] if len(pids) == 1 else None
+        found = [int(p) for p in out.split()] if code == 0 else []
+        return found if len(found) == (self.brokers or 1) else []
 
     def pin(self):
-        """Every thread of the broker's JVM to CPU 0 (threads started later inherit it)."""
-        pid = self.find_pid()
-        if pid is None:
-            self.pin_note = "not pinned: broker pid not found (no target/kafka/node1/kafka.pid, no single kafka.Kafka process)"
+        """Every thread of every broker JVM to CPU 0 (threads started later inherit it)."""
+        pids = self.find_pids()
+        if not pids:
+            self.pin_note = "not pinned: broker pid not found (no target/kafka/nodeN/kafka.pid, no kafka.Kafka process)"
+            self.pin_notes.append(self.pin_note)
             return
-        self.pid = pid
+        self.pids = pids
         errors = 0
-        for tid in self.tids():
-            try:
-                self.saved[tid] = os.sched_getaffinity(tid)
-                os.sched_setaffinity(tid, {0})
-            except OSError:
-                errors += 1
+        for pid in pids:
+            for tid in self.tids(pid):
+                try:
+                    self.saved[(pid, tid)] = os.sched_getaffinity(tid)
+                    os.sched_setaffinity(tid, {0})
+                except OSError:
+                    errors += 1
         if not self.saved:
-            self.pin_note = f"not pinned: could not set the affinity of pid {pid}"
+            self.pin_note = f"not pinned: could not set the affinity of pid(s) {pids}"
+            self.pin_notes.append(self.pin_note)
             return
         masks = sorted({cpus_str(m) for m in self.saved.values()})
-        self.pin_note = (f"broker JVM pid {pid}: {len(self.saved)} threads pinned to CPU 0 "
-                         f"(previous affinity {', '.join(masks)})"
+        self.pin_note = (f"broker JVM pid(s) {', '.join(map(str, pids))}: {len(self.saved)} threads "
+                         f"pinned to CPU 0 (previous affinity {', '.join(masks)})"
                          + (f"; {errors} threads could not be pinned (exited?)" if errors else ""))
 
-    def tids(self):
+    def tids(self, pid):
         try:
-            return [int(t) for t in os.listdir(f"/proc/{self.pid}/task")]
+            return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
         except OSError:
             return []
 
     def restore(self):
         if not self.saved:
             return
-        main = self.saved.get(self.pid) or next(iter(self.saved.values()))
         done = failed = 0
-        for tid in self.tids():
-            try:
-                os.sched_setaffinity(tid, self.saved.get(tid, main))
-                done += 1
-            except OSError:
-                failed += 1
+        for pid in self.pids:
+            main = self.saved.get((pid, pid)) or next(iter(self.saved.values()))
+            for tid in self.tids(pid):
+                try:
+                    os.sched_setaffinity(tid, self.saved.get((pid, tid), main))
+                    done += 1
+                except OSError:
+                    failed += 1
         self.saved = {}
         if done:
             self.pin_note += (f"; afterwards restored on {done} threads"
                               + (f", {failed} could not be restored" if failed else ""))
         else:
             self.pin_note += "; affinity NOT restored (broker gone or permission denied)"
+        self.pin_notes.append(self.pin_note)
         log(f"== broker affinity restored ({done} threads{', %d failed' % failed if failed else ''})")
 
     def stop_if_started(self):
         if self.started:
-            log("== stopping the broker perf/run started (scripts/kafka down)")
+            log("== stopping the cluster perf/run started (scripts/kafka down)")
             subprocess.run([KAFKA, "down"], cwd=ROOT, stdin=subprocess.DEVNULL)
             self.started = False
+        if self.replaced and self.before:
+            log(f"== starting the {self.before}-node cluster that ran before again "
+                f"(fresh: scripts/kafka up --brokers {self.before})")
+            subprocess.run([KAFKA, "up", "--brokers", str(self.before)], cwd=ROOT,
+                           stdin=subprocess.DEVNULL)
+            self.replaced = False
 
 
 def listening():
@@ -695,21 +813,61 @@ class Topics:
         self.kring = kring_bin
         self.use_kring = use_kring
         self.live = []
+        self.brokers = 1         # nodes of the cluster in use (set by the run loop)
+        self.ready_s = []        # seconds each topic took to be ready on every node
 
     def tool(self):
         return "kring topics" if self.use_kring else "Kafka TopicCommand (scripts/kafka run-class)"
 
-    def create(self, topic, partitions):
+    def create(self, topic, partitions, replication=1):
         if self.use_kring:
             cmd = [self.kring, "topics", "create", topic, "--partitions", str(partitions),
-                   "--replication-factor", "1", "--bootstrap", BOOTSTRAP]
+                   "--replication-factor", str(replication), "--bootstrap", BOOTSTRAP]
         else:
             cmd = [KAFKA, "run-class", JAVA_TOPICS, "--bootstrap-server", BOOTSTRAP, "--create",
-                   "--topic", topic, "--partitions", str(partitions), "--replication-factor", "1"]
+                   "--topic", topic, "--partitions", str(partitions), "--replication-factor",
+                   str(replication)]
         code, out, err = sh(cmd, timeout=120)
         if code != 0:
             raise RuntimeError(f"create topic {topic}: {error_line(out, err)}")
         self.live.append(topic)
+        if self.brokers > 1:
+            self.wait_ready(topic, partitions, replication)
+
+    def wait_ready(self, topic, partitions, replication):
+        """Waits until every broker's metadata has the topic with a leader and a full ISR
+        for every partition (a broker answers metadata from what it has applied, so its
+        own logs for the topic exist by then): on a cluster of several nodes, creating
+        hundreds of replicas takes the brokers seconds, which would otherwise be charged
+        to whichever client runs first."""
+        t0 = time.monotonic()
+        pending = [f"127.0.0.1:{9091 + n}" for n in range(1, self.brokers + 1)]
+        while pending and time.monotonic() - t0 < TOPIC_READY_TIMEOUT_S:
+            if self.ready_at(pending[0], topic, partitions, replication):
+                pending.pop(0)
+            else:
+                time.sleep(0.2)
+        took = time.monotonic() - t0
+        if pending:
+            raise RuntimeError(f"topic {topic} not ready on {', '.join(pending)} after {took:.0f} s")
+        self.ready_s.append(took)
+
+    def ready_at(self, bootstrap, topic, partitions, replication):
+        if self.use_kring:
+            code, out, _ = sh([self.kring, "topics", "describe", topic, "--json", "--bootstrap",
+                               bootstrap], timeout=60)
+            try:
+                parts = json.loads(out)["partitions"] if code == 0 else []
+            except (ValueError, KeyError, TypeError):
+                return False
+            return (len(parts) == partitions
+                    and all(p.get("leader", -1) >= 0 and len(p.get("isr", [])) == replication
+                            for p in parts))
+        code, out, _ = sh([KAFKA, "run-class", JAVA_TOPICS, "--bootstrap-server", bootstrap,
+                           "--describe", "--topic", topic], timeout=120)
+        lines = [l for l in out.splitlines() if "\tPartition:" in l or " Partition: " in l]
+        return (code == 0 and len(lines) == partitions
+                and all("Leader: -1" not in l and "Leader: none" not in l for l in lines))
 
     def delete(self, topic):
         if self.use_kring:
@@ -799,8 +957,9 @@ def parse_args(argv):
     ap.add_argument("--set", action="append", default=[], metavar="WORKLOAD.KEY=VALUE",
                     help="change one workload setting, e.g. produce-1k.compression=zstd or "
                          "consume-100.records=2000000 (keys: records size acks idempotence "
-                         "compression linger_ms batch_size partitions, and txn_records of "
-                         "produce-1k-txn; consume-100's acks, "
+                         "compression linger_ms batch_size partitions replication brokers, "
+                         "txn_records of produce-1k-txn, key_size of the -many workloads, rate "
+                         "of latency; consume-100's acks, "
                          "idempotence and compression are its fill producer's); repeatable")
     ap.add_argument("--linger-ms", type=int, help="every workload's linger (default 5)")
     ap.add_argument("--batch-size", type=int, help="every workload's batch size in bytes (default 1000000)")
@@ -869,7 +1028,9 @@ def parse_args(argv):
             ap.error(f"{name}: bad acks/idempotence/compression {w}")
         if w["idempotence"] == "true" and w["acks"] != "all":
             ap.error(f"{name}: idempotence needs acks=all")
-    a.wl = wl
+    # One cluster shape after the other: the one-node workloads first, then the three-node
+    # ones (each change of shape restarts the cluster).
+    a.wl = dict(sorted(wl.items(), key=lambda kv: kv[1]["brokers"]))
     return a
 
 
@@ -899,7 +1060,7 @@ def main(argv):
         bins["kring-base"] = os.path.abspath(a.kring_base)
     java_peer, java_peer_error = None, "not built"
     if "java" in bins and any(uses_java_peer("java", w) for w in a.wl.values()):
-        log("== build the Java produce peer: javac perf/java/ProducePeer.java")
+        log("== build the Java contract peers: javac perf/java/ProducePeer.java ConsumePeer.java")
         java_peer, java_peer_error = build_java_peer()
         if java_peer_error:
             log(f"   {java_peer_error}")
@@ -945,13 +1106,49 @@ def main(argv):
         raw.write(json.dumps(rec) + "\n")
         raw.flush()
 
-    try:
-        broker.ensure()
+    prepared = {"brokers": None}
+    first_shape = next(iter(a.wl.values()))["brokers"]
+
+    def use_cluster(brokers):
+        """The cluster a workload needs, pinned, its broker warmed up once."""
+        if prepared["brokers"] == brokers:
+            return
+        prepared["brokers"] = brokers
+        broker.ensure(brokers)
+        topics.brokers = brokers
         if can_pin:
             broker.pin()
             log(f"== {broker.pin_note}")
         else:
             broker.pin_note = "not pinned (--no-pin, taskset missing or fewer than 2 CPUs)"
+        if a.warmup > 0:
+            warm_up(brokers)
+
+    def warm_up(brokers):
+        warm_topic = f"perf-run-warmup-{os.getpid()}-{int(time.time())}"
+        warm = dict(next(w for w in a.wl.values() if w["brokers"] == brokers), records=a.warmup,
+                    size=100, acks="1", idempotence="false", compression="none", op="produce")
+        for k in ("txn_records", "key_size", "rate"):
+            warm.pop(k, None)  # plain records (a transactional one needs acks=all)
+        log(f"== warm-up: {a.warmup:,} records through {warm_topic} by {fill_client} (not measured)")
+        try:
+            topics.create(warm_topic, warm["partitions"], warm["replication"])
+            warm_bin = bins.get(fill_client) or kring_bin
+            for op in ("produce", "consume"):
+                r = runner.run(peer_command(fill_client, warm_bin, op, warm, warm_topic,
+                                            payload_file(100)), a.timeout)
+                err = failure_reason(r, a.timeout)
+                if err:
+                    log(f"   warm-up {op} failed (runs go on): {err}")
+                    break
+        except RuntimeError as e:
+            log(f"   warm-up failed (runs go on): {e}")
+        finally:
+            if warm_topic in topics.live:
+                topics.delete(warm_topic)
+
+    try:
+        broker.ensure(first_shape)
         facts = machine_facts()
         emit({"type": "meta", "command": command, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "commit": commit, "dirty": dirty, "machine": facts, "versions": client_versions(),
@@ -960,30 +1157,10 @@ def main(argv):
               "admin": topics.tool(), "admin_note": admin_note, "fill_client": fill_client,
               "fill_note": fill_note, "build_errors": build_errors, "builds": build_notes,
               "load_before": open("/proc/loadavg").read().split()[:3]})
-        if a.warmup > 0:
-            warm_topic = f"perf-run-warmup-{os.getpid()}-{int(time.time())}"
-            warm = dict(next(iter(a.wl.values())), records=a.warmup, size=100, acks="1",
-                        idempotence="false", compression="none")
-            warm.pop("txn_records", None)  # plain records (a transactional one needs acks=all)
-            log(f"== warm-up: {a.warmup:,} records through {warm_topic} by {fill_client} (not measured)")
-            try:
-                topics.create(warm_topic, warm["partitions"])
-                warm_bin = bins.get(fill_client) or kring_bin
-                for op in ("produce", "consume"):
-                    r = runner.run(peer_command(fill_client, warm_bin, op, warm, warm_topic,
-                                                payload_file(100)), a.timeout)
-                    err = failure_reason(r, a.timeout)
-                    if err:
-                        log(f"   warm-up {op} failed (runs go on): {err}")
-                        break
-            except RuntimeError as e:
-                log(f"   warm-up failed (runs go on): {e}")
-            finally:
-                if warm_topic in topics.live:
-                    topics.delete(warm_topic)
         total = sum(a.runs * len(clients_for(w, a.clients)) for w in a.wl.values())
         done = 0
         for name, w in a.wl.items():
+            use_cluster(w["brokers"])
             payload = payload_file(w["size"])
             stamp = f"{os.getpid()}-{int(time.time())}"
             consume_topic = None
@@ -991,7 +1168,7 @@ def main(argv):
                 consume_topic = f"perf-run-{name}-{stamp}"
                 log(f"== {name}: filling {consume_topic} with {w['records']:,} records by {fill_client}")
                 try:
-                    topics.create(consume_topic, w["partitions"])
+                    topics.create(consume_topic, w["partitions"], w["replication"])
                     r = runner.run(peer_command(fill_client, bins.get(fill_client) or kring_bin, "produce",
                                                 w, consume_topic, payload), a.timeout)
                     res, err = (None, failure_reason(r, a.timeout))
@@ -1031,34 +1208,20 @@ def main(argv):
                         topic = consume_topic or f"perf-run-{name}-{client}-{rep + 1}-{stamp}"
                         rec["topic"] = topic
                         try:
-                            if w["op"] == "produce":
-                                topics.create(topic, w["partitions"])
-                            if uses_java_peer(client, w):
-                                if java_peer is None:
-                                    raise RuntimeError(java_peer_error)
-                                cmd = java_peer + contract_args(w["op"], w, topic, payload)
-                            elif client == "java":
-                                group = f"perf-run-{os.getpid()}-{time.time_ns()}"
-                                cmd = java_command(w["op"], w, topic, payload, group)
+                            if w["op"] in ("produce", "latency"):
+                                topics.create(topic, w["partitions"], w["replication"])
+                            cmds = {op: client_command(client, bins, java_peer, java_peer_error,
+                                                       op, w, topic, payload)
+                                    for op in (("consume", "produce") if w["op"] == "latency"
+                                               else (w["op"],))}
+                            if w["op"] == "latency":
+                                rec.update(latency_run(runner, client, cmds, w, a.timeout))
                             else:
-                                cmd = peer_command(client, bins[client], w["op"], w, topic, payload)
-                            r = runner.run(cmd, a.timeout)
-                            err = failure_reason(r, a.timeout)
-                            res = None
-                            if err is None:
-                                res, err = (parse_java(r, w["op"], w)
-                                            if client == "java" and not uses_java_peer(client, w)
-                                            else parse_contract(r, client, w["op"], w))
-                            rec.update({"cmd": r["cmd"], "exit": r["exit"], "wall_s": r["wall_s"],
-                                        "utime_s": r["utime_s"], "stime_s": r["stime_s"],
-                                        "maxrss_kib": r["maxrss_kib"], "result": res})
-                            if err:
-                                rec["error"] = err
-                                rec["stderr_tail"] = r["stderr"][-2000:]
+                                rec.update(single_run(runner, client, cmds[w["op"]], w, a.timeout))
                         except RuntimeError as e:
                             rec["error"] = str(e)
                         finally:
-                            if w["op"] == "produce" and topic in topics.live:
+                            if w["op"] in ("produce", "latency") and topic in topics.live:
                                 topics.delete(topic)
                     emit(rec)
                     if rec.get("error"):
@@ -1086,7 +1249,11 @@ def main(argv):
         broker.stop_if_started()
         total_s = time.monotonic() - t_start
         emit({"type": "end", "total_s": round(total_s), "failures": failures,
-              "broker_pin": broker.pin_note, "load_after": open("/proc/loadavg").read().split()[:3]})
+              "broker_pin": "; ".join(dict.fromkeys(broker.pin_notes or [broker.pin_note])),
+              "clusters": {str(k): v for k, v in broker.descriptions.items()},
+              "topic_ready_s": [round(x, 2) for x in topics.ready_s],
+              "replaced_cluster": broker.before if broker.had_to_replace else None,
+              "load_after": open("/proc/loadavg").read().split()[:3]})
         raw.close()
         log(f"== total wall time {total_s // 60:.0f} min {total_s % 60:.0f} s (builds included)")
     report(raw_path, out_dir)
@@ -1096,14 +1263,107 @@ def main(argv):
     return 0
 
 
+def client_command(client, bins, java_peer, java_peer_error, op, w, topic, payload):
+    """The command line that makes `client` do `op` of workload `w`."""
+    if uses_java_peer(client, w, op):
+        if java_peer is None:
+            raise RuntimeError(java_peer_error)
+        return java_peer + [JAVA_PEERS[op]] + contract_args(op, w, topic, payload)
+    if client == "java":
+        group = f"perf-run-{os.getpid()}-{time.time_ns()}"
+        return java_command(op, w, topic, payload, group)
+    return peer_command(client, bins[client], op, w, topic, payload)
+
+
+def run_fields(r, res):
+    """A run record's fields from the runner's result and the parsed JSON."""
+    return {"cmd": r["cmd"], "exit": r["exit"], "wall_s": r["wall_s"], "utime_s": r["utime_s"],
+            "stime_s": r["stime_s"], "maxrss_kib": r["maxrss_kib"], "result": res}
+
+
+def single_run(runner, client, cmd, w, timeout):
+    """One produce or consume run: its record fields (with "error" if it failed)."""
+    r = runner.run(cmd, timeout)
+    err = failure_reason(r, timeout)
+    res = None
+    if err is None:
+        res, err = (parse_java(r, w["op"], w)
+                    if client == "java" and not uses_java_peer(client, w)
+                    else parse_contract(r, client, w["op"], w))
+    rec = run_fields(r, res)
+    if err:
+        rec["error"] = err
+        rec["stderr_tail"] = r["stderr"][-2000:]
+    return rec
+
+
+# How long a new topic may take to be ready on every node of a multi-node cluster.
+TOPIC_READY_TIMEOUT_S = 120
+
+# How long the latency workload's consumer may take to print `ready`.
+READY_TIMEOUT_S = 60
+
+
+def latency_run(runner, client, cmds, w, timeout):
+    """The latency workload: the client's consumer (`consume --e2e`) started on the empty
+    topic, its producer (`produce --rate`) started once the consumer says `ready`, both
+    reaped. The record holds the producer's run as a plain one does and the consumer's
+    under "consumer"; an error of either fails the run."""
+    consumer = runner.start(cmds["consume"], timeout)
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while "ready" not in runner.stderr_so_far(consumer).splitlines():
+        if runner.exited(consumer) or time.monotonic() > deadline:
+            runner.kill_group(consumer["group"])
+            c = runner.wait(consumer)
+            why = failure_reason(c, timeout) or f"no `ready` within {READY_TIMEOUT_S} s"
+            rec = run_fields(c, None)
+            rec.update({"error": f"consumer: {why}", "stderr_tail": c["stderr"][-2000:]})
+            return rec
+        time.sleep(0.05)
+    p = runner.run(cmds["produce"], timeout)
+    c = runner.wait(consumer)
+    rec, errors = {}, []
+    for side, r, op in (("producer", p, "produce"), ("consumer", c, "consume")):
+        err = failure_reason(r, timeout)
+        res = None
+        if err is None:
+            res, err = parse_contract(r, client, op, w)
+        if err is None and op == "consume" and not isinstance(res.get("e2e_p99_ms"), (int, float)):
+            err = "no e2e_p99_ms in the consumer's result"
+        fields = run_fields(r, res)
+        if err:
+            errors.append(f"{side}: {err}")
+            fields["stderr_tail"] = r["stderr"][-2000:]
+        if side == "producer":
+            rec.update(fields)
+        else:
+            rec["consumer"] = fields
+    if errors:
+        rec["error"] = "; ".join(errors)
+    return rec
+
+
 # ---------------------------------------------------------------- report
+
+# The figures of a run (medians of these go into the tables).
+METRICS = ("rps", "mbps", "cpu", "p50", "p99", "p999", "max", "rss",
+           "e2e_p50", "e2e_p99", "e2e_p999", "e2e_max", "cpu_consumer", "rss_consumer")
+
 
 def metrics(rec):
     res = rec["result"]
     cpu = rec["utime_s"] + rec["stime_s"]
-    return {"rps": res["records"] / res["elapsed_s"], "mbps": res["bytes"] / 1e6 / res["elapsed_s"],
-            "cpu": cpu / res["records"] * 1e6, "p50": res.get("p50_ms"), "p99": res.get("p99_ms"),
-            "rss": rec["maxrss_kib"] / 1024}
+    m = {"rps": res["records"] / res["elapsed_s"], "mbps": res["bytes"] / 1e6 / res["elapsed_s"],
+         "cpu": cpu / res["records"] * 1e6, "p50": res.get("p50_ms"), "p99": res.get("p99_ms"),
+         "p999": res.get("p999_ms"), "max": res.get("max_ms"), "rss": rec["maxrss_kib"] / 1024}
+    c = rec.get("consumer")
+    if c and c.get("result"):
+        cr = c["result"]
+        m.update({"e2e_p50": cr.get("e2e_p50_ms"), "e2e_p99": cr.get("e2e_p99_ms"),
+                  "e2e_p999": cr.get("e2e_p999_ms"), "e2e_max": cr.get("e2e_max_ms"),
+                  "cpu_consumer": (c["utime_s"] + c["stime_s"]) / cr["records"] * 1e6,
+                  "rss_consumer": c["maxrss_kib"] / 1024})
+    return m
 
 
 def fmt(x, d=0):
@@ -1123,7 +1383,7 @@ def summarize(runs, meta):
         for c in meta["clients"]:
             rs = [r for r in runs if r["workload"] == name and r["client"] == c]
             ok = [metrics(r) for r in rs if not r.get("error")]
-            med = {k: median([m[k] for m in ok]) for k in ("rps", "mbps", "cpu", "p50", "p99", "rss")} if ok else None
+            med = {k: median([m.get(k) for m in ok]) for k in METRICS} if ok else None
             out[name][c] = {"metrics": med, "ok": len(ok), "runs": len(rs),
                             "errors": [f"run {r['run']}: {r['error']}" for r in rs if r.get("error")]}
     return out
@@ -1146,7 +1406,26 @@ def describe(name, w):
     return describe_plain(name, w) + over
 
 
+def replication(w):
+    return (f"replication factor {w.get('replication', 1)}"
+            + (f", on {w['brokers']} brokers" if w.get("brokers", 1) > 1 else ""))
+
+
+def keys(w):
+    return (f"{w['key_size']}-byte keys (the contract's --key-size: all distinct, spread by each "
+            "client's default partitioner for keyed records)" if w.get("key_size") else "null keys")
+
+
 def describe_plain(name, w):
+    if w["op"] == "latency":
+        secs = w["records"] / w["rate"]
+        return (f"{w['records']:,} records of {w['size']} B at a fixed {w['rate']:,} records/s "
+                f"({secs:g} s), acks={w['acks']}, idempotence={w['idempotence']}, compression "
+                f"{w['compression']}, linger {w['linger_ms']} ms, {keys(w)}, {w['partitions']} "
+                f"partitions, {replication(w)}; the same client's consumer reads them as they "
+                "come (the contract's `produce --rate` and `consume --e2e`): send→ack is the send "
+                "call to the delivery report of every record, end to end the send call to the "
+                "consumer's hand-over (wall-clock stamps in the values)")
     if w["op"] == "produce":
         txn = (f", in transactions of {w['txn_records']:,} records (begin, {w['txn_records']:,} "
                "sends, commit; a fresh transactional id per run; elapsed_s to the end of the "
@@ -1154,12 +1433,43 @@ def describe_plain(name, w):
                if w.get("txn_records") else "")
         return (f"produce {w['records']:,} records of {w['size']} B, acks={w['acks']}, "
                 f"idempotence={w['idempotence']}, compression {w['compression']}, "
-                f"linger {w['linger_ms']} ms, batch size {w['batch_size']:,} B, "
-                f"{w['partitions']} partitions, replication factor 1{txn}")
+                f"linger {w['linger_ms']} ms, batch size {w['batch_size']:,} B, {keys(w)}, "
+                f"{w['partitions']} partitions, {replication(w)}{txn}")
     return (f"consume {w['records']:,} records of {w['size']} B from {w['partitions']} partitions "
-            f"(replication factor 1), oldest offset on; the topic filled once beforehand "
+            f"({replication(w)}), oldest offset on; the topic filled once beforehand "
             f"(acks={w['acks']}, compression {w['compression']}, linger {w['linger_ms']} ms, "
-            f"batch size {w['batch_size']:,} B)")
+            f"batch size {w['batch_size']:,} B, {keys(w)})")
+
+
+def latency_table(name, meta, summary, runs):
+    """The latency workload's table: percentiles of both latencies, both processes' CPU."""
+    L = ["| client | records/s | send→ack p50 ms | p99 | p99.9 | max | end-to-end p50 ms | p99 | "
+         "p99.9 | max | producer CPU-s per M | consumer CPU-s per M | peak RSS MiB (producer, consumer) "
+         "| runs ok | kring ÷ client p99 send→ack | kring ÷ client p99 end to end |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    km = summary[name].get("kring", {}).get("metrics")
+    for c in meta["clients"]:
+        s = summary[name][c]
+        mm = s["metrics"]
+        if mm is None:
+            why = s["errors"][0].split(": ", 1)[-1] if s["errors"] else "no runs"
+            L.append(f"| {c} | failed: {why.replace('|', '/')} |" + " |" * 13 + f" 0/{s['runs']} | | |")
+            continue
+
+        def ratio(k):
+            return f"{km[k] / mm[k]:.2f}" if km and km.get(k) and mm.get(k) else "—"
+        L.append(f"| {client_label(c, name, runs)} | {fmt(mm['rps'])} | {fmt(mm['p50'], 2)} | "
+                 f"{fmt(mm['p99'], 2)} | {fmt(mm['p999'], 2)} | {fmt(mm['max'], 1)} | "
+                 f"{fmt(mm['e2e_p50'], 2)} | {fmt(mm['e2e_p99'], 2)} | {fmt(mm['e2e_p999'], 2)} | "
+                 f"{fmt(mm['e2e_max'], 1)} | {fmt(mm['cpu'], 2)} | {fmt(mm['cpu_consumer'], 2)} | "
+                 f"{fmt(mm['rss'], 0)}, {fmt(mm['rss_consumer'], 0)} | {s['ok']}/{s['runs']} | "
+                 f"{ratio('p99')} | {ratio('e2e_p99')} |")
+    errs = [(c, e) for c in meta["clients"] for e in summary[name][c]["errors"]]
+    if errs:
+        L.append("")
+        L.append("Failed runs: " + "; ".join(f"{c} {e}" for c, e in errs) + ".")
+    L.append("")
+    return L
 
 
 def report(raw_path, out_dir):
@@ -1195,6 +1505,9 @@ def report(raw_path, out_dir):
     for name, w in meta["workloads"].items():
         L.append(f"## {name}\n")
         L.append(describe(name, w) + ".\n")
+        if w["op"] == "latency":
+            L += latency_table(name, meta, summary, runs)
+            continue
         L.append("| client | records/s | MB/s | CPU-s per M records | p50 ms | p99 ms | peak RSS MiB | runs ok | kring ÷ client records/s | kring ÷ client CPU |")
         L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         km = summary[name].get("kring", {}).get("metrics")
@@ -1267,6 +1580,29 @@ def report(raw_path, out_dir):
                  "record's delivery report. Java runs perf/java/ProducePeer.java here (its "
                  "KafkaProducer with initTransactions/beginTransaction/commitTransaction), not "
                  "ProducerPerformance, whose transactions end by time.")
+    if any(w.get("brokers", 1) > 1 for w in meta["workloads"].values()):
+        clusters = end.get("clusters") or {}
+        L.append("- clusters: the one-node workloads ran first, on "
+                 + clusters.get("1", meta["broker"]) + "; the three-node ones then on "
+                 + clusters.get("3", "a three-node cluster") + " (scripts/kafka up --brokers 3, "
+                 "every node a broker and controller; topics created with their replication "
+                 "factor, so acks=all waits for all three replicas, and each run started only "
+                 "once every node's metadata showed the new topic with a leader and a full ISR "
+                 "for every partition"
+                 + (f": {min(end['topic_ready_s']):.1f}–{max(end['topic_ready_s']):.1f} s after "
+                    "its creation" if end.get("topic_ready_s") else "") + ")"
+                 + (f"; a {end['replaced_cluster']}-node cluster that ran before perf/run was "
+                    "stopped for it and started again, fresh, at the end"
+                    if end.get("replaced_cluster") else "") + ".")
+    if any(w["op"] == "latency" for w in meta["workloads"].values()):
+        L.append("- latency workload: the consumer and the producer of a run are the same "
+                 "client's contract programs, both pinned to CPU 1 with the brokers on CPU 0; "
+                 "the producer starts when the consumer prints `ready`. Each value's first 19 "
+                 "bytes carry the send call's wall-clock time (ns since the epoch); the consumer "
+                 "subtracts it from the wall clock when the record is handed over. Every record "
+                 "is timed, and records/s is what the producer achieved (the schedule's rate if "
+                 "it kept up). Java runs perf/java/ProducePeer.java and ConsumePeer.java here "
+                 "(Kafka's perf-test tools cannot stamp values).")
     if meta["pinned_clients"]:
         L.append("- pinning: each client process ran on CPU 1 (`taskset -c 1`), the broker on CPU 0: "
                  f"{end.get('broker_pin', 'unknown (the run did not finish)')}. So a client never has "
@@ -1288,7 +1624,8 @@ def report(raw_path, out_dir):
                  f"{meta.get('settle_s', 0):g} s.")
     L.append("- batch size 1,000,000 bytes in every client (`batch.size` / the contract's "
              "`--batch-size`), much larger than the Java producer's default 16 KiB, so that no "
-             "client is limited by its batch size; linger 5 ms. Other settings are each client's "
+             "client is limited by its batch size (65,536 in the 256-partition workloads, "
+             "whose batches must fit 32 MiB of buffers); linger 5 ms. Other settings are each client's "
              "defaults except: librdkafka `queue.buffering.max.kbytes`=32768 and "
              "`queue.buffering.max.messages`=10,000,000 (a 32 MiB byte budget like the Java "
              "producer's `buffer.memory`; librdkafka's 100,000-message default would otherwise "
@@ -1316,6 +1653,8 @@ def report(raw_path, out_dir):
         for c in meta["clients"]:
             r = next((r for r in runs if r["workload"] == name and r["client"] == c and r.get("cmd")), None)
             if r:
+                if (r.get("consumer") or {}).get("cmd"):
+                    L.append(r["consumer"]["cmd"].replace(ROOT + "/", "") + "   # then, once it says ready:")
                 L.append(r["cmd"].replace(ROOT + "/", ""))
     L.append("```")
     L.append("")
