@@ -171,8 +171,21 @@ def java_security_properties(w):
 GROUP_CLIENTS = ("kring", "kring-epoll", "kring-base", "librdkafka", "java")
 
 
+# Clients whose binary lacks the contract's --key-size/--rate/--e2e (a --kring-base
+# build from before they existed): set in main, they sit out the workloads needing them.
+WITHOUT_PACING = set()
+
+
+def needs_pacing_options(w):
+    """Whether the clients' programs need the contract's --key-size/--rate/--e2e (a
+    consume workload's keys are its fill producer's business)."""
+    return (w["op"] == "produce" and bool(w.get("key_size"))) or w["op"] == "latency"
+
+
 def clients_for(w, clients):
     """The clients that can run workload `w`."""
+    if needs_pacing_options(w):
+        clients = [c for c in clients if c not in WITHOUT_PACING]
     if w.get("security"):
         return [c for c in clients if c in SECURE_CLIENTS]
     if w.get("group"):
@@ -1058,6 +1071,10 @@ def main(argv):
     bins, build_errors, build_notes = build(a.clients, a.no_build, need_kring)
     if a.kring_base:
         bins["kring-base"] = os.path.abspath(a.kring_base)
+        _, base_help, _ = sh([bins["kring-base"], "perf", "produce", "--help"], timeout=30)
+        if "--key-size" not in base_help:
+            WITHOUT_PACING.add("kring-base")
+            log("== kring-base has no --key-size/--rate: it sits out the keyed and latency workloads")
     java_peer, java_peer_error = None, "not built"
     if "java" in bins and any(uses_java_peer("java", w) for w in a.wl.values()):
         log("== build the Java contract peers: javac perf/java/ProducePeer.java ConsumePeer.java")
@@ -1201,7 +1218,8 @@ def main(argv):
             clients = clients_for(w, a.clients)
             skipped = [c for c in a.clients if c not in clients]
             if skipped:
-                why = "no security settings" if w.get("security") else "no --group"
+                why = ("no security settings" if w.get("security") else
+                       "no --key-size/--rate/--e2e" if needs_pacing_options(w) else "no --group")
                 log(f"== {name}: not run by {', '.join(skipped)} ({why} in their peers)")
             for rep in range(a.runs):
                 k = rep % len(clients)
