@@ -1491,12 +1491,15 @@ def latency_table(name, meta, summary, runs):
                  f"{fmt(mm['e2e_max'], 1)} | {fmt(mm['cpu'], 2)} | {fmt(mm['cpu_consumer'], 2)} | "
                  f"{fmt(mm['rss'], 0)}, {fmt(mm['rss_consumer'], 0)} | {s['ok']}/{s['runs']} | "
                  f"{ratio('p99')} | {ratio('e2e_p99')} |")
-    errs = [(c, e) for c in meta["clients"] for e in summary[name][c]["errors"]]
-    if errs:
-        L.append("")
-        L.append("Failed runs: " + "; ".join(f"{c} {e}" for c, e in errs) + ".")
-    L.append("")
+    L += failed_runs(name, meta, summary)
     return L
+
+
+def failed_runs(name, meta, summary):
+    """The lines naming a workload's failed runs, and the blank line after its table."""
+    errs = [(c, e) for c in meta["clients"] for e in summary[name][c]["errors"]]
+    lines = ["", "Failed runs: " + "; ".join(f"{c} {e}" for c, e in errs) + "."] if errs else []
+    return lines + [""]
 
 
 def report(raw_path, out_dir):
@@ -1551,11 +1554,7 @@ def report(raw_path, out_dir):
             L.append(f"| {client_label(c, name, runs)} | {fmt(mm['rps'])} | {fmt(mm['mbps'], 1)} | {fmt(mm['cpu'], 2)} | "
                      f"{fmt(mm['p50'], 1) if lat else '—'} | {fmt(mm['p99'], 1) if lat else '—'} | "
                      f"{fmt(mm['rss'], 0)} | {s['ok']}/{s['runs']} | {rr} | {cr} |")
-        errs = [(c, e) for c in meta["clients"] for e in summary[name][c]["errors"]]
-        if errs:
-            L.append("")
-            L.append("Failed runs: " + "; ".join(f"{c} {e}" for c, e in errs) + ".")
-        L.append("")
+        L += failed_runs(name, meta, summary)
     pairs = [(n, n[:-len("-group")]) for n in meta["workloads"]
              if n.endswith("-group") and n[:-len("-group")] in meta["workloads"]]
     if pairs:
