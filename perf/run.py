@@ -1479,6 +1479,9 @@ def latency_table(name, meta, summary, runs):
         s = summary[name][c]
         mm = s["metrics"]
         if mm is None:
+            if s["runs"] == 0:
+                L.append(f"| {c} | not run (its program lacks this workload's options) |" + " |" * 15)
+                continue
             why = s["errors"][0].split(": ", 1)[-1] if s["errors"] else "no runs"
             L.append(f"| {c} | failed: {why.replace('|', '/')} |" + " |" * 13 + f" 0/{s['runs']} | | |")
             continue
@@ -1544,6 +1547,9 @@ def report(raw_path, out_dir):
         for c in meta["clients"]:
             s = summary[name][c]
             mm = s["metrics"]
+            if mm is None and s["runs"] == 0:
+                L.append(f"| {c} | not run (its program lacks this workload's options) | | | | | | | | |")
+                continue
             if mm is None:
                 why = s["errors"][0].split(": ", 1)[-1] if s["errors"] else "no runs"
                 L.append(f"| {c} | failed: {why.replace('|', '/')} | | | | | | 0/{s['runs']} | | |")
