@@ -242,7 +242,8 @@ fn perf_commands_print_the_contract_json() {
         "{consumed}"
     );
     assert!(
-        consumed.contains(r#""p50_ms":null,"p99_ms":null,"io_backend":""#),
+        consumed
+            .contains(r#""p50_ms":null,"p99_ms":null,"p999_ms":null,"max_ms":null,"io_backend":""#),
         "{consumed}"
     );
     // The line names the backend that ran: the one asked for, when one is.
