@@ -136,6 +136,16 @@ struct PartitionBackoff {
 /// make room, and the longest the broker may hold such a fetch.
 pub(crate) const SHORT_POLL: Duration = Duration::from_millis(20);
 
+/// How long after a partition joins a fetcher its fetches still poll short (at most
+/// [`SHORT_POLL`]). Kafka answers a connection's requests one at a time, so a partition
+/// that joins while a long poll is in flight waits for it: up to `fetch.max.wait.ms` on
+/// quiet partitions. Partitions join one by one as consumers start (each after a leader
+/// lookup and often a ListOffsets), so without this every partition but the first waited
+/// a whole long poll on a fresh topic, and records written meanwhile reached the
+/// consumer that much late. While partitions keep joining no fetch polls long; once
+/// none has joined for this long, long polls resume.
+pub(crate) const JOIN_SETTLE: Duration = Duration::from_millis(200);
+
 /// How often a fetcher whose consumers are all full or paused looks again without a
 /// wake-up.
 const FULL_RECHECK: Duration = Duration::from_millis(100);
@@ -216,6 +226,10 @@ pub(crate) struct Fetcher<P> {
     backoff: HashMap<(Arc<str>, i32), PartitionBackoff>,
     /// The time of the last `poll_next`, for `build_request`.
     now: Option<Instant>,
+    /// A partition joined since the last `poll_next`.
+    joined: bool,
+    /// Until when fetches poll short because partitions joined ([`JOIN_SETTLE`]).
+    settle_until: Option<Instant>,
 }
 
 fn key<P: FetchTarget>(p: &P) -> (Arc<str>, i32) {
@@ -288,6 +302,8 @@ impl<P: FetchTarget> Fetcher<P> {
             topic_names: HashMap::new(),
             backoff: HashMap::new(),
             now: None,
+            joined: false,
+            settle_until: None,
         }
     }
 
@@ -333,6 +349,12 @@ impl<P: FetchTarget> Fetcher<P> {
     /// Starts fetching for a partition.
     pub fn add(&mut self, partition: Arc<P>) {
         self.partitions.push(partition);
+        self.joined = true;
+    }
+
+    /// Whether a fetch built now polls short because partitions joined a moment ago.
+    fn settling(&self) -> bool {
+        matches!((self.now, self.settle_until), (Some(now), Some(until)) if now < until)
     }
 
     /// Whether `p` is fetched here from a follower, its read replica.
@@ -388,6 +410,9 @@ impl<P: FetchTarget> Fetcher<P> {
                 .retain(|k, _| partitions.iter().any(|p| key(&**p) == *k));
         }
         self.now = Some(now);
+        if std::mem::take(&mut self.joined) {
+            self.settle_until = Some(now + JOIN_SETTLE);
+        }
         if self.partitions.is_empty() {
             self.session = Session::default();
             self.backoff.clear();
@@ -541,7 +566,7 @@ impl<P: FetchTarget> Fetcher<P> {
             }
         }
         self.session.sent = current;
-        let max_wait = if short_poll {
+        let max_wait = if short_poll || self.settling() {
             s.max_wait.min(SHORT_POLL)
         } else {
             s.max_wait

@@ -286,6 +286,29 @@ fn caught_up_partitions_wait_for_room_then_short_poll() {
 }
 
 #[test]
+fn fetches_poll_short_while_partitions_join_and_long_once_they_stop() {
+    let now = Instant::now();
+    let mut fetcher = Fetcher::new(settings());
+    let long = settings().max_wait.as_millis() as i32;
+    let short = SHORT_POLL.as_millis() as i32;
+    fetcher.add(target(0, 0));
+    // The first fetch goes at once, but the broker may not hold it long: the next
+    // partition to join would wait behind it.
+    assert_eq!(fetch(&mut fetcher, now).max_wait_ms, short);
+    let later = now + JOIN_SETTLE / 2;
+    fetcher.add(target(1, 0));
+    assert_eq!(fetch(&mut fetcher, later).max_wait_ms, short);
+    // The window runs from the last join.
+    assert_eq!(fetch(&mut fetcher, now + JOIN_SETTLE).max_wait_ms, short);
+    assert_eq!(fetch(&mut fetcher, later + JOIN_SETTLE).max_wait_ms, long);
+    fetcher.add(target(2, 0));
+    assert_eq!(
+        fetch(&mut fetcher, later + JOIN_SETTLE * 3).max_wait_ms,
+        short
+    );
+}
+
+#[test]
 fn the_decision_that_avoids_long_polls() {
     let state = |paused, has_room, fetch_position, high_watermark| FetchState {
         paused,
