@@ -236,10 +236,15 @@ pub(crate) async fn run(
         let Some(inner) = consumer.upgrade() else {
             return;
         };
-        let version = broker
-            .api_versions()
-            .and_then(|v| v.version_for(ApiKey::Fetch))
-            .unwrap_or(12);
+        let version = match negotiated_fetch_version(&broker).await {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::debug!(broker = broker.addr(), error = %e, "fetch connection failed");
+                drop(permit);
+                inner.reroute(engine.handle_failure(), Duration::from_millis(100), false);
+                return;
+            }
+        };
         let metadata = inner.client.metadata();
         let topic_id = |t: &str| metadata.topics.get(t).map_or(Uuid::ZERO, |m| m.id);
         let request = engine.build_request(version, max_bytes, short_poll, &topic_id);
@@ -292,6 +297,20 @@ pub(crate) async fn run(
             inner.handle_divergence(&p, end).await;
         }
     }
+}
+
+/// The Fetch version to use with `broker`, connecting first when its connection has
+/// not negotiated versions yet (a fetcher's own connection opens lazily): a first fetch
+/// sent at a guessed version would begin its session naming topics differently from
+/// the next, which the broker refuses.
+async fn negotiated_fetch_version(broker: &Broker) -> Result<i16, crate::io::IoError> {
+    if broker.api_versions().is_none() {
+        broker.connect().await?;
+    }
+    Ok(broker
+        .api_versions()
+        .and_then(|v| v.version_for(ApiKey::Fetch))
+        .unwrap_or(12))
 }
 
 /// Sends partitions to the read replica a leader named (KIP-392): at once when metadata

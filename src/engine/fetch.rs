@@ -150,6 +150,13 @@ pub(crate) const JOIN_SETTLE: Duration = Duration::from_millis(200);
 /// wake-up.
 const FULL_RECHECK: Duration = Duration::from_millis(100);
 
+/// Top-level Fetch errors that only end the fetch session (KIP-227).
+fn is_session_error(code: KafkaCode) -> bool {
+    code == KafkaCode::FETCH_SESSION_ID_NOT_FOUND
+        || code == KafkaCode::INVALID_FETCH_SESSION_EPOCH
+        || code == KafkaCode::FETCH_SESSION_TOPIC_ID_ERROR
+}
+
 /// What the driver should do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Next {
@@ -206,6 +213,10 @@ struct Session {
     epoch: i32,
     /// What the broker's session holds: (topic, partition) → fetch offset sent.
     sent: HashMap<(Arc<str>, i32), i64>,
+    /// Whether it names topics by id (begun at v13+): a broker refuses an incremental
+    /// fetch that names them the other way (FETCH_SESSION_TOPIC_ID_ERROR), so a change
+    /// of version across 13 begins a new session.
+    by_id: bool,
 }
 
 /// One broker's fetcher.
@@ -491,8 +502,14 @@ impl<P: FetchTarget> Fetcher<P> {
         let s = &self.settings;
         self.topic_names.clear();
         let sessions = version >= 7;
-        let full = !sessions || self.session.id == 0;
         let by_id = version >= 13;
+        let full = !sessions || self.session.id == 0 || self.session.by_id != by_id;
+        if full {
+            self.session = Session {
+                by_id,
+                ..Session::default()
+            };
+        }
         let mut topics: Vec<FetchTopic> = Vec::new();
         let mut current: HashMap<(Arc<str>, i32), i64> = HashMap::new();
         for p in &self.requested {
@@ -621,9 +638,11 @@ impl<P: FetchTarget> Fetcher<P> {
     ) -> FetchOutcome<P> {
         let mut outcome = FetchOutcome::new();
         let code = KafkaCode(response.error_code);
-        if code == KafkaCode::FETCH_SESSION_ID_NOT_FOUND
-            || code == KafkaCode::INVALID_FETCH_SESSION_EPOCH
-        {
+        let incremental = self.session.id != 0;
+        if incremental && is_session_error(code) {
+            // The broker lost or refused the session: a full fetch at once begins
+            // another. (After a full fetch the same answer backs off below: a broker
+            // repeating it must not be asked in a loop.)
             self.session = Session::default();
             return outcome;
         }

@@ -188,6 +188,56 @@ fn the_session_sends_only_what_changed_and_forgets_what_left() {
     assert_eq!(sent_partitions(&fourth), vec![(0, 5)]);
 }
 
+/// A fetch at `version` (the request's session id and epoch).
+fn fetch_at(fetcher: &mut Fetcher<Target>, now: Instant, version: i16) -> (i32, i32) {
+    let Next::Fetch {
+        max_bytes,
+        short_poll,
+    } = fetcher.poll_next(now, 64 << 20)
+    else {
+        panic!("expected a fetch")
+    };
+    let r = fetcher.build_request(version, max_bytes, short_poll, &|_| Uuid([9; 16]));
+    (r.session_id, r.session_epoch)
+}
+
+#[test]
+fn a_version_change_across_13_begins_a_new_session() {
+    let now = Instant::now();
+    let mut fetcher = Fetcher::new(settings());
+    fetcher.add(target(0, 0));
+    assert_eq!(fetch_at(&mut fetcher, now, 12), (0, 0));
+    fetcher.handle_response(response(vec![], 77), 12, permit(), now);
+    assert_eq!(fetch_at(&mut fetcher, now, 12), (77, 1));
+    fetcher.handle_response(response(vec![], 77), 12, permit(), now);
+    // Named by id from v13: the broker's session names them by name.
+    assert_eq!(fetch_at(&mut fetcher, now, 16), (0, 0));
+    fetcher.handle_response(response(vec![], 78), 16, permit(), now);
+    assert_eq!(fetch_at(&mut fetcher, now, 16), (78, 1));
+}
+
+#[test]
+fn a_refused_session_is_begun_again_at_once_but_a_refused_full_fetch_backs_off() {
+    let now = Instant::now();
+    let mut fetcher = Fetcher::new(settings());
+    fetcher.add(target(0, 0));
+    let refused = || {
+        let mut r = response(vec![], 0);
+        r.error_code = KafkaCode::FETCH_SESSION_TOPIC_ID_ERROR.code();
+        r
+    };
+    fetch(&mut fetcher, now);
+    fetcher.handle_response(response(vec![], 77), 12, permit(), now);
+    assert_eq!(fetch(&mut fetcher, now).session_id, 77);
+    fetcher.handle_response(refused(), 12, permit(), now);
+    let full = fetch(&mut fetcher, now);
+    assert_eq!((full.session_id, full.session_epoch), (0, 0));
+    // The full fetch refused as well: no loop of full fetches.
+    fetcher.handle_response(refused(), 12, permit(), now);
+    let until = now + settings().error_backoff;
+    assert_eq!(fetcher.poll_next(now, 1 << 20), Next::Wait { until });
+}
+
 #[test]
 fn moved_and_out_of_range_partitions_are_handed_back() {
     let now = Instant::now();
