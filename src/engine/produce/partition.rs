@@ -120,13 +120,20 @@ pub(crate) struct ProduceSettings {
 pub(crate) const MAX_IDEMPOTENT_IN_FLIGHT: usize = 5;
 
 impl ProduceSettings {
-    /// Batches of one partition that may be in flight at once.
+    /// Batches of one partition that may be in flight at once: the connection's limit,
+    /// and with idempotence no more than the broker tracks.
     pub fn per_partition_in_flight(&self) -> usize {
         if self.idempotent {
-            MAX_IDEMPOTENT_IN_FLIGHT
+            self.max_in_flight.clamp(1, MAX_IDEMPOTENT_IN_FLIGHT)
         } else {
             self.max_in_flight.max(1)
         }
+    }
+
+    /// Produce requests a sink keeps on the wire to its broker at once
+    /// (`max.in.flight.requests.per.connection`, which the connection enforces too).
+    pub fn requests_in_flight(&self) -> usize {
+        self.max_in_flight.max(1)
     }
 
     /// How long to wait before retry number `attempts + 1`: exponential to the cap.
@@ -651,7 +658,8 @@ impl PartitionState {
     }
 
     /// Takes the batches that may go out now into `out` (assigning sequences to first
-    /// sends). Returns when to look again if a retry backoff holds the partition.
+    /// sends), at most `rounds` of them (one per request the sink may still send).
+    /// Returns when to look again if a retry backoff holds the partition.
     ///
     /// While an epoch bump is pending (`bumping`), only batches that may have been
     /// written go out, one at a time under their own epoch, to learn their fate.
@@ -663,6 +671,7 @@ impl PartitionState {
         producer: Option<ProducerId>,
         bumping: bool,
         settings: &ProduceSettings,
+        rounds: usize,
         out: &mut Vec<Outgoing>,
     ) -> Option<Instant> {
         if self.queue.is_empty() || (self.hold_until_drained && !self.in_flight.is_empty()) {
@@ -685,7 +694,7 @@ impl PartitionState {
         self.hold_until_drained = false;
         let limit = self.in_flight_limit(bumping, settings);
         let mut round = 0;
-        while self.in_flight.len() < limit {
+        while self.in_flight.len() < limit && round < rounds {
             let Some(mut q) = self.queue.pop_front() else {
                 break;
             };

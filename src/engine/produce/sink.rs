@@ -158,6 +158,15 @@ impl Sink {
         let mut outgoing = Vec::new();
         let mut wake_at = None;
         let mut bump = false;
+        // Requests are made only for the slots the connection has free: one made
+        // earlier would wait in its queue holding just what was sealed then, where one
+        // made when a slot frees takes every partition's batch sealed meanwhile (franz-go
+        // coalesces the same way). Under load that is the difference between many small
+        // requests and a few large ones, which the broker handles far faster.
+        let slots = cx
+            .settings
+            .requests_in_flight()
+            .saturating_sub(self.in_flight.len());
         let (broker, events) = (self.broker, &mut self.events);
         // Kept in place: a drain runs on every wake-up and should not reallocate the list.
         self.partitions.retain(|p| {
@@ -165,7 +174,11 @@ impl Sink {
             let mut s = p.state();
             // Held open only where this sink is to send it (a partition that moved, or
             // whose leader is unknown, seals as before: that is what gets it going).
-            let hold = leader == Some(broker) && !cx.bumping && s.busy_sending(now, cx.settings);
+            // Also while the connection has no slot free: sealed now, a batch would only
+            // wait, while open it keeps filling.
+            let hold = leader == Some(broker)
+                && !cx.bumping
+                && (slots == 0 || s.busy_sending(now, cx.settings));
             wake_at = earliest(
                 wake_at,
                 s.seal_if_due(now, cx.flushing, hold, cx.settings, cx.pools),
@@ -183,17 +196,20 @@ impl Sink {
                         wake_at = earliest(wake_at, Some(now + cx.settings.retry_backoff));
                     }
                 }
-                Some(_) => {
+                Some(_) if slots > 0 => {
                     let retry = s.take_sendable(
                         p,
                         now,
                         cx.producer,
                         cx.bumping,
                         cx.settings,
+                        slots,
                         &mut outgoing,
                     );
                     wake_at = earliest(wake_at, retry);
                 }
+                // Every slot taken: the next answer drains again.
+                Some(_) => {}
             }
             true
         });
@@ -702,5 +718,96 @@ mod tests {
         };
         assert!(fenced(true), "a transactional producer learns it is fenced");
         assert!(!fenced(false), "nothing new for a plain producer");
+    }
+
+    /// Appends `records` one-byte records to `partition`.
+    fn append(
+        partition: &ProducePartition,
+        records: usize,
+        settings: &ProduceSettings,
+        pools: &ArenaPools,
+    ) {
+        for _ in 0..records {
+            let record = RecordParts {
+                key: None,
+                value: Some(b"v"),
+                headers: &[],
+                timestamp: 1,
+            };
+            let appended = partition
+                .state()
+                .append(record, None, settings, pools, Instant::now);
+            assert!(
+                matches!(appended, Ok(Appended::Done { .. })),
+                "append: {appended:?}"
+            );
+        }
+    }
+
+    /// The partitions a request carries a batch of.
+    fn partitions_of(request: &ProduceBatches) -> Vec<i32> {
+        request
+            .topics
+            .iter()
+            .flat_map(|(_, batches)| batches.iter().map(|b| b.partition))
+            .collect()
+    }
+
+    #[test]
+    fn requests_are_made_when_a_slot_is_free_and_take_what_was_sealed_meanwhile() {
+        use crate::protocol::messages::produce::TopicProduceResponse;
+        let mut settings = settings();
+        settings.idempotent = false;
+        settings.max_in_flight = 1;
+        let pools = ArenaPools::new(16 * 1024, MemoryBudget::new(1 << 20));
+        let failures = Arc::new(DeliveryFailures::default());
+        let partitions: Vec<_> = (0..3)
+            .map(|i| ProducePartition::new(Arc::from("t"), i, failures.clone()))
+            .collect();
+        let mut sink = Sink::new(BROKER, Arc::from("127.0.0.1:9"));
+        for p in &partitions {
+            sink.adopt(p.clone(), Arc::new(NoWake));
+        }
+        let cx = SinkContext {
+            settings: &settings,
+            pools: &pools,
+            producer: None,
+            bumping: false,
+            flushing: true,
+            leaders: &LedHere,
+            produce_versions: crate::engine::produce::request::ANY_PRODUCE_VERSION,
+        };
+        append(&partitions[0], 2, &settings, &pools);
+        sink.drain(Instant::now(), &cx);
+        let (token, first) = sink.poll_request().expect("a request");
+        assert_eq!(partitions_of(&first), vec![0]);
+        // Sealed while the only slot is taken: no request yet, however many drains.
+        for p in &partitions {
+            append(p, 2, &settings, &pools);
+        }
+        sink.drain(Instant::now(), &cx);
+        sink.drain(Instant::now(), &cx);
+        assert!(
+            sink.poll_request().is_none(),
+            "the connection's one slot is taken"
+        );
+        let answer = ProduceResponse::default().with_responses(vec![
+            TopicProduceResponse::default()
+                .with_name("t".into())
+                .with_partition_responses(vec![PartitionProduceResponse::default().with_index(0)]),
+        ]);
+        sink.handle_response(token, Ok(raw_v11(&answer)), Instant::now(), &settings);
+        sink.drain(Instant::now(), &cx);
+        let (_, second) = sink
+            .poll_request()
+            .expect("a request once the slot is free");
+        let mut carried = partitions_of(&second);
+        carried.sort_unstable();
+        assert_eq!(
+            carried,
+            vec![0, 1, 2],
+            "one request with every partition's batch"
+        );
+        assert!(sink.poll_request().is_none());
     }
 }

@@ -76,8 +76,15 @@ fn partition_with(
 
 fn take(p: &Arc<ProducePartition>, now: Instant, settings: &ProduceSettings) -> Vec<Outgoing> {
     let mut out = Vec::new();
-    p.state()
-        .take_sendable(p, now, Some(PRODUCER), false, settings, &mut out);
+    p.state().take_sendable(
+        p,
+        now,
+        Some(PRODUCER),
+        false,
+        settings,
+        usize::MAX,
+        &mut out,
+    );
     out
 }
 
@@ -150,9 +157,15 @@ fn a_retry_goes_back_in_sequence_order_and_holds_the_partition() {
     p.state().settle(settle_first, ack(), now, &settings);
     // Backoff: nothing before it ends.
     let mut out = Vec::new();
-    let again = p
-        .state()
-        .take_sendable(&p, now, Some(PRODUCER), false, &settings, &mut out);
+    let again = p.state().take_sendable(
+        &p,
+        now,
+        Some(PRODUCER),
+        false,
+        &settings,
+        usize::MAX,
+        &mut out,
+    );
     assert_eq!(again, Some(now + settings.backoff(0)));
     // Resent with their first sequences, in order, one at a time while retrying.
     let later = now + Duration::from_secs(1);
@@ -439,8 +452,15 @@ fn a_batch_that_may_have_been_written_is_resolved_before_a_bump_renumbers_it() {
     // While a bump is pending, only that batch goes out, under the old epoch.
     let later = now + Duration::from_secs(5);
     let mut out = Vec::new();
-    p.state()
-        .take_sendable(&p, later, Some(PRODUCER), true, &settings, &mut out);
+    p.state().take_sendable(
+        &p,
+        later,
+        Some(PRODUCER),
+        true,
+        &settings,
+        usize::MAX,
+        &mut out,
+    );
     assert_eq!(out.iter().map(sequence_of).collect::<Vec<_>>(), vec![1]);
     assert_eq!(
         RecordBatchRef::new(&out[0].batch).unwrap().producer_epoch(),
@@ -462,6 +482,7 @@ fn a_batch_that_may_have_been_written_is_resolved_before_a_bump_renumbers_it() {
         Some(PRODUCER),
         true,
         &settings,
+        usize::MAX,
         &mut none,
     );
     assert!(
