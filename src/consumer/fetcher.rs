@@ -241,7 +241,7 @@ pub(crate) async fn run(
             Err(e) => {
                 tracing::debug!(broker = broker.addr(), error = %e, "fetch connection failed");
                 drop(permit);
-                inner.reroute(engine.handle_failure(), Duration::from_millis(100), false);
+                hand_back_after_failure(&inner, &mut engine);
                 return;
             }
         };
@@ -265,8 +265,7 @@ pub(crate) async fn run(
             Err(e) => {
                 tracing::debug!(broker = broker.addr(), error = %e, "fetch failed");
                 drop(permit);
-                // The connection broke or timed out: partitions find their leader again.
-                inner.reroute(engine.handle_failure(), Duration::from_millis(100), false);
+                hand_back_after_failure(&inner, &mut engine);
                 return;
             }
         };
@@ -297,6 +296,12 @@ pub(crate) async fn run(
             inner.handle_divergence(&p, end).await;
         }
     }
+}
+
+/// The connection broke, timed out or could not be made: the fetcher's partitions find
+/// their leader again (after a pause and a metadata refresh).
+fn hand_back_after_failure(inner: &ConsumerInner, engine: &mut Fetcher<PartitionShared>) {
+    inner.reroute(engine.handle_failure(), Duration::from_millis(100), false);
 }
 
 /// The Fetch version to use with `broker`, connecting first when its connection has

@@ -72,6 +72,16 @@ fn permit() -> Permit {
 }
 
 fn fetch(fetcher: &mut Fetcher<Target>, now: Instant) -> FetchRequest {
+    fetch_with(fetcher, now, 12, &no_ids)
+}
+
+/// The fetch decided at `now`, built at `version` with `topic_id`.
+fn fetch_with(
+    fetcher: &mut Fetcher<Target>,
+    now: Instant,
+    version: i16,
+    topic_id: &dyn Fn(&str) -> Uuid,
+) -> FetchRequest {
     let Next::Fetch {
         max_bytes,
         short_poll,
@@ -79,7 +89,7 @@ fn fetch(fetcher: &mut Fetcher<Target>, now: Instant) -> FetchRequest {
     else {
         panic!("expected a fetch")
     };
-    fetcher.build_request(12, max_bytes, short_poll, &no_ids)
+    fetcher.build_request(version, max_bytes, short_poll, topic_id)
 }
 
 fn sent_partitions(request: &FetchRequest) -> Vec<(i32, i64)> {
@@ -190,14 +200,7 @@ fn the_session_sends_only_what_changed_and_forgets_what_left() {
 
 /// A fetch at `version` (the request's session id and epoch).
 fn fetch_at(fetcher: &mut Fetcher<Target>, now: Instant, version: i16) -> (i32, i32) {
-    let Next::Fetch {
-        max_bytes,
-        short_poll,
-    } = fetcher.poll_next(now, 64 << 20)
-    else {
-        panic!("expected a fetch")
-    };
-    let r = fetcher.build_request(version, max_bytes, short_poll, &|_| Uuid([9; 16]));
+    let r = fetch_with(fetcher, now, version, &|_| Uuid([9; 16]));
     (r.session_id, r.session_epoch)
 }
 

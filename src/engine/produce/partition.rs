@@ -132,7 +132,7 @@ impl ProduceSettings {
 
     /// Produce requests a sink keeps on the wire to its broker at once
     /// (`max.in.flight.requests.per.connection`, which the connection enforces too).
-    pub fn requests_in_flight(&self) -> usize {
+    pub fn max_requests_in_flight(&self) -> usize {
         self.max_in_flight.max(1)
     }
 

@@ -165,7 +165,7 @@ impl Sink {
         // requests and a few large ones, which the broker handles far faster.
         let slots = cx
             .settings
-            .requests_in_flight()
+            .max_requests_in_flight()
             .saturating_sub(self.in_flight.len());
         let (broker, events) = (self.broker, &mut self.events);
         // Kept in place: a drain runs on every wake-up and should not reallocate the list.
@@ -552,22 +552,7 @@ mod tests {
         let pools = ArenaPools::new(16 * 1024, MemoryBudget::new(1 << 20));
         let failures = Arc::new(DeliveryFailures::default());
         let partition = ProducePartition::new(Arc::from("t"), 0, failures.clone());
-        let mut shared = None;
-        for _ in 0..records {
-            let record = RecordParts {
-                key: None,
-                value: Some(b"v"),
-                headers: &[],
-                timestamp: 1,
-            };
-            match partition
-                .state()
-                .append(record, None, &settings, &pools, || now)
-            {
-                Ok(Appended::Done { shared: s, .. }) => shared = Some(s),
-                other => panic!("append: {other:?}"),
-            }
-        }
+        let shared = append(&partition, records, &settings, &pools, now);
         let mut sink = Sink::new(BROKER, Arc::from("127.0.0.1:9"));
         sink.adopt(partition, Arc::new(NoWake));
         let cx = SinkContext {
@@ -720,13 +705,16 @@ mod tests {
         assert!(!fenced(false), "nothing new for a plain producer");
     }
 
-    /// Appends `records` one-byte records to `partition`.
+    /// Appends `records` one-byte records to `partition`, stamped `now`: the batch the
+    /// last one went into.
     fn append(
         partition: &ProducePartition,
         records: usize,
         settings: &ProduceSettings,
         pools: &ArenaPools,
-    ) {
+        now: Instant,
+    ) -> Option<Arc<BatchShared>> {
+        let mut shared = None;
         for _ in 0..records {
             let record = RecordParts {
                 key: None,
@@ -734,14 +722,15 @@ mod tests {
                 headers: &[],
                 timestamp: 1,
             };
-            let appended = partition
+            match partition
                 .state()
-                .append(record, None, settings, pools, Instant::now);
-            assert!(
-                matches!(appended, Ok(Appended::Done { .. })),
-                "append: {appended:?}"
-            );
+                .append(record, None, settings, pools, || now)
+            {
+                Ok(Appended::Done { shared: s, .. }) => shared = Some(s),
+                other => panic!("append: {other:?}"),
+            }
         }
+        shared
     }
 
     /// The partitions a request carries a batch of.
@@ -777,13 +766,13 @@ mod tests {
             leaders: &LedHere,
             produce_versions: crate::engine::produce::request::ANY_PRODUCE_VERSION,
         };
-        append(&partitions[0], 2, &settings, &pools);
+        append(&partitions[0], 2, &settings, &pools, Instant::now());
         sink.drain(Instant::now(), &cx);
         let (token, first) = sink.poll_request().expect("a request");
         assert_eq!(partitions_of(&first), vec![0]);
         // Sealed while the only slot is taken: no request yet, however many drains.
         for p in &partitions {
-            append(p, 2, &settings, &pools);
+            append(p, 2, &settings, &pools, Instant::now());
         }
         sink.drain(Instant::now(), &cx);
         sink.drain(Instant::now(), &cx);
