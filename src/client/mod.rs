@@ -74,6 +74,9 @@ struct Shared {
     conn_config: ConnectionConfig,
     runtime: Runtime,
     metadata: RwLock<Arc<ClusterMetadata>>,
+    /// The snapshot's generation, readable without the lock (stored under it): per-record
+    /// paths check a cache against it instead of taking the snapshot.
+    metadata_generation: AtomicU64,
     brokers: Mutex<HashMap<i32, Broker>>,
     seeds: Vec<Broker>,
     coordinators: Mutex<HashMap<(CoordinatorKind, String), i32>>,
@@ -241,6 +244,8 @@ impl Shared {
         };
         log_changes(&m, &next);
         self.sync_brokers(&next)?;
+        self.metadata_generation
+            .store(next.generation, Ordering::Release);
         *m = Arc::new(next);
         Ok(true)
     }
@@ -355,6 +360,7 @@ impl Client {
             conn_config,
             runtime: runtime.clone(),
             metadata: RwLock::new(Arc::new(ClusterMetadata::default())),
+            metadata_generation: AtomicU64::new(ClusterMetadata::default().generation),
             brokers: Mutex::new(HashMap::new()),
             seeds,
             coordinators: Mutex::new(HashMap::new()),
@@ -419,6 +425,12 @@ impl Client {
     /// The current metadata snapshot.
     pub fn metadata(&self) -> Arc<ClusterMetadata> {
         self.shared().snapshot()
+    }
+
+    /// The current snapshot's [`generation`](ClusterMetadata::generation), without
+    /// taking the snapshot: a cache built from generation G is current while this is G.
+    pub fn metadata_generation(&self) -> u64 {
+        self.shared().metadata_generation.load(Ordering::Acquire)
     }
 
     /// How many Metadata requests the client has sent (refreshes, including failed attempts).

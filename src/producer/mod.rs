@@ -64,7 +64,7 @@ use crate::buf::MemoryBudget;
 use crate::client::Client;
 use crate::config::{Acks, Config, ProducerConfig};
 use crate::engine::produce::arenas::ArenaPools;
-use crate::engine::produce::completion::batch_done;
+use crate::engine::produce::completion::{BatchShared, batch_done};
 use crate::engine::produce::failures::{DeliveryFailures, FailureReport};
 use crate::engine::produce::partition::{
     Appended, Arena, ProducePartition, ProduceSettings, ProducerId, RecordParts,
@@ -74,22 +74,111 @@ use crate::protocol::{ApiKey, KafkaCode};
 use crate::record::Compression as Codec;
 use driver::Sinks;
 
-/// One topic's partitions.
+/// One topic's partitions and what the partitioner needs to know of them.
 #[derive(Debug)]
 pub(crate) struct TopicState {
     pub name: Arc<str>,
-    pub partitions: RwLock<Vec<Arc<ProducePartition>>>,
-    /// What the partitioner needs, computed once per metadata snapshot rather than per
-    /// record.
-    view: Mutex<TopicView>,
+    routes: RwLock<TopicRoutes>,
 }
 
-#[derive(Debug, Clone, Default)]
-struct TopicView {
-    /// The generation of the metadata snapshot this view was computed from.
+/// A topic's partitions as of one metadata snapshot. A record is routed under one read
+/// lock of this (and of the topic table) with nothing cloned but the partition it goes
+/// to: the snapshot is not taken, only its generation compared.
+#[derive(Debug, Default)]
+struct TopicRoutes {
+    /// The generation of the metadata snapshot this was computed from; 0 when the topic
+    /// was missing from it, so that the next record looks again.
     generation: u64,
+    /// Partition ids are `0..count`.
     count: usize,
-    available: Arc<[i32]>,
+    /// The partitions that have a leader.
+    available: Vec<i32>,
+    /// Every partition the producer has made for the topic (at least `count`).
+    partitions: Vec<Arc<ProducePartition>>,
+}
+
+impl TopicState {
+    fn new(name: &str) -> Self {
+        TopicState {
+            name: Arc::from(name),
+            routes: RwLock::new(TopicRoutes::default()),
+        }
+    }
+
+    /// Every partition made so far.
+    pub(crate) fn partitions(&self) -> Vec<Arc<ProducePartition>> {
+        self.routes
+            .read()
+            .map(|r| r.partitions.clone())
+            .unwrap_or_default()
+    }
+
+    /// Partition `index`, if it was made.
+    pub(crate) fn partition(&self, index: i32) -> Option<Arc<ProducePartition>> {
+        let routes = self.routes.read().ok()?;
+        routes.partitions.get(usize::try_from(index).ok()?).cloned()
+    }
+}
+
+/// What one `send` has settled so far, kept while it waits (for an arena, or for the
+/// topic's metadata) and tries again.
+#[derive(Default)]
+struct SendState {
+    /// Chosen once: a record waiting for an arena does not ask the partitioner again.
+    partition: Option<i32>,
+    /// Read once, when the record is first appended (after any wait for metadata).
+    timestamp: Option<i64>,
+    /// An arena waited for after [`Appended::NeedArena`].
+    arena: Option<Arena>,
+}
+
+/// Hashes topic names for the producer's topic table, looked up once per record: a word
+/// at a time (FxHash's multiply-rotate), several times cheaper than the default SipHash
+/// for short names. The names are the application's own, not the wire's, so a keyed hash
+/// against flooding buys nothing here.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct TopicHasher;
+
+/// The state of a [`TopicHasher`].
+#[derive(Debug, Default)]
+pub(crate) struct TopicHash(u64);
+
+impl TopicHash {
+    const K: u64 = 0xf135_7aea_2e62_a9c5;
+
+    fn mix(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(26) ^ word).wrapping_mul(Self::K);
+    }
+}
+
+impl std::hash::Hasher for TopicHash {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            self.mix(u64::from_le_bytes(w.try_into().unwrap_or_default()));
+        }
+        let mut tail = [0u8; 8];
+        let rest = words.remainder();
+        tail[..rest.len()].copy_from_slice(rest);
+        self.mix(u64::from_le_bytes(tail) ^ ((rest.len() as u64) << 56));
+    }
+
+    fn write_u8(&mut self, byte: u8) {
+        self.mix(u64::from(byte));
+    }
+
+    fn finish(&self) -> u64 {
+        // The multiply leaves the low bits weakest; hashbrown takes its bucket from them.
+        self.0.rotate_left(26)
+    }
+}
+
+impl std::hash::BuildHasher for TopicHasher {
+    type Hasher = TopicHash;
+
+    fn build_hasher(&self) -> TopicHash {
+        TopicHash::default()
+    }
 }
 
 /// What the producer's handles and its tasks share.
@@ -101,7 +190,7 @@ pub(crate) struct ProducerShared {
     /// This producer's `buffer.memory` (for errors).
     buffer_memory: usize,
     partitioner: Option<Box<dyn Partitioner>>,
-    pub topics: RwLock<HashMap<String, Arc<TopicState>>>,
+    pub topics: RwLock<HashMap<String, Arc<TopicState>, TopicHasher>>,
     pub sinks: Sinks,
     /// The idempotent producer's id and epoch.
     pub identity: Mutex<Option<ProducerId>>,
@@ -195,10 +284,14 @@ pub struct Producer {
     handle: Arc<Handle>,
 }
 
+/// The wall clock in ms since the epoch (a record's timestamp): read once per record,
+/// in whole seconds and milliseconds (no 128-bit arithmetic on the per-record path).
 fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| {
+        (d.as_secs() as i64)
+            .saturating_mul(1000)
+            .saturating_add(i64::from(d.subsec_millis()))
+    })
 }
 
 fn codec_of(c: crate::config::Compression) -> Codec {
@@ -246,10 +339,7 @@ impl ProducerShared {
             .read()
             .map(|t| t.values().cloned().collect())
             .unwrap_or_default();
-        topics
-            .iter()
-            .flat_map(|t| t.partitions.read().map(|p| p.clone()).unwrap_or_default())
-            .collect()
+        topics.iter().flat_map(|t| t.partitions()).collect()
     }
 
     /// Waits until every batch sent so far is acknowledged or failed; what failed is
@@ -337,7 +427,7 @@ impl Producer {
                 .or_else(|| partitioner::from_kind(p.partitioner, p.batch_size, seed)),
             pools,
             buffer_memory: p.buffer_memory,
-            topics: RwLock::new(HashMap::new()),
+            topics: RwLock::new(HashMap::default()),
             sinks: Sinks::default(),
             identity: Mutex::new(None),
             bump_needed: AtomicBool::new(false),
@@ -398,19 +488,69 @@ impl Producer {
         }
     }
 
-    /// The topic's state, its partition count and the partitions with a leader; a
-    /// metadata request is made for a topic not seen yet when `fetch` allows it.
-    async fn topic(&self, name: &str, fetch: bool) -> Result<(Arc<TopicState>, Arc<[i32]>, usize)> {
+    /// Routes `record` through its topic's routes if they are from the current
+    /// metadata snapshot; `None` when the topic is new to the producer or the metadata
+    /// changed since (then [`Producer::refresh_topic`]).
+    fn route_current(
+        &self,
+        record: &ProducerRecord<'_>,
+        state: &mut SendState,
+    ) -> Option<Result<Arc<ProducePartition>>> {
+        let shared = self.shared();
+        let generation = shared.client.metadata_generation();
+        let topics = shared.topics.read().ok()?;
+        let routes = topics.get(record.topic)?.routes.read().ok()?;
+        if routes.generation != generation || routes.count == 0 {
+            return None;
+        }
+        Some(self.partition_for(&routes, record, state))
+    }
+
+    /// The partition `record` goes to: the one chosen before, or the partitioner's
+    /// choice now.
+    fn partition_for(
+        &self,
+        routes: &TopicRoutes,
+        record: &ProducerRecord<'_>,
+        state: &mut SendState,
+    ) -> Result<Arc<ProducePartition>> {
+        let partition = match state.partition {
+            Some(p) => p,
+            None => *state.partition.insert(self.choose_partition(
+                record,
+                &routes.available,
+                routes.count,
+            )?),
+        };
+        routes
+            .partitions
+            .get(partition as usize)
+            .filter(|_| (partition as usize) < routes.count)
+            .cloned()
+            .ok_or_else(|| Error::InvalidPartition {
+                topic: record.topic.to_string(),
+                partition,
+                count: routes.count,
+            })
+    }
+
+    /// Routes `record` after bringing its topic's routes up to date with the metadata
+    /// (a metadata request is made for a topic not known yet when `fetch` allows it).
+    async fn route_refreshed(
+        &self,
+        record: &ProducerRecord<'_>,
+        state: &mut SendState,
+        fetch: bool,
+    ) -> Result<Arc<ProducePartition>> {
+        let topic = self.refresh_topic(record.topic, fetch).await?;
+        let routes = topic.routes.read().map_err(|_| Error::ShuttingDown)?;
+        self.partition_for(&routes, record, state)
+    }
+
+    /// Brings the routes of topic `name` up to date with the current metadata snapshot.
+    async fn refresh_topic(&self, name: &str, fetch: bool) -> Result<Arc<TopicState>> {
         let shared = self.shared();
         let metadata = shared.client.metadata();
-        let known = shared.topics.read().ok().and_then(|t| t.get(name).cloned());
-        if let Some(t) = &known
-            && let Ok(view) = t.view.lock()
-            && view.generation == metadata.generation
-            && view.count > 0
-        {
-            return Ok((t.clone(), view.available.clone(), view.count));
-        }
         let meta = match metadata.topics.get(name) {
             Some(t) => t.clone(),
             None if fetch => shared.client.topic(name).await?,
@@ -424,61 +564,58 @@ impl Producer {
             }
         };
         let count = meta.partitions.len();
-        let available: Arc<[i32]> = meta
+        let available: Vec<i32> = meta
             .partitions
             .iter()
             .filter(|p| p.leader >= 0)
             .map(|p| p.id)
             .collect();
+        let known = shared.topics.read().ok().and_then(|t| t.get(name).cloned());
         let topic = match known {
             Some(t) => t,
             None => {
                 let mut topics = shared.topics.write().map_err(|_| Error::ShuttingDown)?;
                 topics
                     .entry(name.to_string())
-                    .or_insert_with(|| {
-                        Arc::new(TopicState {
-                            name: Arc::from(name),
-                            partitions: RwLock::new(Vec::new()),
-                            view: Mutex::new(TopicView::default()),
-                        })
-                    })
+                    .or_insert_with(|| Arc::new(TopicState::new(name)))
                     .clone()
             }
         };
-        self.grow_partitions(&topic, count)?;
-        if let Ok(mut view) = topic.view.lock() {
-            *view = TopicView {
-                generation: if metadata.topics.contains_key(name) {
-                    metadata.generation
-                } else {
-                    0
-                },
-                count,
-                available: available.clone(),
+        let added = {
+            let mut routes = topic.routes.write().map_err(|_| Error::ShuttingDown)?;
+            let added = self.grow_partitions(&topic.name, &mut routes.partitions, count);
+            routes.generation = if metadata.topics.contains_key(name) {
+                metadata.generation
+            } else {
+                0
             };
-        }
-        Ok((topic, available, count))
-    }
-
-    /// Adds the partitions `topic` gained (up to `count`), each routed to its sink.
-    fn grow_partitions(&self, topic: &TopicState, count: usize) -> Result<()> {
-        let added: Vec<Arc<ProducePartition>> = {
-            let mut parts = topic.partitions.write().map_err(|_| Error::ShuttingDown)?;
-            let start = parts.len();
-            for index in start..count {
-                parts.push(ProducePartition::new(
-                    topic.name.clone(),
-                    index as i32,
-                    self.shared().failures.clone(),
-                ));
-            }
-            parts[start.min(parts.len())..].to_vec()
+            routes.count = count;
+            routes.available = available;
+            added
         };
         for p in added {
             self.shared().route(p)?;
         }
-        Ok(())
+        Ok(topic)
+    }
+
+    /// Makes the partitions `topic` gained (up to `count`); the caller routes each to
+    /// its sink once the routes' lock is released.
+    fn grow_partitions(
+        &self,
+        topic: &Arc<str>,
+        parts: &mut Vec<Arc<ProducePartition>>,
+        count: usize,
+    ) -> Vec<Arc<ProducePartition>> {
+        let start = parts.len();
+        for index in start..count {
+            parts.push(ProducePartition::new(
+                topic.clone(),
+                index as i32,
+                self.shared().failures.clone(),
+            ));
+        }
+        parts[start.min(parts.len())..].to_vec()
     }
 
     fn choose_partition(
@@ -518,41 +655,42 @@ impl Producer {
         Ok(partition)
     }
 
-    /// Appends under the partition's lock. Needs an arena only when the partition has
-    /// no open batch and the pool has nothing free right now.
+    /// Appends under the partition's lock (no other lock held). Needs an arena only
+    /// when the partition has no open batch and the pool has nothing free right now.
     fn append(
         &self,
-        topic: &TopicState,
-        partition: i32,
+        part: &ProducePartition,
         record: &ProducerRecord<'_>,
-        timestamp: i64,
-        arena: Option<Arena>,
+        state: &mut SendState,
     ) -> Result<Appended> {
-        let part = topic
-            .partitions
-            .read()
-            .map_err(|_| Error::ShuttingDown)?
-            .get(partition as usize)
-            .cloned()
-            .ok_or_else(|| Error::InvalidPartition {
-                topic: topic.name.to_string(),
-                partition,
-                count: 0,
-            })?;
         let parts = RecordParts {
             key: record.key.as_ref().map(Payload::as_bytes),
             value: record.value.as_ref().map(Payload::as_bytes),
             headers: &record.headers,
-            timestamp,
+            timestamp: *state.timestamp.get_or_insert_with(now_ms),
         };
         let shared = self.shared();
-        let appended =
-            part.state()
-                .append(parts, arena, &shared.settings, &shared.pools, Instant::now)?;
+        let appended = part.state().append(
+            parts,
+            state.arena.take(),
+            &shared.settings,
+            &shared.pools,
+            Instant::now,
+        )?;
         if let Appended::Done { .. } = appended {
-            shared.register_partition(&part);
+            shared.register_partition(part);
         }
         Ok(appended)
+    }
+
+    /// The delivery future of an appended record.
+    fn delivered(shared: Arc<BatchShared>, index: usize, state: &SendState) -> DeliveryFuture {
+        DeliveryFuture::new(
+            shared,
+            index,
+            state.partition.unwrap_or(-1),
+            state.timestamp.unwrap_or_default(),
+        )
     }
 
     /// Queues `record` and returns its delivery future; waits while `buffer.memory` is
@@ -561,14 +699,18 @@ impl Producer {
         self.check_open()?;
         self.shared().intercept(&record);
         let _in_transaction = self.shared().enter_send()?;
-        let (topic, available, count) = self.topic(record.topic, true).await?;
-        let partition = self.choose_partition(&record, &available, count)?;
-        let timestamp = record.timestamp.unwrap_or_else(now_ms);
-        let mut arena = None;
+        let mut state = SendState {
+            timestamp: record.timestamp,
+            ..SendState::default()
+        };
         loop {
-            match self.append(&topic, partition, &record, timestamp, arena.take())? {
+            let part = match self.route_current(&record, &mut state) {
+                Some(part) => part?,
+                None => self.route_refreshed(&record, &mut state, true).await?,
+            };
+            match self.append(&part, &record, &mut state)? {
                 Appended::Done { shared, index } => {
-                    return Ok(DeliveryFuture::new(shared, index, partition, timestamp));
+                    return Ok(Self::delivered(shared, index, &state));
                 }
                 Appended::NeedArena(class) => {
                     let buf = self
@@ -578,7 +720,7 @@ impl Producer {
                         .await
                         .map_err(|e| Error::Batch(e.to_string()))?;
                     self.check_open()?;
-                    arena = Some(Arena::Pooled(buf));
+                    state.arena = Some(Arena::Pooled(buf));
                 }
             }
         }
@@ -590,13 +732,16 @@ impl Producer {
         self.check_open()?;
         self.shared().intercept(&record);
         let _in_transaction = self.shared().enter_send()?;
-        let (topic, available, count) = crate::client::block_on(self.topic(record.topic, false))?;
-        let partition = self.choose_partition(&record, &available, count)?;
-        let timestamp = record.timestamp.unwrap_or_else(now_ms);
-        match self.append(&topic, partition, &record, timestamp, None)? {
-            Appended::Done { shared, index } => {
-                Ok(DeliveryFuture::new(shared, index, partition, timestamp))
-            }
+        let mut state = SendState {
+            timestamp: record.timestamp,
+            ..SendState::default()
+        };
+        let part = match self.route_current(&record, &mut state) {
+            Some(part) => part?,
+            None => crate::client::block_on(self.route_refreshed(&record, &mut state, false))?,
+        };
+        match self.append(&part, &record, &mut state)? {
+            Appended::Done { shared, index } => Ok(Self::delivered(shared, index, &state)),
             Appended::NeedArena(_) => Err(Error::Batch(format!(
                 "buffer.memory ({} bytes) is full",
                 self.shared().buffer_memory
@@ -838,5 +983,41 @@ impl SyncProducer {
     /// Closes the producer.
     pub fn close(&self) -> Result<()> {
         self.producer.close_blocking()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{HashMap, HashSet};
+    use std::hash::BuildHasher;
+
+    use super::TopicHasher;
+
+    #[test]
+    fn topic_hasher_tells_names_apart_and_finds_them_again() {
+        let names = [
+            "",
+            "a",
+            "a\0",
+            "orders",
+            "orders.v2",
+            "sixteen-bytes-xx",
+            "sixteen-bytes-xy",
+            "a-topic-name-longer-than-sixteen-bytes",
+        ];
+        let hashes: HashSet<u64> = names.iter().map(|n| TopicHasher.hash_one(n)).collect();
+        assert_eq!(hashes.len(), names.len(), "a collision among {names:?}");
+        assert_eq!(
+            TopicHasher.hash_one("orders"),
+            TopicHasher.hash_one(String::from("orders"))
+        );
+        let mut table: HashMap<String, usize, TopicHasher> = HashMap::default();
+        for i in 0..1000 {
+            table.insert(format!("topic-{i}"), i);
+        }
+        for i in 0..1000 {
+            assert_eq!(table.get(format!("topic-{i}").as_str()), Some(&i));
+        }
+        assert_eq!(table.get("topic-1000"), None);
     }
 }

@@ -80,6 +80,10 @@ pub struct TopicPartitions<'a> {
 }
 
 /// Chooses a partition for a record; implement it for custom placement.
+///
+/// It is called on the sending thread for every record without an explicit partition,
+/// while the producer holds its topic table for reading (so that routing a record
+/// clones nothing): it should be quick, and must not call back into the producer.
 pub trait Partitioner: Send + Sync + std::fmt::Debug {
     /// The partition for a record with this key (and encoded size, for stickiness).
     /// Must return an id in `0..partitions.count`.

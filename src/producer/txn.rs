@@ -295,9 +295,7 @@ impl ProducerShared {
 
     fn partition_of(&self, topic: &str, index: i32) -> Option<Arc<ProducePartition>> {
         let topics = self.topics.read().ok()?;
-        let t = topics.get(topic)?;
-        let parts = t.partitions.read().ok()?;
-        parts.get(usize::try_from(index).ok()?).cloned()
+        topics.get(topic)?.partition(index)
     }
 
     fn current_producer(&self) -> Result<ProducerId> {

@@ -5,7 +5,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 
 use crate::error::Error;
@@ -17,39 +17,46 @@ pub(crate) struct BatchAck {
     pub log_append_time: i64,
 }
 
+/// How a batch ended.
 #[derive(Debug)]
-enum Outcome {
-    Pending(Vec<Waker>),
+enum Settled {
     Done(Result<BatchAck, Error>),
     /// The batch was split (MESSAGE_TOO_LARGE); record `i` now lives in batch `i`.
     Split(Vec<Arc<BatchShared>>),
 }
 
 /// The completion shared by every record of one batch.
+///
+/// The outcome is set once, under `waiting`'s lock, so a future that finds it unset
+/// under that lock has its waker taken by the settling; once set it is read without any
+/// lock (every record of a batch reads it: one lock per record would be paid by every
+/// delivery future).
 #[derive(Debug)]
 pub(crate) struct BatchShared {
-    outcome: Mutex<Outcome>,
+    settled: OnceLock<Settled>,
+    /// The wakers of the futures waiting while the batch is pending.
+    waiting: Mutex<Vec<Waker>>,
     done: Condvar,
 }
 
 impl BatchShared {
     pub fn new() -> Arc<Self> {
         Arc::new(BatchShared {
-            outcome: Mutex::new(Outcome::Pending(Vec::new())),
+            settled: OnceLock::new(),
+            waiting: Mutex::new(Vec::new()),
             done: Condvar::new(),
         })
     }
 
     /// Settles the batch; false when it was settled already (the first outcome stays).
-    fn settle(&self, outcome: Outcome) -> bool {
-        let wakers = match self.outcome.lock() {
-            Ok(mut o) => match std::mem::replace(&mut *o, outcome) {
-                Outcome::Pending(w) => w,
-                previous => {
-                    *o = previous;
+    fn settle(&self, outcome: Settled) -> bool {
+        let wakers = match self.waiting.lock() {
+            Ok(mut waiting) => {
+                if self.settled.set(outcome).is_err() {
                     return false;
                 }
-            },
+                std::mem::take(&mut *waiting)
+            }
             Err(_) => return false,
         };
         self.done.notify_all();
@@ -61,63 +68,75 @@ impl BatchShared {
 
     /// Whether the batch has its outcome (done or split).
     pub fn is_settled(&self) -> bool {
-        self.outcome
-            .lock()
-            .map_or(true, |o| !matches!(*o, Outcome::Pending(_)))
+        self.settled.get().is_some()
     }
 
     /// Completes every record of the batch; false when it was settled already.
     pub fn complete(&self, result: Result<BatchAck, Error>) -> bool {
-        self.settle(Outcome::Done(result))
+        self.settle(Settled::Done(result))
     }
 
     /// Hands each record over to its own new batch.
     pub fn split_into(&self, parts: Vec<Arc<BatchShared>>) {
-        let _ = self.settle(Outcome::Split(parts));
+        let _ = self.settle(Settled::Split(parts));
+    }
+
+    /// Record `index`'s part of the outcome, once there is one.
+    fn resolved(&self, index: usize) -> Option<Resolved> {
+        Some(match self.settled.get()? {
+            Settled::Done(r) => Resolved::Done(r.clone()),
+            Settled::Split(parts) => match parts.get(index) {
+                Some(p) => Resolved::Moved(p.clone()),
+                None => Resolved::Done(Err(Error::ShuttingDown)),
+            },
+        })
     }
 
     /// The result for record `index`, or the batch it moved to; registers `waker` if pending.
     #[inline]
     pub(crate) fn poll_record(&self, index: usize, waker: Option<&Waker>) -> Poll<Resolved> {
-        let Ok(mut o) = self.outcome.lock() else {
+        if let Some(r) = self.resolved(index) {
+            return Poll::Ready(r);
+        }
+        let Ok(mut waiting) = self.waiting.lock() else {
             return Poll::Ready(Resolved::Done(Err(Error::ShuttingDown)));
         };
-        match &mut *o {
-            Outcome::Pending(wakers) => {
-                if let Some(w) = waker
-                    && !wakers.iter().any(|x| x.will_wake(w))
-                {
-                    wakers.push(w.clone());
-                }
-                Poll::Pending
-            }
-            Outcome::Done(r) => Poll::Ready(Resolved::Done(r.clone())),
-            Outcome::Split(parts) => match parts.get(index) {
-                Some(p) => Poll::Ready(Resolved::Moved(p.clone())),
-                None => Poll::Ready(Resolved::Done(Err(Error::ShuttingDown))),
-            },
+        // Settled meanwhile: its wakers were taken already.
+        if let Some(r) = self.resolved(index) {
+            return Poll::Ready(r);
         }
+        if let Some(w) = waker
+            && !waiting.iter().any(|x| x.will_wake(w))
+        {
+            waiting.push(w.clone());
+        }
+        Poll::Pending
     }
 
     #[inline]
     pub(crate) fn wait_record(&self, index: usize) -> Resolved {
-        let Ok(mut o) = self.outcome.lock() else {
+        if let Some(r) = self.resolved(index) {
+            return r;
+        }
+        let Ok(mut waiting) = self.waiting.lock() else {
             return Resolved::Done(Err(Error::ShuttingDown));
         };
         loop {
-            match &*o {
-                Outcome::Pending(_) => match self.done.wait(o) {
-                    Ok(g) => o = g,
-                    Err(_) => return Resolved::Done(Err(Error::ShuttingDown)),
-                },
-                Outcome::Done(r) => return Resolved::Done(r.clone()),
-                Outcome::Split(parts) => {
-                    return match parts.get(index) {
-                        Some(p) => Resolved::Moved(p.clone()),
-                        None => Resolved::Done(Err(Error::ShuttingDown)),
-                    };
-                }
+            if let Some(r) = self.resolved(index) {
+                return r;
             }
+            waiting = match self.done.wait(waiting) {
+                Ok(g) => g,
+                Err(_) => return Resolved::Done(Err(Error::ShuttingDown)),
+            };
+        }
+    }
+
+    /// The batches a split batch became (none when it was not split).
+    fn parts(&self) -> Vec<Arc<BatchShared>> {
+        match self.settled.get() {
+            Some(Settled::Split(p)) => p.clone(),
+            _ => Vec::new(),
         }
     }
 }
@@ -142,14 +161,7 @@ pub(crate) fn batch_done(shared: Arc<BatchShared>) -> Pin<Box<dyn Future<Output 
     }
     Box::pin(async move {
         Settled(shared.clone()).await;
-        let children = match shared.outcome.lock() {
-            Ok(o) => match &*o {
-                Outcome::Split(p) => p.clone(),
-                _ => return,
-            },
-            Err(_) => return,
-        };
-        for c in children {
+        for c in shared.parts() {
             batch_done(c).await;
         }
     })
