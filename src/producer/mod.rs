@@ -551,7 +551,8 @@ impl Producer {
     async fn refresh_topic(&self, name: &str, fetch: bool) -> Result<Arc<TopicState>> {
         let shared = self.shared();
         let metadata = shared.client.metadata();
-        let meta = match metadata.topics.get(name) {
+        let in_snapshot = metadata.topics.get(name);
+        let meta = match in_snapshot {
             Some(t) => t.clone(),
             None if fetch => shared.client.topic(name).await?,
             None => {
@@ -584,7 +585,7 @@ impl Producer {
         let added = {
             let mut routes = topic.routes.write().map_err(|_| Error::ShuttingDown)?;
             let added = self.grow_partitions(&topic.name, &mut routes.partitions, count);
-            routes.generation = if metadata.topics.contains_key(name) {
+            routes.generation = if in_snapshot.is_some() {
                 metadata.generation
             } else {
                 0
@@ -683,6 +684,23 @@ impl Producer {
         Ok(appended)
     }
 
+    /// What every send does first: refuses the record once the producer is closing,
+    /// shows it to the interceptors, and counts it into an open transaction (the guard
+    /// is held until the record's partition is registered).
+    fn admit(
+        &self,
+        record: &ProducerRecord<'_>,
+    ) -> Result<(Option<txn::SendGuard<'_>>, SendState)> {
+        self.check_open()?;
+        self.shared().intercept(record);
+        let guard = self.shared().enter_send()?;
+        let state = SendState {
+            timestamp: record.timestamp,
+            ..SendState::default()
+        };
+        Ok((guard, state))
+    }
+
     /// The delivery future of an appended record.
     fn delivered(shared: Arc<BatchShared>, index: usize, state: &SendState) -> DeliveryFuture {
         DeliveryFuture::new(
@@ -696,13 +714,7 @@ impl Producer {
     /// Queues `record` and returns its delivery future; waits while `buffer.memory` is
     /// used up (and for metadata of a topic not seen before).
     pub async fn send(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
-        self.check_open()?;
-        self.shared().intercept(&record);
-        let _in_transaction = self.shared().enter_send()?;
-        let mut state = SendState {
-            timestamp: record.timestamp,
-            ..SendState::default()
-        };
+        let (_in_transaction, mut state) = self.admit(&record)?;
         loop {
             let part = match self.route_current(&record, &mut state) {
                 Some(part) => part?,
@@ -729,13 +741,7 @@ impl Producer {
     /// Queues `record` without ever waiting: a full `buffer.memory`, or a topic whose
     /// metadata is not known yet, is an error.
     pub fn try_send(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
-        self.check_open()?;
-        self.shared().intercept(&record);
-        let _in_transaction = self.shared().enter_send()?;
-        let mut state = SendState {
-            timestamp: record.timestamp,
-            ..SendState::default()
-        };
+        let (_in_transaction, mut state) = self.admit(&record)?;
         let part = match self.route_current(&record, &mut state) {
             Some(part) => part?,
             None => crate::client::block_on(self.route_refreshed(&record, &mut state, false))?,
