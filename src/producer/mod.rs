@@ -56,6 +56,7 @@ pub use crate::engine::txn::TransactionError;
 pub use api::{FlushFuture, RecordProducer, SendFuture, SyncRecordProducer};
 pub use builder::ProducerBuilder;
 pub use interceptor::{Acknowledgement, ProducerInterceptor};
+use partitioner::StickySlot;
 pub use partitioner::{Partitioner, TopicPartitions};
 pub use record::{DeliveryFuture, Payload, ProducerRecord, RecordMetadata};
 pub use txn::GroupMetadata;
@@ -79,6 +80,8 @@ use driver::Sinks;
 pub(crate) struct TopicState {
     pub name: Arc<str>,
     routes: RwLock<TopicRoutes>,
+    /// The partitioner's sticky state for this topic.
+    sticky: StickySlot,
 }
 
 /// A topic's partitions as of one metadata snapshot. A record is routed under one read
@@ -102,6 +105,7 @@ impl TopicState {
         TopicState {
             name: Arc::from(name),
             routes: RwLock::new(TopicRoutes::default()),
+            sticky: StickySlot::default(),
         }
     }
 
@@ -499,28 +503,32 @@ impl Producer {
         let shared = self.shared();
         let generation = shared.client.metadata_generation();
         let topics = shared.topics.read().ok()?;
-        let routes = topics.get(record.topic)?.routes.read().ok()?;
+        let topic = topics.get(record.topic)?;
+        let routes = topic.routes.read().ok()?;
         if routes.generation != generation || routes.count == 0 {
             return None;
         }
-        Some(self.partition_for(&routes, record, state))
+        Some(self.partition_for(topic, &routes, record, state))
     }
 
     /// The partition `record` goes to: the one chosen before, or the partitioner's
     /// choice now.
     fn partition_for(
         &self,
+        topic: &TopicState,
         routes: &TopicRoutes,
         record: &ProducerRecord<'_>,
         state: &mut SendState,
     ) -> Result<Arc<ProducePartition>> {
         let partition = match state.partition {
             Some(p) => p,
-            None => *state.partition.insert(self.choose_partition(
-                record,
-                &routes.available,
-                routes.count,
-            )?),
+            None => {
+                let partitions = TopicPartitions::new(routes.count, &routes.available)
+                    .with_sticky(&topic.sticky);
+                *state
+                    .partition
+                    .insert(self.choose_partition(record, partitions)?)
+            }
         };
         routes
             .partitions
@@ -544,7 +552,7 @@ impl Producer {
     ) -> Result<Arc<ProducePartition>> {
         let topic = self.refresh_topic(record.topic, fetch).await?;
         let routes = topic.routes.read().map_err(|_| Error::ShuttingDown)?;
-        self.partition_for(&routes, record, state)
+        self.partition_for(&topic, &routes, record, state)
     }
 
     /// Brings the routes of topic `name` up to date with the current metadata snapshot.
@@ -622,21 +630,16 @@ impl Producer {
     fn choose_partition(
         &self,
         record: &ProducerRecord<'_>,
-        available: &[i32],
-        count: usize,
+        partitions: TopicPartitions<'_>,
     ) -> Result<i32> {
+        let count = partitions.count;
         let partition = match (record.partition, &self.shared().partitioner) {
             (Some(p), _) => p,
             (None, Some(partitioner)) => {
                 let key = record.key.as_ref().map(Payload::as_bytes);
                 let size = key.map_or(0, <[u8]>::len)
                     + record.value.as_ref().map_or(0, |v| v.as_bytes().len());
-                partitioner.partition(
-                    record.topic,
-                    key,
-                    size,
-                    TopicPartitions { count, available },
-                )
+                partitioner.partition(record.topic, key, size, partitions)
             }
             (None, None) => {
                 return Err(Error::InvalidPartition {

@@ -11,7 +11,7 @@
 //! - Randomness is a seeded generator, injectable for tests.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 
 use crate::config::PartitionerKind;
 use crate::engine::backoff::SplitMix64;
@@ -77,6 +77,47 @@ pub struct TopicPartitions<'a> {
     pub count: usize,
     /// Partitions that currently have a leader (may be all of them).
     pub available: &'a [i32],
+    /// The topic's sticky state, kept by the producer beside the topic's routes so the
+    /// default partitioner need not look the topic up per record; `None` when built
+    /// with [`TopicPartitions::new`] (the partitioner then keeps its own per topic).
+    sticky: Option<&'a StickySlot>,
+}
+
+impl<'a> TopicPartitions<'a> {
+    /// A topic of `count` partitions, of which `available` have a leader.
+    pub fn new(count: usize, available: &'a [i32]) -> Self {
+        TopicPartitions {
+            count,
+            available,
+            sticky: None,
+        }
+    }
+
+    /// With the producer's sticky state for this topic.
+    pub(crate) fn with_sticky(self, slot: &'a StickySlot) -> Self {
+        TopicPartitions {
+            sticky: Some(slot),
+            ..self
+        }
+    }
+}
+
+/// One topic's sticky partition and the bytes sent to it since it was chosen (KIP-794),
+/// updated with atomics so that concurrent senders share it without a lock.
+#[derive(Debug)]
+pub(crate) struct StickySlot {
+    /// -1 before the first choice.
+    partition: AtomicI32,
+    bytes: AtomicUsize,
+}
+
+impl Default for StickySlot {
+    fn default() -> Self {
+        StickySlot {
+            partition: AtomicI32::new(-1),
+            bytes: AtomicUsize::new(0),
+        }
+    }
 }
 
 /// Chooses a partition for a record; implement it for custom placement.
@@ -121,68 +162,87 @@ pub struct RandomPartitioner {
     rng: Mutex<SplitMix64>,
 }
 
-#[derive(Debug)]
-struct StickyState {
-    topic: String,
-    partition: i32,
-    bytes: usize,
-}
-
 /// KIP-794 stickiness: stay on a partition until `switch_after` bytes went there, then
 /// pick another at random among those with a leader.
 #[derive(Debug)]
 struct Sticky {
     switch_after: usize,
-    state: Mutex<(Vec<StickyState>, SplitMix64)>,
+    rng: Mutex<SplitMix64>,
+    /// The slots of topics partitioned without the producer's slot (a partitioner
+    /// called directly, as in tests).
+    own: Mutex<Vec<(String, Box<StickySlot>)>>,
 }
 
 impl Sticky {
     fn new(switch_after: usize, seed: u64) -> Self {
         Sticky {
             switch_after: switch_after.max(1),
-            state: Mutex::new((Vec::new(), SplitMix64::new(seed))),
+            rng: Mutex::new(SplitMix64::new(seed)),
+            own: Mutex::new(Vec::new()),
         }
     }
 
     fn pick(&self, topic: &str, size: usize, partitions: TopicPartitions<'_>) -> i32 {
-        let Ok(mut guard) = self.state.lock() else {
+        if let Some(slot) = partitions.sticky {
+            return self.pick_in(slot, size, partitions);
+        }
+        let Ok(mut own) = self.own.lock() else {
             return 0;
         };
-        let (states, rng) = &mut *guard;
-        let choose = |rng: &mut SplitMix64, avoid: Option<i32>| -> i32 {
-            let pool = partitions.available;
-            if pool.is_empty() {
-                return (rng.next_u64() % partitions.count.max(1) as u64) as i32;
-            }
-            let mut i = (rng.next_u64() % pool.len() as u64) as usize;
-            if pool.len() > 1 && Some(pool[i]) == avoid {
-                i = (i + 1) % pool.len();
-            }
-            pool[i]
-        };
-        let state = match states.iter_mut().position(|s| s.topic == topic) {
-            Some(i) => &mut states[i],
+        let index = match own.iter().position(|(t, _)| t == topic) {
+            Some(i) => i,
             None => {
-                let partition = choose(rng, None);
-                states.push(StickyState {
-                    topic: topic.to_string(),
-                    partition,
-                    bytes: 0,
-                });
-                states.last_mut().expect("just pushed")
+                own.push((topic.to_string(), Box::default()));
+                own.len() - 1
             }
         };
-        if state.partition as usize >= partitions.count {
-            state.partition = choose(rng, None);
-            state.bytes = 0;
+        self.pick_in(&own[index].1, size, partitions)
+    }
+
+    /// The slot's partition for a record of `size` bytes, choosing one first if it has
+    /// none (or one the topic no longer has), and the next one once `switch_after`
+    /// bytes went to it: the sender whose bytes cross the mark makes the switch.
+    fn pick_in(&self, slot: &StickySlot, size: usize, partitions: TopicPartitions<'_>) -> i32 {
+        let mut current = slot.partition.load(Ordering::Relaxed);
+        if current < 0 || current as usize >= partitions.count {
+            let chosen = self.choose(partitions, None);
+            current = match slot.partition.compare_exchange(
+                current,
+                chosen,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    slot.bytes.store(0, Ordering::Relaxed);
+                    chosen
+                }
+                // Another sender chose meanwhile; its choice is as good.
+                Err(theirs) if theirs >= 0 && (theirs as usize) < partitions.count => theirs,
+                Err(_) => chosen,
+            };
         }
-        let chosen = state.partition;
-        state.bytes += size;
-        if state.bytes >= self.switch_after {
-            state.partition = choose(rng, Some(chosen));
-            state.bytes = 0;
+        let before = slot.bytes.fetch_add(size, Ordering::Relaxed);
+        if before < self.switch_after && before.saturating_add(size) >= self.switch_after {
+            let next = self.choose(partitions, Some(current));
+            slot.partition.store(next, Ordering::Relaxed);
+            slot.bytes.store(0, Ordering::Relaxed);
         }
-        chosen
+        current
+    }
+
+    /// A random partition with a leader (any partition when none has one), other than
+    /// `avoid` where there is a choice.
+    fn choose(&self, partitions: TopicPartitions<'_>, avoid: Option<i32>) -> i32 {
+        let r = self.rng.lock().map(|mut r| r.next_u64()).unwrap_or(0);
+        let pool = partitions.available;
+        if pool.is_empty() {
+            return (r % partitions.count.max(1) as u64) as i32;
+        }
+        let mut i = (r % pool.len() as u64) as usize;
+        if pool.len() > 1 && Some(pool[i]) == avoid {
+            i = (i + 1) % pool.len();
+        }
+        pool[i]
     }
 }
 
@@ -339,10 +399,7 @@ mod tests {
     fn sticky_keyless_records_fill_a_batch_then_move() {
         let p = DefaultPartitioner::new(1000, 42);
         let all: Vec<i32> = (0..8).collect();
-        let parts = TopicPartitions {
-            count: 8,
-            available: &all,
-        };
+        let parts = TopicPartitions::new(8, &all);
         let first: Vec<i32> = (0..10)
             .map(|_| p.partition("t", None, 100, parts))
             .collect();
@@ -354,42 +411,63 @@ mod tests {
         assert_ne!(next, first[0], "moves after a batch's worth");
         // Keys still hash.
         assert_eq!(
-            p.partition(
-                "t",
-                Some(b"21"),
-                10,
-                TopicPartitions {
-                    count: 7,
-                    available: &all[..7]
-                }
-            ),
+            p.partition("t", Some(b"21"), 10, TopicPartitions::new(7, &all[..7])),
             3
         );
         // Only partitions with a leader are chosen for keyless records.
         let only = [5];
         for _ in 0..50 {
             assert_eq!(
-                p.partition(
-                    "u",
-                    None,
-                    600,
-                    TopicPartitions {
-                        count: 8,
-                        available: &only
-                    }
-                ),
+                p.partition("u", None, 600, TopicPartitions::new(8, &only)),
                 5
             );
         }
     }
 
+    /// The producer's per-topic slot gives the same choices as the partitioner's own
+    /// per-topic state, and each topic's slot sticks on its own.
+    #[test]
+    fn sticky_slots_choose_as_the_partitioners_own_state_does() {
+        let all: Vec<i32> = (0..8).collect();
+        let own = DefaultPartitioner::new(1000, 7);
+        let slotted = DefaultPartitioner::new(1000, 7);
+        let (slot_a, slot_b) = (StickySlot::default(), StickySlot::default());
+        let parts = TopicPartitions::new(8, &all);
+        let mut switches = 0;
+        let mut last = None;
+        for i in 0..200 {
+            let expected = own.partition("a", None, 150, parts);
+            let got = slotted.partition("a", None, 150, parts.with_sticky(&slot_a));
+            assert_eq!(got, expected, "record {i}");
+            switches += usize::from(last.is_some_and(|l| l != got));
+            last = Some(got);
+        }
+        // 150-byte records, 1,000 bytes per partition: a switch every 7 records.
+        assert_eq!(switches, 200 / 7, "switches");
+        // Topic b's slot is untouched by a's records: it starts afresh.
+        assert_eq!(slot_b.partition.load(Ordering::Relaxed), -1);
+        let b = slotted.partition("b", None, 10, parts.with_sticky(&slot_b));
+        assert_eq!(slot_b.partition.load(Ordering::Relaxed), b);
+        assert_eq!(slot_b.bytes.load(Ordering::Relaxed), 10);
+    }
+
+    /// A slot whose partition the topic no longer has (it shrank in a test, or the slot
+    /// is new) chooses again among the available ones.
+    #[test]
+    fn a_sticky_slot_outside_the_topic_chooses_again() {
+        let p = DefaultPartitioner::new(1 << 20, 3);
+        let slot = StickySlot::default();
+        slot.partition.store(9, Ordering::Relaxed);
+        let only = [2];
+        let parts = TopicPartitions::new(4, &only).with_sticky(&slot);
+        assert_eq!(p.partition("t", None, 10, parts), 2);
+        assert_eq!(slot.partition.load(Ordering::Relaxed), 2);
+    }
+
     #[test]
     fn round_robin_and_random_stay_in_range() {
         let rr = RoundRobinPartitioner::default();
-        let parts = TopicPartitions {
-            count: 3,
-            available: &[0, 1, 2],
-        };
+        let parts = TopicPartitions::new(3, &[0, 1, 2]);
         let seq: Vec<i32> = (0..6).map(|_| rr.partition("t", None, 1, parts)).collect();
         assert_eq!(seq, vec![0, 1, 2, 0, 1, 2]);
         let r = RandomPartitioner::new(1);
