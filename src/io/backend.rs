@@ -33,7 +33,7 @@ pub const BACKEND_ENV: &str = "KRING_IO_BACKEND";
 /// The backend a runtime uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Backend {
-    /// Completion-based I/O through io_uring (tokio-uring). Linux with the `io-uring`
+    /// Completion-based I/O through io_uring (a ring per worker). Linux with the `io-uring`
     /// feature only.
     #[cfg(all(target_os = "linux", feature = "io-uring"))]
     IoUring,

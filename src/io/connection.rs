@@ -19,9 +19,9 @@
 //!   broken, a handshake, TLS or SASL step timed out, closed, runtime shutdown). With a
 //!   completion backend (io_uring) no read or write is dropped unfinished (the kernel
 //!   would keep its buffer and the socket until a completion that a silent peer never
-//!   causes, and tokio-uring frees such buffers when its ring goes, before the kernel
-//!   let go of them): the shutdown ends them and the driver awaits them, so when a
-//!   worker's tasks have ended, nothing is in flight on its ring.
+//!   causes): the shutdown ends them and the driver awaits them, so when a worker's
+//!   tasks have ended, nothing is in flight on its ring. (Should anything be, the ring
+//!   cancels it and leaks, never frees, a buffer the kernel has not given back.)
 
 use std::cell::RefCell;
 use std::net::SocketAddr;

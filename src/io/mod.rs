@@ -1,7 +1,7 @@
 //! The only layer with sockets.
 //!
 //! - [`transport`]: the completion-style transport traits (owned buffers in, owned
-//!   buffers back), with an io_uring backend (`uring`, tokio-uring; Linux with the
+//!   buffers back), with an io_uring backend (`uring`, a ring of its own; Linux with the
 //!   `io-uring` feature only) and an epoll backend ([`epoll`], tokio), chosen by
 //!   [`backend`].
 //! - [`connection`]: one broker connection driven by a task on its worker: framing,

@@ -1,8 +1,8 @@
 //! Thread-per-core workers. Each worker is one OS thread running one single-threaded
-//! runtime (tokio-uring for io_uring, a current-thread tokio runtime with a `LocalSet`
-//! for epoll) and owns a disjoint set of broker connections: a connection's socket,
-//! buffers and in-flight table live on its worker alone, so nothing on a worker's hot
-//! path takes a lock shared with other workers.
+//! runtime (a current-thread tokio runtime with a `LocalSet`, and with io_uring a ring
+//! of the worker's own, `io::uring`) and owns a disjoint set of broker connections: a
+//! connection's socket, buffers and in-flight table live on its worker alone, so
+//! nothing on a worker's hot path takes a lock shared with other workers.
 //!
 //! Work reaches a worker through bounded queues: one per worker for starting tasks, and
 //! one per connection for requests (see `io::connection`). [`Runtime`] is a cheap,
