@@ -85,10 +85,17 @@ struct Driver {
 
 impl Driver {
     fn new(entries: u32) -> io::Result<Driver> {
+        // Cooperative task running (Linux 5.19): a completion does not interrupt the
+        // worker while it runs; the kernel finishes it at the worker's next system call,
+        // which comes soon (a submission or the wait for events). Older kernels refuse
+        // the flag, and get a plain ring.
+        let ring = IoUring::builder()
+            .setup_cqsize(entries * 2)
+            .setup_coop_taskrun()
+            .build(entries)
+            .or_else(|_| IoUring::builder().setup_cqsize(entries * 2).build(entries))?;
         Ok(Driver {
-            ring: IoUring::builder()
-                .setup_cqsize(entries * 2)
-                .build(entries)?,
+            ring,
             slots: Vec::new(),
             free: Vec::new(),
         })
@@ -263,9 +270,9 @@ fn wake_all(wakers: Vec<Waker>) {
 
 /// This thread's driver; the backend's futures run only inside [`block_on`].
 fn current() -> io::Result<Rc<RefCell<Driver>>> {
-    DRIVER.with(|d| d.borrow().clone()).ok_or_else(|| {
-        io::Error::other("io_uring operation outside an io_uring worker runtime")
-    })
+    DRIVER
+        .with(|d| d.borrow().clone())
+        .ok_or_else(|| io::Error::other("io_uring operation outside an io_uring worker runtime"))
 }
 
 /// Submits what is queued and wakes the operations done: the park hook, and the
@@ -404,7 +411,7 @@ impl TransportRead for UringRead {
         .build();
         // SAFETY: the entry points into `lent`'s heap buffer, which the Op owns until
         // the completion, and to the socket, which the read half keeps open.
-            let op = match unsafe { Op::new(entry, lent) } {
+        let op = match unsafe { Op::new(entry, lent) } {
             Ok(op) => op,
             Err(e) => return (Err(e), BytesMut::new()),
         };
@@ -413,9 +420,7 @@ impl TransportRead for UringRead {
         if let Ok(n) = read {
             let filled = (len + n).min(buf.capacity());
             // SAFETY: the kernel wrote `n` bytes into the spare capacity after `len`.
-                    unsafe {
-                buf.set_len(filled)
-            };
+            unsafe { buf.set_len(filled) };
         }
         (read, buf)
     }
@@ -465,7 +470,7 @@ impl UringWrite {
         // SAFETY: the entry points to `lent.iovecs` (a heap array) and through it into
         // `lent.bufs`' heap data, both owned by the Op until the completion; the socket
         // is kept open by the write half.
-            let op = match unsafe { Op::new(entry, lent) } {
+        let op = match unsafe { Op::new(entry, lent) } {
             Ok(op) => op,
             Err(e) => return (Err(e), Vec::new()),
         };
