@@ -108,14 +108,14 @@ impl Driver {
     /// operation's completion is reaped (the [`Op`] made from the index holds them, and
     /// hands them to the slot if dropped first).
     unsafe fn push(&mut self, entry: squeue::Entry) -> io::Result<usize> {
+        if self.ring.submission().is_full() {
+            self.submit()?;
+        }
         let index = self.free.pop().unwrap_or_else(|| {
             self.slots.push(Slot::Free);
             self.slots.len() - 1
         });
         let entry = entry.user_data(index as u64);
-        if self.ring.submission().is_full() {
-            self.submit()?;
-        }
         // SAFETY: the caller keeps what the entry points to alive until its completion.
         let pushed = unsafe { self.ring.submission().push(&entry) };
         if pushed.is_err() {
@@ -327,11 +327,15 @@ impl<T: 'static + Unpin> Future for Op<T> {
     type Output = (i32, T);
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<(i32, T)> {
+        // Polled again after it was ready: its slot may serve another operation now.
+        if self.lent.is_none() {
+            return Poll::Pending;
+        }
         let polled = self.driver.borrow_mut().poll_op(self.index, cx.waker());
         match polled {
             Poll::Ready(result) => match self.lent.take() {
                 Some(lent) => Poll::Ready((result, lent)),
-                None => Poll::Pending, // polled after completion: never again ready
+                None => Poll::Pending,
             },
             Poll::Pending => Poll::Pending,
         }
