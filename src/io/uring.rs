@@ -12,10 +12,12 @@
 //!   the writer goes on without sleeping and without a wake-up of its own. With
 //!   tokio-uring every write completion was a loop turn more (its ring's readiness, an
 //!   `epoll_wait`, then an `io_uring_enter` in the next park, empty or not): against
-//!   the broker that was 2.4 turns and 4.8 system calls per request, to epoll's 3.
+//!   the broker that was 2.4 turns and about 5 system calls per request, to epoll's 3.
 //! - Completions are reaped from the shared completion queue (no system call) in the
 //!   park hook and whenever the ring's descriptor, registered with tokio's epoll, turns
-//!   readable; the operations' tasks are woken from there.
+//!   readable; the operations' tasks are woken from there. The kernel runs completions
+//!   cooperatively (`IORING_SETUP_COOP_TASKRUN`): at the worker's next system call,
+//!   without interrupting it while it runs.
 //!
 //! Buffers lent to the kernel: an operation's future owns its buffers and hands them
 //! back with the result. A future dropped before its completion leaves them in the
