@@ -78,11 +78,21 @@ enum Slot {
     Abandoned(Box<dyn Any>),
 }
 
+impl Slot {
+    /// Whether the kernel still holds the operation.
+    fn in_kernel(&self) -> bool {
+        matches!(self, Slot::Waiting(_) | Slot::Abandoned(_))
+    }
+}
+
 /// One thread's ring and the state of its operations, indexed by user data.
 struct Driver {
     ring: IoUring,
     slots: Vec<Slot>,
     free: Vec<usize>,
+    /// Wakers of operations reaped and not woken yet, woken once the driver is no
+    /// longer borrowed (kept to reuse its allocation from one loop turn to the next).
+    done: Vec<Waker>,
 }
 
 impl Driver {
@@ -100,6 +110,7 @@ impl Driver {
             ring,
             slots: Vec::new(),
             free: Vec::new(),
+            done: Vec::new(),
         })
     }
 
@@ -138,19 +149,17 @@ impl Driver {
             }
             match self.ring.submit() {
                 Ok(_) => return Ok(()),
-                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-                    let wakers = self.reap();
-                    wake_all(wakers);
-                }
+                // Completions first: their wakers are woken by the caller.
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => self.reap(),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
     }
 
-    /// Takes every completion off the queue; returns the wakers of the operations done.
-    fn reap(&mut self) -> Vec<Waker> {
-        let mut wakers = Vec::new();
+    /// Takes every completion off the queue, keeping the wakers of the operations done
+    /// in `done`.
+    fn reap(&mut self) {
         for cqe in self.ring.completion() {
             let Ok(index) = usize::try_from(cqe.user_data()) else {
                 continue;
@@ -159,7 +168,7 @@ impl Driver {
                 continue;
             };
             match std::mem::replace(slot, Slot::Done(cqe.result())) {
-                Slot::Waiting(waker) => wakers.extend(waker),
+                Slot::Waiting(waker) => self.done.extend(waker),
                 Slot::Abandoned(lent) => {
                     drop(lent);
                     *slot = Slot::Free;
@@ -169,7 +178,6 @@ impl Driver {
                 other => *slot = other,
             }
         }
-        wakers
     }
 
     /// The outcome of operation `index`, registering `waker` while it is pending.
@@ -208,17 +216,14 @@ impl Driver {
 
     /// Operations still in the kernel's hands.
     fn in_flight(&self) -> usize {
-        self.slots
-            .iter()
-            .filter(|s| matches!(s, Slot::Waiting(_) | Slot::Abandoned(_)))
-            .count()
+        self.slots.iter().filter(|s| s.in_kernel()).count()
     }
 
     /// Cancels every operation still in flight and waits (a bounded while) for their
     /// completions; what the kernel has not given back by then is leaked.
     fn cancel_all(&mut self) {
         let pending: Vec<usize> = (0..self.slots.len())
-            .filter(|&i| matches!(self.slots[i], Slot::Waiting(_) | Slot::Abandoned(_)))
+            .filter(|&i| self.slots[i].in_kernel())
             .collect();
         for index in pending {
             let cancel = opcode::AsyncCancel::new(index as u64)
@@ -235,7 +240,9 @@ impl Driver {
                 return;
             }
             let waited = self.ring.submit_and_wait(1);
-            wake_all(self.reap());
+            self.reap();
+            // The futures are gone by now; their wakers have no one to wake.
+            self.done.clear();
             if matches!(&waited, Err(e) if e.kind() != io::ErrorKind::Interrupted) {
                 break;
             }
@@ -264,12 +271,6 @@ impl Drop for Driver {
     }
 }
 
-fn wake_all(wakers: Vec<Waker>) {
-    for waker in wakers {
-        waker.wake();
-    }
-}
-
 /// This thread's driver; the backend's futures run only inside [`block_on`].
 fn current() -> io::Result<Rc<RefCell<Driver>>> {
     DRIVER
@@ -280,16 +281,25 @@ fn current() -> io::Result<Rc<RefCell<Driver>>> {
 /// Submits what is queued and wakes the operations done: the park hook, and the
 /// readiness of the ring's descriptor.
 fn submit_and_reap(driver: &RefCell<Driver>) {
-    let wakers = match driver.try_borrow_mut() {
+    let mut done = match driver.try_borrow_mut() {
         Ok(mut d) => {
             if let Err(e) = d.submit() {
                 tracing::warn!(error = %e, "io_uring submission failed");
             }
-            d.reap()
+            d.reap();
+            std::mem::take(&mut d.done)
         }
         Err(_) => return,
     };
-    wake_all(wakers);
+    // Woken with the driver free: a waker's drop may drop a task and its operations.
+    for waker in done.drain(..) {
+        waker.wake();
+    }
+    if let Ok(mut d) = driver.try_borrow_mut() {
+        if d.done.is_empty() {
+            d.done = done;
+        }
+    }
 }
 
 /// One operation in flight, holding what it lent the kernel (`T`) until it completes.

@@ -170,7 +170,7 @@ struct Sticky {
     rng: Mutex<SplitMix64>,
     /// The slots of topics partitioned without the producer's slot (a partitioner
     /// called directly, as in tests).
-    own: Mutex<Vec<(String, Box<StickySlot>)>>,
+    own: Mutex<Vec<(String, StickySlot)>>,
 }
 
 impl Sticky {
@@ -192,7 +192,7 @@ impl Sticky {
         let index = match own.iter().position(|(t, _)| t == topic) {
             Some(i) => i,
             None => {
-                own.push((topic.to_string(), Box::default()));
+                own.push((topic.to_string(), StickySlot::default()));
                 own.len() - 1
             }
         };
@@ -233,11 +233,11 @@ impl Sticky {
     /// A random partition with a leader (any partition when none has one), other than
     /// `avoid` where there is a choice.
     fn choose(&self, partitions: TopicPartitions<'_>, avoid: Option<i32>) -> i32 {
-        let r = self.rng.lock().map(|mut r| r.next_u64()).unwrap_or(0);
         let pool = partitions.available;
         if pool.is_empty() {
-            return (r % partitions.count.max(1) as u64) as i32;
+            return random_in(&self.rng, partitions.count);
         }
+        let r = self.rng.lock().map(|mut r| r.next_u64()).unwrap_or(0);
         let mut i = (r % pool.len() as u64) as usize;
         if pool.len() > 1 && Some(pool[i]) == avoid {
             i = (i + 1) % pool.len();
