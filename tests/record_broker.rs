@@ -12,8 +12,8 @@ use kring::client::{BlockingConnection, ConnectionConfig};
 use kring::internals::{BufferPool, MemoryBudget};
 use kring::protocol::KafkaCode;
 use kring::protocol::messages::{
-    CreateTopicsRequest, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse,
-    ProduceRequest,
+    CreateTopicsRequest, FetchRequest, FetchResponse, InitProducerIdRequest,
+    InitProducerIdResponse, MetadataRequest, MetadataResponse, ProduceRequest,
     create_topics::CreatableTopic,
     fetch::{FetchPartition, FetchTopic},
     metadata::MetadataRequestTopic,
@@ -176,6 +176,48 @@ impl Cluster {
                 code.is_retriable() && Instant::now() < deadline,
                 "produce failed: {code:?} {:?}",
                 p.error_message
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Produces one batch once; the partition's error code.
+    fn produce_once(&mut self, batch: &[u8]) -> KafkaCode {
+        let request = ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(30_000)
+            .with_topic_data(vec![
+                TopicProduceData::default()
+                    .with_name(self.topic.clone())
+                    .with_partition_data(vec![
+                        PartitionProduceData::default()
+                            .with_index(0)
+                            .with_records(Some(Bytes::copy_from_slice(batch))),
+                    ]),
+            ]);
+        let response = self.leader.send(&request).expect("produce");
+        KafkaCode(response.responses[0].partition_responses[0].error_code)
+    }
+
+    /// A producer id from InitProducerId without a transactional id, naming `current`
+    /// (retried while a broker that just started loads its coordinator).
+    fn init_producer_id(&mut self, current: (i64, i16)) -> (i64, i16) {
+        let request = InitProducerIdRequest::default()
+            .with_transactional_id(None)
+            .with_transaction_timeout_ms(60_000)
+            .with_producer_id(current.0)
+            .with_producer_epoch(current.1);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let response: InitProducerIdResponse =
+                self.leader.send(&request).expect("init producer id");
+            let code = KafkaCode(response.error_code);
+            if code == KafkaCode::NONE {
+                return (response.producer_id, response.producer_epoch);
+            }
+            assert!(
+                code.is_retriable() && Instant::now() < deadline,
+                "init producer id: {code:?}"
             );
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -346,4 +388,61 @@ fn a_fetch_cut_mid_batch_stops_cleanly() {
     second.verify_crc().unwrap();
     assert_eq!(second.base_offset(), 100);
     assert_eq!(second.records().unwrap().count(), 100);
+}
+
+/// A one-record idempotent batch of `producer` at `sequence`.
+fn idempotent_batch(pool: &BufferPool, producer: (i64, i16), sequence: i32) -> Vec<u8> {
+    let mut options = BatchOptions::default();
+    options.producer_id = producer.0;
+    options.producer_epoch = producer.1;
+    options.base_sequence = sequence;
+    let mut builder = BatchBuilder::new(pool.try_get().unwrap(), options).unwrap();
+    let value = format!("{producer:?} at {sequence}");
+    builder
+        .append(0, None, Some(value.as_bytes()), &[])
+        .unwrap();
+    builder.seal().unwrap().as_bytes().to_vec()
+}
+
+/// The broker rules the idempotent producer's epoch bump rests on
+/// (`ProducerId::next_epoch`): InitProducerId without a transactional id gives a new id
+/// whatever id it names; a new id does not fence the old one, whose next sequence is
+/// still written; the same id at the next epoch, from sequence 0, is taken and fences
+/// the old epoch, so a late request of it cannot be written behind the new one.
+#[test]
+fn a_higher_epoch_fences_an_idempotent_producers_late_batches_and_a_new_id_does_not() {
+    let mut cluster = setup("kring-epoch");
+    let pool = BufferPool::new(64 << 10, MemoryBudget::new(1 << 20));
+    let old = cluster.init_producer_id((-1, -1));
+    let renewed = cluster.init_producer_id(old);
+    assert_ne!(renewed.0, old.0, "a new id, not {old:?} bumped");
+    assert_eq!(renewed.1, 0);
+
+    // The first write of a partition's leader may wait for it to know it leads.
+    cluster.produce(&idempotent_batch(&pool, old, 0));
+    assert_eq!(
+        cluster.produce_once(&idempotent_batch(&pool, renewed, 0)),
+        KafkaCode::NONE
+    );
+    assert_eq!(
+        cluster.produce_once(&idempotent_batch(&pool, old, 1)),
+        KafkaCode::NONE,
+        "a new producer id leaves the old one writable"
+    );
+
+    let bumped = (old.0, old.1 + 1);
+    assert_eq!(
+        cluster.produce_once(&idempotent_batch(&pool, bumped, 0)),
+        KafkaCode::NONE,
+        "the next epoch from sequence 0"
+    );
+    assert_eq!(
+        cluster.produce_once(&idempotent_batch(&pool, old, 2)),
+        KafkaCode::INVALID_PRODUCER_EPOCH,
+        "the old epoch's next batch, arriving late"
+    );
+    assert_eq!(
+        cluster.produce_once(&idempotent_batch(&pool, bumped, 1)),
+        KafkaCode::NONE
+    );
 }

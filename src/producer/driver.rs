@@ -1,8 +1,10 @@
 //! The producer's drivers: one task per broker runs that broker's sink
 //! ([`crate::engine::produce::sink`]) on the worker that owns the broker's connection,
 //! feeding it time, wake-ups and the broker's answers; routing hands a partition to the
-//! sink of its leader; the epoch bump (KIP-360) obtains a new producer epoch when a sink
-//! asks for one and restamps what waits to be resent.
+//! sink of its leader; the epoch bump (KIP-360) moves the producer to its next epoch when
+//! a sink asks for one (by itself, as the Java client does: a new producer id would not
+//! fence requests of the old one still on their way) and restamps what waits to be
+//! resent.
 //!
 //! Invariants:
 //! - A partition belongs to exactly one sink at a time (the one it was last routed to).
@@ -392,8 +394,9 @@ fn settle(
     shared.leave();
 }
 
-/// Bumps the epoch once nothing is in flight, restamps every waiting batch, and lets
-/// the sinks send again.
+/// Bumps the epoch once nothing is in flight (see [`ProducerId::next_epoch`]; a new
+/// producer id only after the last epoch), restamps every waiting batch, and lets the
+/// sinks send again.
 async fn bump_epoch(shared: Arc<ProducerShared>) {
     loop {
         // Nothing on the wire, and every batch that may have been written under the
@@ -411,7 +414,11 @@ async fn bump_epoch(shared: Arc<ProducerShared>) {
             }
             let _ = tokio::time::timeout(Duration::from_millis(100), idle).await;
         }
-        match init_producer_id(&shared, shared.producer()).await {
+        let next = match shared.producer().and_then(ProducerId::next_epoch) {
+            Some(next) => Ok(next),
+            None => init_producer_id(&shared, None).await,
+        };
+        match next {
             Ok(new) => {
                 tracing::info!(
                     producer_id = new.id,

@@ -92,6 +92,24 @@ pub(crate) struct ProducerId {
     pub epoch: i16,
 }
 
+impl ProducerId {
+    /// The identity an idempotent (not transactional) producer moves to when its
+    /// sequences must start again: the same id at the next epoch, bumped by the producer
+    /// itself (KIP-360, as the Java client does). A partition's leader takes sequence 0
+    /// at a higher epoch and from then on refuses the old epoch, so a batch of the old
+    /// epoch still on its way (a request the producer gave up on, carried late by TCP)
+    /// can no longer be written behind the new epoch's. A new producer id would not
+    /// fence it: the broker still accepts the old id's next sequence, out of order.
+    /// (InitProducerId without a transactional id always returns a new id, whatever id
+    /// and epoch it names.) `None` at the last epoch: only a new id will do then.
+    pub fn next_epoch(self) -> Option<ProducerId> {
+        (self.epoch < i16::MAX).then(|| ProducerId {
+            id: self.id,
+            epoch: self.epoch + 1,
+        })
+    }
+}
+
 /// The producer settings the partition and sink rules need.
 #[derive(Debug, Clone)]
 pub(crate) struct ProduceSettings {

@@ -205,8 +205,11 @@ impl SimCluster {
             ])
     }
 
+    /// Kafka's rule: without a transactional id, always a new producer id at epoch 0,
+    /// whatever id and epoch the request names (only a transaction coordinator bumps an
+    /// epoch).
     fn init_producer_id(&mut self, r: &InitProducerIdRequest) -> InitProducerIdResponse {
-        let (id, epoch) = if r.producer_id < 0 {
+        let (id, epoch) = if r.transactional_id.is_none() || r.producer_id < 0 {
             self.next_producer_id += 1;
             (self.next_producer_id, 0)
         } else {

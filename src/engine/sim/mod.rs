@@ -3,8 +3,11 @@
 //! consumer's partition reader) against a simulated cluster (`cluster.rs`), in one
 //! thread, with virtual time and faults drawn from a seed: requests dropped, answers
 //! dropped, delayed, reordered, duplicated or split, connections cut mid-request,
-//! leaders moved, retriable produce errors (with and without the write having happened),
-//! fetch sessions forgotten. After each run it checks that nothing acknowledged was lost,
+//! traffic stalled for seconds (one piece, or a broker's whole network going dark),
+//! requests of connections the client closed still reaching the broker late (as TCP
+//! delivers what was written before the FIN), a short `delivery.timeout.ms` in some
+//! runs, leaders moved, retriable produce errors (with and without the write having
+//! happened), fetch sessions forgotten. After each run it checks that nothing acknowledged was lost,
 //! nothing was written twice, each partition's order held, every delivery resolved, and
 //! the consumer read every offset exactly once.
 //!
@@ -85,6 +88,15 @@ struct Faults {
     produce_write_then_time_out: f64,
     /// How often the brokers forget their fetch sessions, on average.
     forget_every: Option<Duration>,
+    /// How often a piece on the wire is held for seconds (a network that drops every
+    /// packet for a while, then TCP retransmits): longer than the request timeout.
+    stall: f64,
+    /// How often a broker's network goes dark for seconds, on average: nothing reaches
+    /// it or leaves it until then, and what was held goes on after, in order.
+    dark_every: Option<Duration>,
+    /// The producer's `delivery.timeout.ms`: some runs give up on records while their
+    /// requests are still on the wire, so their fate is unknown.
+    delivery_timeout: Duration,
 }
 
 impl Faults {
@@ -94,6 +106,7 @@ impl Faults {
         let (drop_request, drop_response, delay) = (rate(1.0), rate(1.0), rate(4.0));
         let (reorder, duplicate, split) = (rate(0.5), rate(0.3), rate(5.0));
         let (produce_refuse, produce_write_then_time_out) = (rate(3.0), rate(3.0));
+        let stall = rate(0.5);
         let mut every = |mean_ms: u64| {
             (level > 0.0 && rng.chance(0.6))
                 .then(|| Duration::from_millis(mean_ms / 2 + rng.below(mean_ms)))
@@ -110,6 +123,13 @@ impl Faults {
             produce_refuse,
             produce_write_then_time_out,
             forget_every: every(800),
+            stall,
+            dark_every: every(3_000),
+            delivery_timeout: if rng.chance(0.3) {
+                rng.millis(3_500, 8_000)
+            } else {
+                Duration::from_secs(120)
+            },
         }
     }
 }
@@ -139,6 +159,15 @@ struct Link {
     /// answer before it); each delivered piece by piece, never interleaved.
     to_client: VecDeque<Answer>,
     server_cutter: FrameCutter,
+}
+
+/// The request bytes of a connection the client closed, still on their way to the
+/// broker: TCP delivers what was written before the FIN, so a request the client gave up
+/// on may still be written, late, with nobody to hear its answer.
+struct Orphan {
+    broker: i32,
+    to_server: VecDeque<(Instant, Bytes)>,
+    cutter: FrameCutter,
 }
 
 /// One answer frame on its way to the client, in one or more pieces with their times.
@@ -243,6 +272,9 @@ struct World {
     next_link: u64,
     slots: BTreeMap<(Side, i32), Slot>,
     parked: Vec<Parked>,
+    orphans: Vec<Orphan>,
+    /// Brokers whose network is dark, and until when.
+    dark_until: BTreeMap<i32, Instant>,
     producer: SimProducer,
     consumer: SimConsumer,
     trace: VecDeque<String>,
@@ -283,7 +315,7 @@ impl World {
             linger: rng.millis(0, 10),
             batch_size,
             max_request_size: 1 << 20,
-            delivery_timeout: Duration::from_secs(120),
+            delivery_timeout: faults.delivery_timeout,
             retries: u32::MAX,
             retry_backoff: Duration::from_millis(50),
             retry_backoff_max: Duration::from_millis(500),
@@ -365,6 +397,8 @@ impl World {
             next_link: 0,
             slots: BTreeMap::new(),
             parked: Vec::new(),
+            orphans: Vec::new(),
+            dark_until: BTreeMap::new(),
             producer,
             consumer,
             trace: VecDeque::new(),
@@ -438,10 +472,22 @@ impl World {
 
     fn latency(&mut self) -> Duration {
         let base = Duration::from_micros(50 + self.rng.below(400));
-        if self.rng.chance(self.faults.delay) {
+        if self.rng.chance(self.faults.stall) {
+            base + self.rng.millis(1_000, 10_000)
+        } else if self.rng.chance(self.faults.delay) {
             base + self.rng.millis(10, 800)
         } else {
             base
+        }
+    }
+
+    /// When a piece sent now between a client and `broker` arrives: after the network's
+    /// latency, and not before the broker's network comes back from dark.
+    fn arrival(&mut self, broker: i32) -> Instant {
+        let at = self.now + self.latency();
+        match self.dark_until.get(&broker) {
+            Some(&until) if until > self.now => at.max(until + self.latency()),
+            _ => at,
         }
     }
 
@@ -461,7 +507,8 @@ impl World {
             for segment in out {
                 bytes.extend_from_slice(&segment);
             }
-            let at = self.now + self.latency();
+            let broker = link.broker;
+            let at = self.arrival(broker);
             if let Some(link) = self.links.get_mut(&id) {
                 link.to_server.push_back((at, bytes.freeze()));
             }
@@ -470,6 +517,7 @@ impl World {
 
     /// Delivers what is due, both ways.
     fn deliver(&mut self) {
+        self.serve_orphans();
         let ids: Vec<u64> = self.links.keys().copied().collect();
         for id in ids {
             while let Some(link) = self.links.get_mut(&id) {
@@ -552,6 +600,48 @@ impl World {
         }
     }
 
+    /// The broker side of closed connections: requests that arrive now are handled as
+    /// any other, and their answers go nowhere.
+    fn serve_orphans(&mut self) {
+        let now = self.now;
+        let mut i = 0;
+        while i < self.orphans.len() {
+            let orphan = &mut self.orphans[i];
+            while let Some((_, bytes)) = orphan.to_server.pop_front_if(|(at, _)| *at <= now) {
+                orphan.cutter.extend(&bytes);
+            }
+            let broker = orphan.broker;
+            let mut frames = Vec::new();
+            while let Ok(Some(frame)) = orphan.cutter.next_frame() {
+                frames.push(frame);
+            }
+            if orphan.to_server.is_empty() {
+                self.orphans.remove(i);
+            } else {
+                i += 1;
+            }
+            for frame in frames {
+                let (header, request) = decode_request_frame(frame)
+                    .unwrap_or_else(|e| panic!("undecodable request: {e}"));
+                self.log(|| {
+                    format!(
+                        "broker {broker}: request {} of a closed connection arrives",
+                        header.correlation_id
+                    )
+                });
+                let _ = self.cluster.handle(
+                    broker,
+                    header.request_api_version,
+                    request,
+                    ProduceFault::None,
+                );
+                for e in std::mem::take(&mut self.cluster.events) {
+                    self.log(|| e);
+                }
+            }
+        }
+    }
+
     /// Sends an answer back on link `id`, through the answer faults.
     fn respond(&mut self, id: u64, correlation_id: i32, version: i16, response: ResponseKind) {
         let mut buf = BytesMut::new();
@@ -578,7 +668,10 @@ impl World {
             self.log(|| format!("link {id}: answer {correlation_id} duplicated"));
             frames.push(vec![bytes]);
         }
-        let mut at = self.now + self.latency();
+        let Some(broker) = self.links.get(&id).map(|l| l.broker) else {
+            return;
+        };
+        let mut at = self.arrival(broker);
         let Some(link) = self.links.get_mut(&id) else {
             return;
         };
@@ -666,6 +759,13 @@ impl World {
             self.log(|| format!("partition {p}: leader moves to {to}"));
             self.cluster.move_leader(p, to);
         }
+        if self.due(self.faults.dark_every, elapsed) {
+            let count = self.cluster.brokers.len() as u64;
+            let broker = self.cluster.brokers[self.rng.below(count) as usize];
+            let dark = self.rng.millis(1_000, 6_000);
+            self.log(|| format!("broker {broker}: network dark for {dark:?}"));
+            self.dark_until.insert(broker, self.now + dark);
+        }
         if self.due(self.faults.forget_every, elapsed) {
             self.log(|| "fetch sessions forgotten".into());
             self.cluster.forget_sessions();
@@ -698,6 +798,13 @@ impl World {
 
     fn drop_link(&mut self, id: u64) {
         if let Some(link) = self.links.remove(&id) {
+            if !link.to_server.is_empty() {
+                self.orphans.push(Orphan {
+                    broker: link.broker,
+                    to_server: link.to_server,
+                    cutter: link.server_cutter,
+                });
+            }
             let slot = self.slots.entry((link.side, link.broker)).or_default();
             if slot.link == Some(id) {
                 slot.link = None;
@@ -759,19 +866,10 @@ impl World {
                 if let Some(r) = decode::<InitProducerIdResponse>(result)
                     && r.error_code == 0
                 {
-                    let id = ProducerId {
+                    self.adopt_identity(ProducerId {
                         id: r.producer_id,
                         epoch: r.producer_epoch,
-                    };
-                    self.log(|| format!("producer id {} epoch {}", id.id, id.epoch));
-                    let bumped = self.producer.identity.is_some();
-                    self.producer.identity = Some(id);
-                    if bumped {
-                        for p in &self.producer.partitions {
-                            p.state().restamp(id, self.now);
-                        }
-                    }
-                    self.producer.bump_needed = false;
+                    });
                 }
             }
             (Side::Consumer, Token::Metadata) => {
@@ -822,6 +920,20 @@ impl World {
 
     // ------------------------------------------------------------------ producer
 
+    /// The producer's first identity, or the one an epoch bump moved it to (every
+    /// waiting batch restamped).
+    fn adopt_identity(&mut self, id: ProducerId) {
+        self.log(|| format!("producer id {} epoch {}", id.id, id.epoch));
+        let bumped = self.producer.identity.is_some();
+        self.producer.identity = Some(id);
+        if bumped {
+            for p in &self.producer.partitions {
+                p.state().restamp(id, self.now);
+            }
+        }
+        self.producer.bump_needed = false;
+    }
+
     fn drive_producer(&mut self) {
         let now = self.now;
         if self.producer.metadata_wanted && !self.producer.metadata_in_flight {
@@ -853,12 +965,17 @@ impl World {
             .iter()
             .all(|p| p.state().ready_for_bump());
         if wants_id && !self.producer.bump_in_flight && requests_in_flight == 0 && resolved {
-            let current = self.producer.identity;
+            // As the producer's driver does: the next epoch by itself, a new id only
+            // when there is none yet or the epochs ran out.
+            if let Some(next) = self.producer.identity.and_then(ProducerId::next_epoch) {
+                self.adopt_identity(next);
+                return;
+            }
             let request = InitProducerIdRequest::default()
                 .with_transactional_id(None)
                 .with_transaction_timeout_ms(60_000)
-                .with_producer_id(current.map_or(-1, |c| c.id))
-                .with_producer_epoch(current.map_or(-1, |c| c.epoch));
+                .with_producer_id(-1)
+                .with_producer_epoch(-1);
             let broker = self.any_broker();
             self.producer.bump_in_flight = true;
             if self
@@ -1131,6 +1248,9 @@ impl World {
         }
         for p in &self.parked {
             at(Some(p.deadline));
+        }
+        for o in &self.orphans {
+            at(o.to_server.front().map(|(t, _)| *t));
         }
         for sink in self.producer.sinks.values() {
             at(sink.poll_timeout());

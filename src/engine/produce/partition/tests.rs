@@ -490,3 +490,14 @@ fn a_batch_that_may_have_been_written_is_resolved_before_a_bump_renumbers_it() {
         "nothing else goes while the bump is pending"
     );
 }
+
+#[test]
+fn an_idempotent_producer_moves_to_its_next_epoch_and_needs_a_new_id_after_the_last() {
+    let id = ProducerId { id: 7, epoch: 0 };
+    assert_eq!(id.next_epoch(), Some(ProducerId { id: 7, epoch: 1 }));
+    let last = ProducerId {
+        id: 7,
+        epoch: i16::MAX,
+    };
+    assert_eq!(last.next_epoch(), None);
+}
