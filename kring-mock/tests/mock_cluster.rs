@@ -929,7 +929,9 @@ fn producer_ids_and_idempotent_retries() {
         .send(&InitProducerIdRequest::default().with_transactional_id(None))
         .unwrap();
     assert_eq!(next.producer_id, pid + 1);
-    let bumped = conn
+    // As Kafka: naming an id and epoch without a transactional id still gives a new id
+    // (an idempotent producer bumps its epoch itself, as below with epoch 1).
+    let renewed = conn
         .send(
             &InitProducerIdRequest::default()
                 .with_transactional_id(None)
@@ -937,7 +939,7 @@ fn producer_ids_and_idempotent_retries() {
                 .with_producer_epoch(0),
         )
         .unwrap();
-    assert_eq!((bumped.producer_id, bumped.producer_epoch), (pid, 1));
+    assert_eq!((renewed.producer_id, renewed.producer_epoch), (pid + 2, 0));
 
     let idempotent = |seq: i32, values: &[&str]| {
         let mut b = BatchBuilder::new(

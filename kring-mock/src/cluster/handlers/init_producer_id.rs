@@ -1,7 +1,8 @@
 //! InitProducerId (API 22): producer ids and epochs for idempotent and
 //! transactional producers. A transactional id goes to its coordinator, which bumps the
 //! id's epoch on every init (fencing the older producer) and aborts a transaction the
-//! older one left open; see [`crate::cluster::txn`].
+//! older one left open; see [`crate::cluster::txn`]. Without one, every init gets a new
+//! producer id at epoch 0, as from Kafka, even one naming its current id and epoch.
 
 use kring::protocol::messages::{InitProducerIdRequest, InitProducerIdResponse};
 use kring::protocol::{KafkaCode, ResponseKind};
@@ -34,10 +35,8 @@ pub(crate) fn init_producer_id(cx: &Ctx<'_>, r: &InitProducerIdRequest) -> Respo
             Ok(id) => id,
             Err(code) => return fail(code),
         },
-        // KIP-360: an idempotent producer may ask to bump its epoch.
-        None if current.is_some_and(|(_, e)| e < i16::MAX - 1) => {
-            (r.producer_id, r.producer_epoch + 1)
-        }
+        // As Kafka: without a transactional id, always a new id at epoch 0, whatever id
+        // and epoch the request names (an idempotent producer bumps its epoch itself).
         None => (st.allocate_producer_id(), 0),
     };
     drop(st);
