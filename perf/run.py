@@ -1494,8 +1494,28 @@ def latency_table(name, meta, summary, runs):
                  f"{fmt(mm['e2e_max'], 1)} | {fmt(mm['cpu'], 2)} | {fmt(mm['cpu_consumer'], 2)} | "
                  f"{fmt(mm['rss'], 0)}, {fmt(mm['rss_consumer'], 0)} | {s['ok']}/{s['runs']} | "
                  f"{ratio('p99')} | {ratio('e2e_p99')} |")
+    L += per_run_p99(name, meta, runs)
     L += failed_runs(name, meta, summary)
     return L
+
+
+def per_run_p99(name, meta, runs):
+    """Each client's p99 send→ack of every run, in run order: on a shared broker host one
+    run's p99 is mostly the brokers' worst moment (a 300 ms stall holds over 1% of a 30 s
+    run's records), so the spread says more than any one figure."""
+    parts = []
+    for c in meta["clients"]:
+        values = [r["result"]["p99_ms"] for r in runs
+                  if r["workload"] == name and r["client"] == c and not r.get("error")
+                  and isinstance(r.get("result"), dict)
+                  and isinstance(r["result"].get("p99_ms"), (int, float))]
+        if values:
+            parts.append(f"{c} {', '.join(fmt(v, 1) for v in values)}")
+    if not parts:
+        return []
+    return ["", "p99 send→ack of each run, ms, in run order (one run's p99 is mostly the "
+            "brokers' worst moment; the spread says more than one figure): "
+            + "; ".join(parts) + "."]
 
 
 def failed_runs(name, meta, summary):
