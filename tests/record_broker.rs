@@ -149,9 +149,9 @@ fn setup(prefix: &str) -> Cluster {
 }
 
 impl Cluster {
-    /// Produces one batch; returns the base offset the broker assigned.
-    fn produce(&mut self, batch: &[u8]) -> i64 {
-        let request = ProduceRequest::default()
+    /// A ProduceRequest (acks=all) of one batch to partition 0.
+    fn produce_request(&self, batch: &[u8]) -> ProduceRequest {
+        ProduceRequest::default()
             .with_acks(-1)
             .with_timeout_ms(30_000)
             .with_topic_data(vec![
@@ -162,7 +162,12 @@ impl Cluster {
                             .with_index(0)
                             .with_records(Some(Bytes::copy_from_slice(batch))),
                     ]),
-            ]);
+            ])
+    }
+
+    /// Produces one batch; returns the base offset the broker assigned.
+    fn produce(&mut self, batch: &[u8]) -> i64 {
+        let request = self.produce_request(batch);
         // A new partition's leader may not know it leads yet: retry retriable codes.
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -183,19 +188,10 @@ impl Cluster {
 
     /// Produces one batch once; the partition's error code.
     fn produce_once(&mut self, batch: &[u8]) -> KafkaCode {
-        let request = ProduceRequest::default()
-            .with_acks(-1)
-            .with_timeout_ms(30_000)
-            .with_topic_data(vec![
-                TopicProduceData::default()
-                    .with_name(self.topic.clone())
-                    .with_partition_data(vec![
-                        PartitionProduceData::default()
-                            .with_index(0)
-                            .with_records(Some(Bytes::copy_from_slice(batch))),
-                    ]),
-            ]);
-        let response = self.leader.send(&request).expect("produce");
+        let response = self
+            .leader
+            .send(&self.produce_request(batch))
+            .expect("produce");
         KafkaCode(response.responses[0].partition_responses[0].error_code)
     }
 

@@ -7,9 +7,9 @@
 //! requests of connections the client closed still reaching the broker late (as TCP
 //! delivers what was written before the FIN), a short `delivery.timeout.ms` in some
 //! runs, leaders moved, retriable produce errors (with and without the write having
-//! happened), fetch sessions forgotten. After each run it checks that nothing acknowledged was lost,
-//! nothing was written twice, each partition's order held, every delivery resolved, and
-//! the consumer read every offset exactly once.
+//! happened), fetch sessions forgotten. After each run it checks that nothing
+//! acknowledged was lost, nothing was written twice, each partition's order held, every
+//! delivery resolved, and the consumer read every offset exactly once.
 //!
 //! A failing seed prints itself and the run's last events; `KRING_SIM_SEED=<seed> cargo
 //! test --lib engine::sim::replay -- --nocapture` runs it again, exactly, and prints its
@@ -49,7 +49,7 @@ use crate::protocol::messages::{
     MetadataResponse,
 };
 use crate::protocol::{
-    FrameCutter, ResponseKind, decode_request_frame, decode_response_body,
+    FrameCutter, RequestKind, ResponseKind, decode_request_frame, decode_response_body,
     encode_response_frame_with,
 };
 use crate::record::{Compression, RecordBatchRef};
@@ -574,10 +574,7 @@ impl World {
             };
             let version = header.request_api_version;
             let api = request.api_key();
-            let reply = self.cluster.handle(broker, version, request, fault);
-            for e in std::mem::take(&mut self.cluster.events) {
-                self.log(|| e);
-            }
+            let reply = self.cluster_handles(broker, version, request, fault);
             match reply {
                 None => panic!("the simulation does not answer {api:?}"),
                 Some(Reply::Park(request)) => {
@@ -629,17 +626,25 @@ impl World {
                         header.correlation_id
                     )
                 });
-                let _ = self.cluster.handle(
-                    broker,
-                    header.request_api_version,
-                    request,
-                    ProduceFault::None,
-                );
-                for e in std::mem::take(&mut self.cluster.events) {
-                    self.log(|| e);
-                }
+                let version = header.request_api_version;
+                let _ = self.cluster_handles(broker, version, request, ProduceFault::None);
             }
         }
+    }
+
+    /// The cluster's broker `broker` handles `request`; what it did goes to the trace.
+    fn cluster_handles(
+        &mut self,
+        broker: i32,
+        version: i16,
+        request: RequestKind,
+        fault: ProduceFault,
+    ) -> Option<Reply> {
+        let reply = self.cluster.handle(broker, version, request, fault);
+        for e in std::mem::take(&mut self.cluster.events) {
+            self.log(|| e);
+        }
+        reply
     }
 
     /// Sends an answer back on link `id`, through the answer faults.
