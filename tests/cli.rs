@@ -327,8 +327,17 @@ fn clear_errors_and_exit_codes() {
         e.contains(&format!("topic {missing:?} does not exist")),
         "{e}"
     );
-    let e = fails(&["produce", "-t", &missing], 1);
-    assert!(e.contains("does not exist"), "{e}");
+    let e = fails(
+        &[
+            "produce",
+            "-t",
+            &missing,
+            "-X",
+            "topic.metadata.propagation.max.ms=200",
+        ],
+        1,
+    );
+    assert!(e.contains("does not exist after waiting 200ms"), "{e}");
 
     // No broker there (a port nothing listens on): exit 1 naming the address.
     let e = fails(&["topics", "list", "-b", "127.0.0.1:1"], 1);

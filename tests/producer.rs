@@ -237,6 +237,7 @@ fn a_closed_client_fails_the_producers_records_clearly() {
 fn flush_close_and_errors() {
     let mut c = config();
     c.producer.linger = Duration::from_secs(30);
+    c.metadata.topic_propagation_max = Duration::from_millis(300);
     let client = client(c);
     let topic = unique("kring-flush");
     create_topic(&client, &topic, 2, 1, &[]);
@@ -262,7 +263,8 @@ fn flush_close_and_errors() {
         }) => {}
         other => panic!("expected InvalidPartition, got {other:?}"),
     }
-    // Unknown topic.
+    // Unknown topic: asked for again within topic.metadata.propagation.max.ms, then failed.
+    let asked = client.metadata_requests();
     let err = producer
         .send_blocking(ProducerRecord::new(&unique("kring-nope")).with_value("x"))
         .unwrap_err();
@@ -271,6 +273,7 @@ fn flush_close_and_errors() {
         Some(KafkaCode::UNKNOWN_TOPIC_OR_PARTITION),
         "{err}"
     );
+    assert!(client.metadata_requests() >= asked + 2, "asked again");
 
     // Close delivers what is pending, then refuses more.
     let pending = producer
@@ -286,7 +289,9 @@ fn flush_close_and_errors() {
 
 #[test]
 fn sync_producer_and_channels() {
-    let client = client(config());
+    let mut c = config();
+    c.metadata.topic_propagation_max = Duration::ZERO;
+    let client = client(c);
     let topic = unique("kring-sync");
     create_topic(&client, &topic, 1, 1, &[]);
     let sync = SyncProducer::connect(client.clone()).unwrap();
@@ -331,6 +336,46 @@ fn sync_producer_and_channels() {
     let read = read_partition(&client, &topic, 0, 16);
     assert_eq!(read.len(), 16);
     let _ = bootstrap();
+}
+
+/// A topic created elsewhere while `send` waits for it is produced to: the producer
+/// asks again for a topic missing from metadata, up to
+/// `topic.metadata.propagation.max.ms` (30 s by default). The topic is created only
+/// after the producer has been told twice that it is missing, so the send cannot have
+/// found it at its first look.
+#[test]
+fn a_send_waits_for_a_topic_created_while_it_waits() {
+    let producing = client(config());
+    assert_eq!(
+        producing.config().metadata.topic_propagation_max,
+        Duration::from_secs(30)
+    );
+    let topic = unique("kring-appears");
+    let producer = Producer::new_blocking(producing.clone()).unwrap();
+    let asked = producing.metadata_requests();
+    let creator = {
+        let (producing, topic) = (producing.clone(), topic.clone());
+        std::thread::spawn(move || {
+            while producing.metadata_requests() < asked + 2 {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let creating = client(config());
+            create_topic(&creating, &topic, 2, 1, &[]);
+        })
+    };
+    let delivery = producer
+        .send_blocking(
+            ProducerRecord::new(&topic)
+                .with_key("k")
+                .with_value("early"),
+        )
+        .unwrap();
+    creator.join().unwrap();
+    let meta = delivery.wait().unwrap();
+    assert_eq!(meta.offset, 0);
+    let read = read_partition(&producing, &topic, meta.partition, 1);
+    assert_eq!(read.len(), 1);
+    producer.close_blocking().unwrap();
 }
 
 /// A user's own partitioner: every record to the last partition.

@@ -21,6 +21,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::Instant;
@@ -494,6 +495,30 @@ impl Client {
         })
     }
 
+    /// The topic's metadata, asking again while the cluster does not show the topic, for
+    /// up to `within`: a topic created elsewhere reaches the brokers' metadata one
+    /// broker at a time. Re-asks are spaced by the refresh backoff, doubling up to 1 s;
+    /// after `within`, UNKNOWN_TOPIC_OR_PARTITION as from [`Client::topic`].
+    pub async fn topic_within(&self, topic: &str, within: Duration) -> Result<TopicInfo> {
+        let deadline = std::time::Instant::now().checked_add(within);
+        let mut backoff = self.shared().config.metadata.refresh_backoff;
+        loop {
+            match self.topic(topic).await {
+                Err(e) if is_unknown_topic(&e) => {
+                    let Some(wait) = wait_before_asking_again(backoff, deadline) else {
+                        return Err(e);
+                    };
+                    tracing::debug!(topic, ?wait, "topic not in metadata yet: asking again");
+                    self.sleep(wait).await?;
+                    backoff = backoff
+                        .saturating_mul(2)
+                        .clamp(Duration::from_millis(1), Duration::from_secs(1));
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// The topic's partition ids.
     pub async fn partitions(&self, topic: &str) -> Result<Vec<i32>> {
         Ok(self
@@ -776,6 +801,24 @@ impl Client {
     }
 }
 
+/// Whether `e` says the topic is not in the cluster's metadata.
+fn is_unknown_topic(e: &Error) -> bool {
+    e.code() == Some(KafkaCode::UNKNOWN_TOPIC_OR_PARTITION)
+}
+
+/// How long to wait before asking again for a topic missing from metadata: the backoff,
+/// cut short at `deadline` (none: no end); `None` once the deadline has passed.
+fn wait_before_asking_again(
+    backoff: Duration,
+    deadline: Option<std::time::Instant>,
+) -> Option<Duration> {
+    let Some(deadline) = deadline else {
+        return Some(backoff);
+    };
+    let left = deadline.checked_duration_since(std::time::Instant::now())?;
+    (!left.is_zero()).then(|| backoff.min(left))
+}
+
 /// The first candidate broker that connects: a broker that just went down (often the
 /// coordinator being looked up again, connected until then and first by id) is passed
 /// over rather than asked again until metadata drops it.
@@ -841,4 +884,22 @@ async fn find_coordinators_once(
         }
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_topic_is_asked_for_again_until_the_deadline() {
+        let backoff = Duration::from_millis(100);
+        let now = std::time::Instant::now();
+        assert_eq!(wait_before_asking_again(backoff, None), Some(backoff));
+        let far = now + Duration::from_secs(30);
+        assert_eq!(wait_before_asking_again(backoff, Some(far)), Some(backoff));
+        let long = Duration::from_secs(60);
+        let cut = wait_before_asking_again(long, Some(far)).unwrap();
+        assert!(cut <= Duration::from_secs(30), "cut at the deadline: {cut:?}");
+        assert_eq!(wait_before_asking_again(backoff, Some(now)), None);
+    }
 }

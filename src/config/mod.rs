@@ -164,6 +164,12 @@ pub struct MetadataConfig {
     /// unlike the Java consumer's historical default, because a typo should not create a
     /// topic).
     pub allow_auto_topic_creation: bool,
+    /// How long the producer's `send` waits for a topic the cluster does not show yet
+    /// before failing it with UNKNOWN_TOPIC_OR_PARTITION
+    /// (`topic.metadata.propagation.max.ms`, 30 s as in librdkafka). A topic just
+    /// created elsewhere reaches the brokers' metadata one broker at a time, so the
+    /// broker asked may not know it yet; zero fails at the first answer that lacks it.
+    pub topic_propagation_max: Duration,
 }
 
 /// The acknowledgement a produce request waits for.
@@ -459,6 +465,7 @@ impl Default for MetadataConfig {
             refresh_interval: Duration::from_secs(300),
             refresh_backoff: Duration::from_millis(100),
             allow_auto_topic_creation: false,
+            topic_propagation_max: Duration::from_secs(30),
         }
     }
 }

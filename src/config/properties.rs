@@ -28,6 +28,7 @@ pub const PROPERTIES: &[&str] = &[
     "metadata.max.age.ms",
     "topic.metadata.refresh.interval.ms",
     "allow.auto.create.topics",
+    "topic.metadata.propagation.max.ms",
     "retry.backoff.ms",
     "retry.backoff.max.ms",
     "acks",
@@ -223,6 +224,9 @@ impl Config {
             }
             "allow.auto.create.topics" => {
                 self.metadata.allow_auto_topic_creation = parse_bool(key, value)?
+            }
+            "topic.metadata.propagation.max.ms" => {
+                self.metadata.topic_propagation_max = parse_ms(key, value)?
             }
             "retry.backoff.ms" => {
                 let d = parse_ms(key, value)?;

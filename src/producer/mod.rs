@@ -562,7 +562,10 @@ impl Producer {
         let in_snapshot = metadata.topics.get(name);
         let meta = match in_snapshot {
             Some(t) => t.clone(),
-            None if fetch => shared.client.topic(name).await?,
+            None if fetch => {
+                let within = shared.client.config().metadata.topic_propagation_max;
+                shared.client.topic_within(name, within).await?
+            }
             None => {
                 return Err(Error::broker(
                     KafkaCode::UNKNOWN_TOPIC_OR_PARTITION,
@@ -715,7 +718,8 @@ impl Producer {
     }
 
     /// Queues `record` and returns its delivery future; waits while `buffer.memory` is
-    /// used up (and for metadata of a topic not seen before).
+    /// used up, and for metadata of a topic not seen before: up to
+    /// `topic.metadata.propagation.max.ms` for a topic the cluster does not show yet.
     pub async fn send(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
         let (_in_transaction, mut state) = self.admit(&record)?;
         loop {

@@ -13,7 +13,7 @@ use tokio::sync::Notify;
 
 use crate::args::{ClusterArgs, UsageError};
 use crate::deliveries::Deliveries;
-use crate::produce::check_topic;
+use crate::produce::{check_topic, check_topic_to_produce};
 use crate::stats::{Progress, cpu_seconds, peak_rss_bytes, percentile_ms};
 use crate::{CliError, CliResult, connect, wait};
 
@@ -386,7 +386,7 @@ fn produce(args: PerfProduceArgs) -> CliResult {
         p.batch_size
     );
     let client = connect(cluster)?;
-    check_topic(&client, &topic, None)?;
+    check_topic_to_produce(&client, &topic, None)?;
     let producer = wait(Producer::new(client.clone()))?;
     if let Some(txn) = &txn {
         crate::perf_txn::init(&producer, txn)?;

@@ -11,7 +11,7 @@
 //! whole transactions only.
 
 use std::io::Read;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kring::producer::{Producer, ProducerRecord};
 use kring::protocol::KafkaCode;
@@ -207,15 +207,37 @@ fn parse(args: ProduceArgs) -> Result<(Settings, ClusterOptions), UsageError> {
     ))
 }
 
-/// Checks that `topic` (and `partition`) exist, in words a user can act on.
+/// Checks that `topic` (and `partition`) exist, in words a user can act on; the
+/// topic's partition count.
 pub fn check_topic(
     client: &kring::Client,
     topic: &str,
     partition: Option<i32>,
 ) -> Result<usize, CliError> {
-    let info = wait(client.topic(topic)).map_err(|e| match e.code() {
+    check_topic_within(client, topic, partition, Duration::ZERO)
+}
+
+/// [`check_topic`] for a producer: a topic the cluster does not show yet is asked for
+/// again for up to `topic.metadata.propagation.max.ms`, as the producer itself does.
+pub fn check_topic_to_produce(
+    client: &kring::Client,
+    topic: &str,
+    partition: Option<i32>,
+) -> Result<usize, CliError> {
+    let within = client.config().metadata.topic_propagation_max;
+    check_topic_within(client, topic, partition, within)
+}
+
+fn check_topic_within(
+    client: &kring::Client,
+    topic: &str,
+    partition: Option<i32>,
+    within: Duration,
+) -> Result<usize, CliError> {
+    let info = wait(client.topic_within(topic, within)).map_err(|e| match e.code() {
         Some(KafkaCode::UNKNOWN_TOPIC_OR_PARTITION) => CliError::Failed(format!(
-            "topic {topic:?} does not exist (kring topics create {topic})"
+            "topic {topic:?} does not exist{} (kring topics create {topic})",
+            waited(within)
         )),
         _ => e.into(),
     })?;
@@ -233,6 +255,15 @@ pub fn check_topic(
     Ok(count)
 }
 
+/// How long a missing topic was waited for, in words (nothing when it was not).
+fn waited(within: Duration) -> String {
+    if within.is_zero() {
+        String::new()
+    } else {
+        format!(" after waiting {within:?} for it to reach the metadata")
+    }
+}
+
 /// Runs `kring produce`.
 pub fn run(args: ProduceArgs) -> CliResult {
     let (s, cluster) = parse(args)?;
@@ -244,7 +275,7 @@ pub fn run(args: ProduceArgs) -> CliResult {
         None => Box::new(std::io::stdin().lock()),
     };
     let client = connect(cluster)?;
-    check_topic(&client, &s.topic, s.partition)?;
+    check_topic_to_produce(&client, &s.topic, s.partition)?;
     let producer = wait(Producer::new(client.clone()))?;
     let mut txns = Transactions {
         every: s.txn_records.unwrap_or(0),
