@@ -899,7 +899,10 @@ mod tests {
         assert_eq!(wait_before_asking_again(backoff, Some(far)), Some(backoff));
         let long = Duration::from_secs(60);
         let cut = wait_before_asking_again(long, Some(far)).unwrap();
-        assert!(cut <= Duration::from_secs(30), "cut at the deadline: {cut:?}");
+        assert!(
+            cut <= Duration::from_secs(30),
+            "cut at the deadline: {cut:?}"
+        );
         assert_eq!(wait_before_asking_again(backoff, Some(now)), None);
     }
 }

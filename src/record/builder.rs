@@ -5,8 +5,10 @@
 //! the 61-byte header, then appends each record in its final wire form — varint
 //! framing, then key, value and headers copied once, into place. Sealing backfills
 //! the header (length, last offset delta, timestamps, count, attributes) and the
-//! CRC-32C over `attributes..end`; sealing with a codec compresses the records into
-//! a second arena and writes the header there.
+//! CRC-32C over `attributes..end`; sealing with a codec compresses the records either
+//! into a second arena, with the header written there (`seal_compressed`), or into a
+//! scratch buffer copied back over them (`seal_compressed_in_place`, what the producer
+//! does, so a batch never needs a second arena from the budget).
 //!
 //! Invariants: the arena never grows — a record that would not fit in the arena's
 //! capacity (or the configured `max_size`) is refused with [`BuildError::Full`]
@@ -468,6 +470,47 @@ impl<B: AsRef<Vec<u8>> + AsMut<Vec<u8>>> BatchBuilder<B> {
         }
         o.clear();
         Ok((self.seal()?, out))
+    }
+
+    /// Finishes the batch compressed with `codec` in the arena it was written in: the
+    /// records are compressed into `scratch` and copied back over themselves, so the
+    /// sealed batch keeps its arena (and whatever budget charged it) and needs no second
+    /// one. `scratch` is the caller's to keep between batches: it grows to the largest
+    /// batch's records and is never cleared, so it is not zeroed again for each batch.
+    /// When compressing would not shrink the records, the batch is sealed uncompressed.
+    pub fn seal_compressed_in_place(
+        mut self,
+        codec: Compression,
+        compressor: &mut Compressor,
+        scratch: &mut Vec<u8>,
+    ) -> Result<SealedBatch<B>, BuildError> {
+        if codec == Compression::None {
+            return self.seal();
+        }
+        if self.count == 0 {
+            return Err(BuildError::Empty);
+        }
+        let records_len = self.size() - BATCH_HEADER_LEN;
+        if scratch.len() < records_len {
+            scratch.resize(records_len, 0);
+        }
+        let records = &self.buf.as_ref()[BATCH_HEADER_LEN..];
+        let compressed = compressor
+            .compress(codec, records, &mut scratch[..records_len])
+            .map_err(RecordError::from)?;
+        let Some(n) = compressed.filter(|&n| n < records_len) else {
+            return self.seal();
+        };
+        let header = self.header(self.attributes(codec));
+        let v = self.buf.as_mut();
+        v.truncate(BATCH_HEADER_LEN);
+        v.extend_from_slice(&scratch[..n]);
+        write_header(v, &header);
+        Ok(SealedBatch {
+            buf: self.buf,
+            compression: codec,
+            count: self.count,
+        })
     }
 
     fn attributes(&self, codec: Compression) -> i16 {

@@ -5,7 +5,7 @@
 //! - [`BatchBuilder`] encodes records straight into their final wire position in a
 //!   caller-owned arena (`Vec<u8>` or a pooled buffer from the crate's buffer pools); the 61-byte
 //!   batch header is reserved up front and backfilled on seal, with the CRC-32C.
-//!   Compression happens on seal, into a second arena.
+//!   Compression happens on seal, into a second arena or back into the first.
 //! - [`RecordBatchRef`] / [`RecordRef`] read a batch from a borrowed `&'a [u8]`:
 //!   header fields are plain loads, the CRC is checked only when asked, and keys,
 //!   values and headers come back as sub-slices of the input (or of the caller's

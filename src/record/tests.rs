@@ -12,7 +12,26 @@ struct Rec {
     headers: Vec<(String, Option<Vec<u8>>)>,
 }
 
+/// The batch of `recs` sealed with `codec`, and the codec it ended up with. Sealed
+/// both ways, into a second arena and in place, which must give the same bytes.
 fn build(recs: &[Rec], options: BatchOptions, codec: Compression) -> (Vec<u8>, Compression) {
+    let mut c = Compressor::new();
+    let (sealed, spare) = fill(recs, options)
+        .seal_compressed(codec, &mut c, Vec::with_capacity(1 << 20))
+        .unwrap();
+    assert!(spare.is_empty());
+    let used = sealed.compression();
+    let bytes = sealed.into_inner();
+    let mut scratch = vec![7u8; 64];
+    let in_place = fill(recs, options)
+        .seal_compressed_in_place(codec, &mut c, &mut scratch)
+        .unwrap();
+    assert_eq!(in_place.compression(), used, "{codec:?}");
+    assert_eq!(in_place.into_inner(), bytes, "{codec:?} in place");
+    (bytes, used)
+}
+
+fn fill(recs: &[Rec], options: BatchOptions) -> BatchBuilder<Vec<u8>> {
     let mut b = BatchBuilder::new(Vec::with_capacity(1 << 20), options).unwrap();
     for r in recs {
         let headers: Vec<Header<'_>> = r
@@ -29,13 +48,7 @@ fn build(recs: &[Rec], options: BatchOptions, codec: Compression) -> (Vec<u8>, C
             .unwrap();
         assert_eq!(b.size() - before, size, "record_size is exact");
     }
-    let mut c = Compressor::new();
-    let (sealed, spare) = b
-        .seal_compressed(codec, &mut c, Vec::with_capacity(1 << 20))
-        .unwrap();
-    assert!(spare.is_empty());
-    let used = sealed.compression();
-    (sealed.into_inner(), used)
+    b
 }
 
 fn read(bytes: &[u8]) -> Vec<Rec> {

@@ -45,8 +45,7 @@ pub(crate) enum Arena {
     /// A pooled buffer of one of the arena classes (16 KiB up to `batch.size`), charged
     /// to `buffer.memory`.
     Pooled(PooledBuf),
-    /// A buffer of its own for a record larger than `batch.size` (or a compressed copy
-    /// when the pool is exhausted).
+    /// A buffer of its own for a record larger than `batch.size`.
     Heap(Vec<u8>),
 }
 
@@ -305,7 +304,10 @@ pub(crate) enum SealReason {
 }
 
 thread_local! {
-    static COMPRESSOR: std::cell::RefCell<Compressor> = std::cell::RefCell::new(Compressor::new());
+    /// The sealing thread's compressor, and the scratch its output goes to before it is
+    /// copied back into the batch's arena (see `BatchBuilder::seal_compressed_in_place`).
+    static COMPRESSION: std::cell::RefCell<(Compressor, Vec<u8>)> =
+        std::cell::RefCell::new((Compressor::new(), Vec::new()));
 }
 
 /// One partition: its name and its state behind the lock appenders and the sink share.
@@ -539,8 +541,8 @@ impl PartitionState {
 
     /// Seals the open batch and queues it: the one place batches are sealed. A batch
     /// sealed full moves the partition's next arena up a size class; one sealed by time
-    /// at under a quarter full moves it down. With a codec the batch is compressed into
-    /// a second arena (or sent as it is when that would not shrink it).
+    /// at under a quarter full moves it down. With a codec the batch is compressed in
+    /// its own arena (or sent as it is when that would not shrink it).
     /// `now` is read only when sealing fails (for the failure log).
     pub fn seal(
         &mut self,
@@ -566,14 +568,12 @@ impl PartitionState {
         let sealed = if settings.codec == Compression::None {
             open.builder.seal()
         } else {
-            let spare = pools
-                .class_for(0, used)
-                .and_then(|class| pools.try_get(class).ok())
-                .map_or_else(|| Arena::Heap(Vec::with_capacity(used)), Arena::Pooled);
-            COMPRESSOR.with(|c| {
+            // In the batch's own arena: it stays charged to buffer.memory until the
+            // batch is settled, so the budget bounds compressed batches too.
+            COMPRESSION.with(|c| {
+                let (compressor, scratch) = &mut *c.borrow_mut();
                 open.builder
-                    .seal_compressed(settings.codec, &mut c.borrow_mut(), spare)
-                    .map(|(sealed, _free)| sealed)
+                    .seal_compressed_in_place(settings.codec, compressor, scratch)
             })
         };
         match sealed {

@@ -501,3 +501,49 @@ fn an_idempotent_producer_moves_to_its_next_epoch_and_needs_a_new_id_after_the_l
     };
     assert_eq!(last.next_epoch(), None);
 }
+
+/// A compressed batch stays in the arena it was written in, charged to `buffer.memory`
+/// until it is settled: with the budget spent, sealing it used to compress into an
+/// uncharged heap copy and free the arena, so appends went on past the budget.
+#[test]
+fn a_compressed_batch_keeps_its_arena_charged_to_the_budget() {
+    let now = Instant::now();
+    let mut settings = settings();
+    settings.codec = Compression::Lz4;
+    let arena = 16 * 1024;
+    let pools = ArenaPools::new(arena, MemoryBudget::new(arena));
+    let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
+    let value = b"order shipped pending warehouse invoice ".repeat(8);
+    let mut s = p.state();
+    for _ in 0..20 {
+        append_value(&mut s, &value, &settings, &pools, now);
+    }
+    assert_eq!(
+        pools.budget_used(),
+        arena,
+        "the open batch holds the only arena"
+    );
+    s.seal(SealReason::Due, &settings, &pools, &|| now);
+    assert_eq!(pools.budget_used(), arena, "sealed, it still holds it");
+    assert!(pools.try_get(0).is_err(), "nothing left for another batch");
+    drop(s);
+    let out = take(&p, now, &settings);
+    assert_eq!(out.len(), 1);
+    let batch = RecordBatchRef::new(&out[0].batch).unwrap();
+    assert_eq!(batch.compression().unwrap(), Compression::Lz4);
+    assert!(batch.verify_crc().is_ok());
+    assert!(out[0].batch.len() < 20 * value.len() / 2, "compressed");
+    let mut decompressor = Decompressor::new(1 << 20);
+    let mut scratch = Vec::new();
+    let values: Vec<Vec<u8>> = batch
+        .decompress_records(&mut decompressor, &mut scratch)
+        .unwrap()
+        .map(|r| r.unwrap().value().unwrap().to_vec())
+        .collect();
+    assert_eq!(values, vec![value.clone(); 20]);
+    let effects = p
+        .state()
+        .settle(out.into_iter().next().unwrap(), ack(), now, &settings);
+    assert!(matches!(effects.report.fate, Fate::Acked(_)));
+    assert_eq!(pools.budget_used(), 0, "settled, the arena is free");
+}
