@@ -337,6 +337,12 @@ fn clear_errors_and_exit_codes() {
         ],
         1,
     );
+    assert!(
+        e.contains(&format!(
+            "topic {missing:?} is not in the cluster's metadata yet; waiting up to 200ms"
+        )),
+        "{e}"
+    );
     assert!(e.contains("does not exist after waiting 200ms"), "{e}");
 
     // No broker there (a port nothing listens on): exit 1 naming the address.

@@ -234,13 +234,14 @@ fn check_topic_within(
     partition: Option<i32>,
     within: Duration,
 ) -> Result<usize, CliError> {
-    let info = wait(client.topic_within(topic, within)).map_err(|e| match e.code() {
-        Some(KafkaCode::UNKNOWN_TOPIC_OR_PARTITION) => CliError::Failed(format!(
-            "topic {topic:?} does not exist{} (kring topics create {topic})",
-            waited(within)
-        )),
-        _ => e.into(),
-    })?;
+    let info =
+        wait(topic_saying_when_waiting(client, topic, within)).map_err(|e| match e.code() {
+            Some(KafkaCode::UNKNOWN_TOPIC_OR_PARTITION) => CliError::Failed(format!(
+                "topic {topic:?} does not exist{} (kring topics create {topic})",
+                waited(within)
+            )),
+            _ => e.into(),
+        })?;
     if !info.error.is_ok() {
         return Err(CliError::Failed(format!("topic {topic:?}: {}", info.error)));
     }
@@ -253,6 +254,25 @@ fn check_topic_within(
         )));
     }
     Ok(count)
+}
+
+/// The topic's metadata; when the cluster does not show it yet and `within` allows a
+/// wait, says so on stderr first, so a mistyped name does not look like a hang.
+async fn topic_saying_when_waiting(
+    client: &kring::Client,
+    topic: &str,
+    within: Duration,
+) -> kring::Result<kring::client::TopicInfo> {
+    match client.topic(topic).await {
+        Err(e) if e.code() == Some(KafkaCode::UNKNOWN_TOPIC_OR_PARTITION) && !within.is_zero() => {
+            eprintln!(
+                "kring: topic {topic:?} is not in the cluster's metadata yet; waiting up to \
+                 {within:?} for it (topic.metadata.propagation.max.ms)"
+            );
+            client.topic_within(topic, within).await
+        }
+        other => other,
+    }
 }
 
 /// How long a missing topic was waited for, in words (nothing when it was not).
