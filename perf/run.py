@@ -822,9 +822,10 @@ def kring_has(kring_bin, command, word):
 # ---------------------------------------------------------------- topics
 
 class Topics:
-    def __init__(self, kring_bin, use_kring):
+    def __init__(self, kring_bin, use_kring, settle_s=0.0):
         self.kring = kring_bin
         self.use_kring = use_kring
+        self.settle_s = settle_s  # pause once a topic is ready everywhere (--topic-settle)
         self.live = []
         self.brokers = 1         # nodes of the cluster in use (set by the run loop)
         self.ready_s = []        # seconds each topic took to be ready on every node
@@ -846,6 +847,8 @@ class Topics:
         self.live.append(topic)
         if self.brokers > 1:
             self.wait_ready(topic, partitions, replication)
+            if replication > 1 and self.settle_s > 0:
+                time.sleep(self.settle_s)
 
     def wait_ready(self, topic, partitions, replication):
         """Waits until every broker's metadata has the topic with a leader and a full ISR
@@ -986,6 +989,14 @@ def parse_args(argv):
                     help="seconds to pause before each measured run, so the broker's background "
                          "work from the previous run (log flushes, deleting its topic) does not "
                          "land on the next client (default 1)")
+    ap.add_argument("--topic-settle", type=float, default=2.0,
+                    help="seconds to wait, on a cluster of several nodes, once a fresh replicated "
+                         "topic is ready on every node and before the run starts: a follower "
+                         "fetches a new partition only once its replica fetcher's long poll in "
+                         "progress ends (replica.fetch.wait.max.ms, 500 ms), and new leaders "
+                         "refuse writes for a while, so acks=all writes made at once wait up to "
+                         "about half a second, and a client that sets up faster pays more of it "
+                         "(default 2)")
     ap.add_argument("--no-build", action="store_true", help="use the binaries as they are")
     ap.add_argument("--no-pin", action="store_true", help="pin neither the clients nor the broker")
     ap.add_argument("--admin", choices=["kring", "java"], default="kring",
@@ -1115,7 +1126,7 @@ def main(argv):
 
     broker = Broker()
     runner = Runner(can_pin)
-    topics = Topics(kring_bin, use_kring_admin)
+    topics = Topics(kring_bin, use_kring_admin, a.topic_settle)
     failures = 0
     raw = open(raw_path, "w")
 
@@ -1153,9 +1164,11 @@ def main(argv):
     def warm_up(brokers):
         warm_topic = f"perf-run-warmup-{os.getpid()}-{int(time.time())}"
         warm = dict(next(w for w in a.wl.values() if w["brokers"] == brokers), records=a.warmup,
-                    size=100, acks="1", idempotence="false", compression="none", op="produce")
+                    size=100, acks="all", idempotence="true", compression="none", op="produce")
         for k in ("txn_records", "key_size", "rate"):
-            warm.pop(k, None)  # plain records (a transactional one needs acks=all)
+            warm.pop(k, None)  # plain records, but through the idempotent acks=all path the
+            # workloads take (with acks=1 the first measured run still met a cold broker:
+            # on three nodes, p99 131 ms against 9-11 ms once warm)
         log(f"== warm-up: {a.warmup:,} records through {warm_topic} by {fill_client} (not measured)")
         try:
             topics.create(warm_topic, warm["partitions"], warm["replication"])
@@ -1179,13 +1192,13 @@ def main(argv):
         emit({"type": "meta", "command": command, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "commit": commit, "dirty": dirty, "machine": facts, "versions": client_versions(),
               "clients": a.clients, "workloads": a.wl, "runs": a.runs, "quick": a.quick,
-              "timeout_s": a.timeout, "warmup": a.warmup, "settle_s": a.settle, "pinned_clients": can_pin, "subreaper": runner.subreaper, "broker": broker.description,
+              "timeout_s": a.timeout, "warmup": a.warmup, "settle_s": a.settle, "topic_settle_s": a.topic_settle, "pinned_clients": can_pin, "subreaper": runner.subreaper, "broker": broker.description,
               "admin": topics.tool(), "admin_note": admin_note, "fill_client": fill_client,
               "fill_note": fill_note, "build_errors": build_errors, "builds": build_notes,
               "load_before": open("/proc/loadavg").read().split()[:3]})
         total = sum(a.runs * len(clients_for(w, a.clients)) for w in a.wl.values())
         done = 0
-        for name, w in a.wl.items():
+        for wi, (name, w) in enumerate(a.wl.items()):
             use_cluster(w["brokers"])
             payload = payload_file(w["size"])
             stamp = f"{os.getpid()}-{int(time.time())}"
@@ -1222,7 +1235,10 @@ def main(argv):
                        "no --key-size/--rate/--e2e" if needs_pacing_options(w) else "no --group")
                 log(f"== {name}: not run by {', '.join(skipped)} ({why} in their peers)")
             for rep in range(a.runs):
-                k = rep % len(clients)
+                # The first client rotates with the repetition and the workload, so the
+                # first run of a workload (on a broker still busy with the previous
+                # workload's topics) does not always fall to the same client.
+                k = (rep + wi) % len(clients)
                 for client in clients[k:] + clients[:k]:
                     done += 1
                     if a.settle > 0:
@@ -1642,7 +1658,13 @@ def report(raw_path, out_dir):
                  "once every node's metadata showed the new topic with a leader and a full ISR "
                  "for every partition"
                  + (f": {min(end['topic_ready_s']):.1f}–{max(end['topic_ready_s']):.1f} s after "
-                    "its creation" if end.get("topic_ready_s") else "") + ")"
+                    "its creation" if end.get("topic_ready_s") else "")
+                 + (f", and then {meta['topic_settle_s']:g} s more (--topic-settle: a follower "
+                    "starts fetching a new partition only when its replica fetcher's long poll "
+                    "in progress ends, up to replica.fetch.wait.max.ms = 500 ms, and new leaders "
+                    "refuse writes for a while; acks=all writes made before that wait, and a "
+                    "client that sets up faster would pay more of it)"
+                    if meta.get("topic_settle_s") else "") + ")"
                  + (f"; a {end['replaced_cluster']}-node cluster that ran before perf/run was "
                     "stopped for it and started again, fresh, at the end"
                     if end.get("replaced_cluster") else "") + ".")
@@ -1664,14 +1686,15 @@ def report(raw_path, out_dir):
         L.append("- pinning: none (--no-pin, no taskset, or fewer than 2 CPUs); clients and broker "
                  "shared every core.")
     L.append(f"- every (workload, client) run {meta['runs']} time(s), clients interleaved "
-             "round-robin within each repetition (the first client rotates); each produce run "
+             "round-robin within each repetition (the first client rotates with the repetition and the workload); each produce run "
              f"writes a fresh topic, created before and deleted after it with {meta['admin']}"
              + (f" ({meta['admin_note']})" if meta.get("admin_note") else "")
              + f"; consume runs all read one topic filled by {meta['fill_client']}'s producer"
              + (f" ({meta['fill_note']})" if meta.get("fill_note") else "") + ".")
     if meta.get("warmup"):
-        L.append(f"- before the first run, {meta['warmup']:,} records of 100 B went through the "
-                 f"broker unmeasured ({meta['fill_client']} produced and read them), to warm its JIT "
+        L.append(f"- before the first run on each cluster, {meta['warmup']:,} records of 100 B went "
+                 f"through it unmeasured ({meta['fill_client']} produced them, idempotent with "
+                 "acks=all, and read them), to warm its JIT "
                  "and page cache; each measured run starts after a pause of "
                  f"{meta.get('settle_s', 0):g} s.")
     L.append("- batch size 1,000,000 bytes in every client (`batch.size` / the contract's "
