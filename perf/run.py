@@ -821,6 +821,15 @@ def kring_has(kring_bin, command, word):
 
 # ---------------------------------------------------------------- topics
 
+# Why perf/run waits --topic-settle seconds after creating a replicated topic (its help and
+# the report both say it).
+TOPIC_SETTLE_WHY = ("acks=all writes made at once wait up to about half a second, and a "
+                    "client that sets up faster pays more of it (measured in "
+                    "perf/results/session-36-latency-start; most likely because a follower "
+                    "starts fetching a new partition only once its replica fetcher's long poll "
+                    "in progress ends, replica.fetch.wait.max.ms = 500 ms, and new leaders "
+                    "refuse writes for a while)")
+
 class Topics:
     def __init__(self, kring_bin, use_kring, settle_s=0.0):
         self.kring = kring_bin
@@ -991,12 +1000,8 @@ def parse_args(argv):
                          "land on the next client (default 1)")
     ap.add_argument("--topic-settle", type=float, default=2.0,
                     help="seconds to wait, on a cluster of several nodes, once a fresh replicated "
-                         "topic is ready on every node and before the run starts: a follower "
-                         "fetches a new partition only once its replica fetcher's long poll in "
-                         "progress ends (replica.fetch.wait.max.ms, 500 ms), and new leaders "
-                         "refuse writes for a while, so acks=all writes made at once wait up to "
-                         "about half a second, and a client that sets up faster pays more of it "
-                         "(default 2)")
+                         "topic is ready on every node and before the run starts: "
+                         + TOPIC_SETTLE_WHY + " (default 2)")
     ap.add_argument("--no-build", action="store_true", help="use the binaries as they are")
     ap.add_argument("--no-pin", action="store_true", help="pin neither the clients nor the broker")
     ap.add_argument("--admin", choices=["kring", "java"], default="kring",
@@ -1659,12 +1664,8 @@ def report(raw_path, out_dir):
                  "for every partition"
                  + (f": {min(end['topic_ready_s']):.1f}–{max(end['topic_ready_s']):.1f} s after "
                     "its creation" if end.get("topic_ready_s") else "")
-                 + (f", and then {meta['topic_settle_s']:g} s more (--topic-settle: a follower "
-                    "starts fetching a new partition only when its replica fetcher's long poll "
-                    "in progress ends, up to replica.fetch.wait.max.ms = 500 ms, and new leaders "
-                    "refuse writes for a while; acks=all writes made before that wait, and a "
-                    "client that sets up faster would pay more of it)"
-                    if meta.get("topic_settle_s") else "") + ")"
+                 + (f", and then {meta['topic_settle_s']:g} s more (--topic-settle: "
+                    + TOPIC_SETTLE_WHY + ")" if meta.get("topic_settle_s") else "") + ")"
                  + (f"; a {end['replaced_cluster']}-node cluster that ran before perf/run was "
                     "stopped for it and started again, fresh, at the end"
                     if end.get("replaced_cluster") else "") + ".")
