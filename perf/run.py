@@ -1017,11 +1017,13 @@ def parse_args(argv):
                     help="where run.md, run.svg and run-raw.jsonl go (default perf/results)")
     ap.add_argument("--report-only", action="store_true", help="rewrite run.md/run.svg from run-raw.jsonl")
     a = ap.parse_args(argv)
-    a.clients = [c.strip() for c in a.clients.split(",") if c.strip()]
+    # Each client once, in the order given (a repeated one would run twice as often).
+    a.clients = list(dict.fromkeys(c.strip() for c in a.clients.split(",") if c.strip()))
     if a.kring_base:
         if not os.access(a.kring_base, os.X_OK):
             ap.error(f"--kring-base {a.kring_base}: not an executable")
-        a.clients.append("kring-base")
+        if "kring-base" not in a.clients:
+            a.clients.append("kring-base")
     bad = [c for c in a.clients if c not in CLIENTS + ["kring-base"]]
     if bad:
         ap.error(f"unknown clients {bad}; known: {CLIENTS}")
