@@ -217,6 +217,19 @@ impl Permit {
         }
     }
 
+    /// Moves `n` of this permit's bytes into a permit of their own, or `None` when it
+    /// holds fewer than `n`.
+    pub fn split_off(&mut self, n: usize) -> Option<Permit> {
+        if n > self.size {
+            return None;
+        }
+        self.size -= n;
+        Some(Permit {
+            budget: self.budget.clone(),
+            size: n,
+        })
+    }
+
     /// Adds `other`'s bytes to this permit, when both come from the same budget;
     /// otherwise gives `other` back untouched.
     pub fn merge(&mut self, mut other: Permit) -> Result<(), Permit> {

@@ -6,7 +6,8 @@
 //! This layer does no I/O and has no runtime: waiting for budget is a plain
 //! `Future` woken by whoever returns bytes, so it works under the io_uring workers,
 //! tokio, or a blocking `block_on`. Producer batches are written into [`PooledBuf`]s
-//! by [`crate::record::BatchBuilder`] (compressed into a second one on seal), and
+//! by [`crate::record::BatchBuilder`] (a small compressed batch moves to a
+//! [`ChargedBuf`] of its own size on seal), and
 //! fetch responses are read into them and shared as `bytes::Bytes` via
 //! [`PooledBuf::freeze`].
 //!
@@ -18,4 +19,4 @@ pub mod budget;
 pub mod pool;
 
 pub use budget::{BudgetError, MemoryBudget, Permit};
-pub use pool::{BufferPool, PooledBuf};
+pub use pool::{BufferPool, ChargedBuf, PooledBuf};

@@ -250,6 +250,14 @@ impl PooledBuf {
         }
     }
 
+    /// Moves `n` bytes of the buffer's charge into a permit of their own (for a smaller
+    /// copy of its contents that should stay charged once the buffer goes back to the
+    /// pool), or `None` when it is charged fewer than `n`. The buffer keeps the rest of
+    /// its charge, and returns to the pool as before.
+    pub fn split_charge(&mut self, n: usize) -> Option<Permit> {
+        self.permit.as_mut()?.split_off(n)
+    }
+
     /// Turns the buffer into shared, immutable [`Bytes`] without copying; the buffer
     /// returns to the pool when the last clone or slice of it is dropped.
     pub fn freeze(self) -> Bytes {
@@ -310,6 +318,52 @@ impl AsMut<Vec<u8>> for PooledBuf {
 }
 
 struct Frozen(PooledBuf);
+
+/// A heap buffer of its own, charged to a budget by its capacity: for contents that
+/// are much smaller than a pooled buffer (a compressed batch), kept charged without
+/// holding a whole pooled buffer. Dropping it (or the last [`Bytes`] made by
+/// [`ChargedBuf::freeze`]) frees the memory and returns the bytes to the budget.
+#[derive(Debug)]
+pub struct ChargedBuf {
+    vec: Vec<u8>,
+    /// Held for its drop, which returns the bytes to the budget.
+    _permit: Permit,
+}
+
+impl ChargedBuf {
+    /// An empty buffer with room for exactly `permit.size()` bytes.
+    pub fn new(permit: Permit) -> Self {
+        ChargedBuf {
+            vec: Vec::with_capacity(permit.size()),
+            _permit: permit,
+        }
+    }
+
+    /// Shared, immutable [`Bytes`] without copying, charged until the last is dropped.
+    pub fn freeze(self) -> Bytes {
+        Bytes::from_owner(self)
+    }
+}
+
+impl AsRef<[u8]> for ChargedBuf {
+    fn as_ref(&self) -> &[u8] {
+        &self.vec
+    }
+}
+
+/// The underlying `Vec`, for writers that respect its capacity (growing it would use
+/// memory past its charge).
+impl AsRef<Vec<u8>> for ChargedBuf {
+    fn as_ref(&self) -> &Vec<u8> {
+        &self.vec
+    }
+}
+
+impl AsMut<Vec<u8>> for ChargedBuf {
+    fn as_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.vec
+    }
+}
 
 impl AsRef<[u8]> for Frozen {
     fn as_ref(&self) -> &[u8] {
@@ -398,6 +452,33 @@ mod tests {
     use std::future::Future;
     use std::sync::atomic::AtomicUsize;
     use std::task::Poll;
+
+    /// Part of a pooled buffer's charge moved to a `ChargedBuf` stays charged until
+    /// the last `Bytes` of it goes; the buffer itself returns to the pool, cached,
+    /// giving back only the rest.
+    #[test]
+    fn a_split_charge_outlives_its_pooled_buffer() {
+        let pool = BufferPool::new(1024, MemoryBudget::new(1024));
+        let mut a = pool.try_get().unwrap();
+        assert!(a.split_charge(1025).is_none(), "more than it is charged");
+        let permit = a.split_charge(100).unwrap();
+        assert_eq!(pool.budget().available(), 0, "splitting frees nothing");
+        drop(a);
+        assert_eq!(pool.budget().available(), 924, "the rest of the charge");
+        assert_eq!(pool.stats().cached, 1, "the buffer is cached");
+        assert!(pool.try_get().is_err(), "100 bytes are still charged");
+        let mut small = ChargedBuf::new(permit);
+        assert_eq!(AsRef::<Vec<u8>>::as_ref(&small).capacity(), 100);
+        small.as_mut().extend_from_slice(&[9; 100]);
+        let bytes = small.freeze();
+        let slice = bytes.slice(10..20);
+        drop(bytes);
+        assert_eq!(pool.budget().available(), 924, "a slice still holds it");
+        assert_eq!(&slice[..], &[9; 10]);
+        drop(slice);
+        assert_eq!(pool.budget().available(), 1024);
+        assert!(pool.try_get().is_ok());
+    }
 
     #[test]
     fn buffers_are_recycled_and_charged() {

@@ -7,8 +7,10 @@
 //! the header (length, last offset delta, timestamps, count, attributes) and the
 //! CRC-32C over `attributes..end`; sealing with a codec compresses the records either
 //! into a second arena, with the header written there (`seal_compressed`), or into a
-//! scratch buffer copied back over them (`seal_compressed_in_place`, what the producer
-//! does, so a batch never needs a second arena from the budget).
+//! scratch buffer copied back over them (`seal_compressed_in_place`), or from the scratch
+//! into a buffer the caller offers once the compressed length is known
+//! (`seal_compressed_moving`: the producer moves a small compressed batch out of its
+//! arena into a buffer of its own size, so a batch never needs a second arena).
 //!
 //! Invariants: the arena never grows — a record that would not fit in the arena's
 //! capacity (or the configured `max_size`) is refused with [`BuildError::Full`]
@@ -479,10 +481,26 @@ impl<B: AsRef<Vec<u8>> + AsMut<Vec<u8>>> BatchBuilder<B> {
     /// batch's records and is never cleared, so it is not zeroed again for each batch.
     /// When compressing would not shrink the records, the batch is sealed uncompressed.
     pub fn seal_compressed_in_place(
+        self,
+        codec: Compression,
+        compressor: &mut Compressor,
+        scratch: &mut Vec<u8>,
+    ) -> Result<SealedBatch<B>, BuildError> {
+        self.seal_compressed_moving(codec, compressor, scratch, |_, _| None)
+    }
+
+    /// As [`seal_compressed_in_place`](Self::seal_compressed_in_place), but once the
+    /// compressed batch's length is known, `elsewhere` may offer a buffer to hold it
+    /// instead (given the arena, to take from it whatever it needs, such as part of
+    /// its budget charge): the batch is then copied from `scratch` into that buffer
+    /// (cleared first; it should have room for the length, or it grows) and the arena
+    /// is dropped. The copy is the one the in-place seal makes anyway.
+    pub fn seal_compressed_moving(
         mut self,
         codec: Compression,
         compressor: &mut Compressor,
         scratch: &mut Vec<u8>,
+        elsewhere: impl FnOnce(&mut B, usize) -> Option<B>,
     ) -> Result<SealedBatch<B>, BuildError> {
         if codec == Compression::None {
             return self.seal();
@@ -502,12 +520,21 @@ impl<B: AsRef<Vec<u8>> + AsMut<Vec<u8>>> BatchBuilder<B> {
             return self.seal();
         };
         let header = self.header(self.attributes(codec));
-        let v = self.buf.as_mut();
+        let mut buf = match elsewhere(&mut self.buf, BATCH_HEADER_LEN + n) {
+            Some(mut other) => {
+                let v = other.as_mut();
+                v.clear();
+                v.resize(BATCH_HEADER_LEN, 0);
+                other
+            }
+            None => self.buf,
+        };
+        let v = buf.as_mut();
         v.truncate(BATCH_HEADER_LEN);
         v.extend_from_slice(&scratch[..n]);
         write_header(v, &header);
         Ok(SealedBatch {
-            buf: self.buf,
+            buf,
             compression: codec,
             count: self.count,
         })

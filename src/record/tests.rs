@@ -13,7 +13,8 @@ struct Rec {
 }
 
 /// The batch of `recs` sealed with `codec`, and the codec it ended up with. Sealed
-/// both ways, into a second arena and in place, which must give the same bytes.
+/// every way, into a second arena, in place, and moved to a buffer offered once the
+/// compressed length is known, which must all give the same bytes.
 fn build(recs: &[Rec], options: BatchOptions, codec: Compression) -> (Vec<u8>, Compression) {
     let mut c = Compressor::new();
     let (sealed, spare) = fill(recs, options)
@@ -28,6 +29,20 @@ fn build(recs: &[Rec], options: BatchOptions, codec: Compression) -> (Vec<u8>, C
         .unwrap();
     assert_eq!(in_place.compression(), used, "{codec:?}");
     assert_eq!(in_place.into_inner(), bytes, "{codec:?} in place");
+    let mut offered = None;
+    let moved = fill(recs, options)
+        .seal_compressed_moving(codec, &mut c, &mut scratch, |arena, len| {
+            offered = Some(len);
+            assert!(arena.len() > len, "offered only once it has shrunk");
+            Some(vec![5u8; 3])
+        })
+        .unwrap();
+    if used == Compression::None {
+        assert_eq!(offered, None, "{codec:?}: not compressed, nothing to move");
+    } else {
+        assert_eq!(offered, Some(bytes.len()), "{codec:?}: the exact length");
+    }
+    assert_eq!(moved.into_inner(), bytes, "{codec:?} moved");
     (bytes, used)
 }
 

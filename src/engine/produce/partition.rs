@@ -31,7 +31,7 @@ use bytes::Bytes;
 use super::arenas::{ArenaPools, next_class};
 use super::completion::{BatchAck, BatchShared};
 use super::failures::DeliveryFailures;
-use crate::buf::PooledBuf;
+use crate::buf::{ChargedBuf, PooledBuf};
 use crate::error::Error;
 use crate::protocol::KafkaCode;
 use crate::record::{
@@ -47,6 +47,9 @@ pub(crate) enum Arena {
     Pooled(PooledBuf),
     /// A buffer of its own for a record larger than `batch.size`.
     Heap(Vec<u8>),
+    /// A compressed batch moved out of its pooled arena into a buffer of its own size,
+    /// charged to `buffer.memory` by that size (see [`Arena::smaller_home`]).
+    Charged(ChargedBuf),
 }
 
 impl AsRef<Vec<u8>> for Arena {
@@ -54,6 +57,7 @@ impl AsRef<Vec<u8>> for Arena {
         match self {
             Arena::Pooled(p) => p.as_ref(),
             Arena::Heap(v) => v,
+            Arena::Charged(c) => c.as_ref(),
         }
     }
 }
@@ -63,6 +67,7 @@ impl AsMut<Vec<u8>> for Arena {
         match self {
             Arena::Pooled(p) => p.as_mut(),
             Arena::Heap(v) => v,
+            Arena::Charged(c) => c.as_mut(),
         }
     }
 }
@@ -74,9 +79,34 @@ impl Arena {
         match self {
             Arena::Pooled(p) => p.freeze(),
             Arena::Heap(v) => Bytes::from(v),
+            Arena::Charged(c) => c.freeze(),
         }
     }
+
+    /// Where a compressed batch of `len` bytes sealed in this arena should live instead,
+    /// if anywhere: a buffer of exactly `len`, charged `len` of this pooled arena's
+    /// charge, when that is at most half the arena and small enough to come cheaply
+    /// from the heap ([`MOVE_COMPRESSED_MAX`]). The arena then goes back to its pool at
+    /// once, with the rest of its charge. Kept in its arena, a batch compressed to a
+    /// fraction of it holds the whole arena's charge until it is acknowledged: with
+    /// many partitions (small batches, each in its own arena) `buffer.memory` then
+    /// bounds how much is in flight long before the bytes do, and batches stay small.
+    fn smaller_home(&mut self, len: usize) -> Option<Arena> {
+        let Arena::Pooled(pooled) = self else {
+            return None;
+        };
+        if len > MOVE_COMPRESSED_MAX || len > pooled.capacity() / 2 {
+            return None;
+        }
+        let permit = pooled.split_charge(len)?;
+        Some(Arena::Charged(ChargedBuf::new(permit)))
+    }
 }
+
+/// The largest compressed batch moved out of its arena (see [`Arena::smaller_home`]):
+/// below glibc's default mmap threshold (128 KiB), so its buffer comes from the heap
+/// without a system call or fresh pages; a larger one stays in its pooled arena.
+const MOVE_COMPRESSED_MAX: usize = 64 * 1024;
 
 /// Wakes the sink that drains a partition (its driver's notifier).
 pub(crate) trait Wake: Send + Sync {
@@ -305,7 +335,8 @@ pub(crate) enum SealReason {
 
 thread_local! {
     /// The sealing thread's compressor, and the scratch its output goes to before it is
-    /// copied back into the batch's arena (see `BatchBuilder::seal_compressed_in_place`).
+    /// copied back into the batch's arena or into a smaller buffer (see
+    /// `BatchBuilder::seal_compressed_moving`).
     static COMPRESSION: std::cell::RefCell<(Compressor, Vec<u8>)> =
         std::cell::RefCell::new((Compressor::new(), Vec::new()));
 }
@@ -542,7 +573,8 @@ impl PartitionState {
     /// Seals the open batch and queues it: the one place batches are sealed. A batch
     /// sealed full moves the partition's next arena up a size class; one sealed by time
     /// at under a quarter full moves it down. With a codec the batch is compressed in
-    /// its own arena (or sent as it is when that would not shrink it).
+    /// its own arena, or moved to a buffer of its compressed size when that is much
+    /// smaller (or sent as it is when compressing would not shrink it).
     /// `now` is read only when sealing fails (for the failure log).
     pub fn seal(
         &mut self,
@@ -568,12 +600,17 @@ impl PartitionState {
         let sealed = if settings.codec == Compression::None {
             open.builder.seal()
         } else {
-            // In the batch's own arena: it stays charged to buffer.memory until the
-            // batch is settled, so the budget bounds compressed batches too.
+            // In the batch's own arena, or moved to a buffer of its compressed size:
+            // either stays charged to buffer.memory until the batch is settled, so the
+            // budget bounds compressed batches too.
             COMPRESSION.with(|c| {
                 let (compressor, scratch) = &mut *c.borrow_mut();
-                open.builder
-                    .seal_compressed_in_place(settings.codec, compressor, scratch)
+                open.builder.seal_compressed_moving(
+                    settings.codec,
+                    compressor,
+                    scratch,
+                    Arena::smaller_home,
+                )
             })
         };
         match sealed {
