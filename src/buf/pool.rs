@@ -123,6 +123,16 @@ impl BufferPool {
         }
     }
 
+    /// Frees up to `count` cached buffers; returns how many it freed.
+    pub fn shed(&self, count: usize) -> usize {
+        let freed: Vec<Vec<u8>> = {
+            let mut cache = self.inner.cache();
+            let keep = cache.len().saturating_sub(count);
+            cache.split_off(keep)
+        };
+        freed.len()
+    }
+
     /// Frees every cached buffer.
     pub fn trim(&self) {
         let cached = std::mem::take(&mut *self.inner.cache());
@@ -478,6 +488,8 @@ mod tests {
         drop(slice);
         assert_eq!(pool.budget().available(), 1024);
         assert!(pool.try_get().is_ok());
+        assert_eq!(pool.shed(5), 1, "one cached buffer to free");
+        assert_eq!(pool.stats().cached, 0);
     }
 
     #[test]

@@ -12,7 +12,9 @@
 //! Freed buffers are cached per class (and not charged); when a class must allocate a
 //! fresh buffer and the caches would take what the pools hold past the budget, the other
 //! classes' caches are freed, so memory held stays within the budget plus one class's
-//! cache.
+//! cache. A compressed batch moved out of its arena keeps part of the arena's charge
+//! while the arena is cached; cached arenas past the budget are then freed
+//! ([`ArenaPools::shed_past_budget`]).
 
 use crate::buf::{BudgetError, BufferPool, MemoryBudget, PooledBuf};
 
@@ -96,6 +98,31 @@ impl ArenaPools {
         self.classes[class.min(self.largest())].get().await
     }
 
+    /// Frees cached arenas, the largest first, while what the pools hold (lent and
+    /// cached) and what else is charged to the budget come to more than the budget.
+    /// For after an arena went back to its pool while its batch stays charged (see
+    /// `Arena::smaller_home`): cached, it is memory the budget no longer counts.
+    pub fn shed_past_budget(&self) {
+        let Some(first) = self.classes.first() else {
+            return;
+        };
+        let budget = first.budget();
+        let charged = budget.capacity() - budget.available();
+        let mut cached: usize = self
+            .classes
+            .iter()
+            .map(|p| p.stats().cached * p.buffer_size())
+            .sum();
+        for pool in self.classes.iter().rev() {
+            let over = (charged + cached).saturating_sub(budget.capacity());
+            if over == 0 {
+                return;
+            }
+            let size = pool.buffer_size();
+            cached -= pool.shed(over.div_ceil(size)) * size;
+        }
+    }
+
     /// Before `class` allocates a fresh buffer (it has none cached): frees the other
     /// classes' cached buffers if keeping them would take what the pools hold (lent plus
     /// cached) past the budget. While memory is plentiful the caches stay, so partitions
@@ -177,6 +204,29 @@ mod tests {
         let _medium = pools.try_get(1).unwrap();
         assert_eq!(pools.classes[0].stats().cached, 1);
         drop(big);
+    }
+
+    /// An arena cached while part of its charge lives on (a compressed batch moved out
+    /// of it) is freed when the budget counts no room for it.
+    #[test]
+    fn cached_arenas_past_the_budget_are_shed() {
+        let arena = 16 << 10;
+        let pools = ArenaPools::new(arena, MemoryBudget::new(2 * arena));
+        let mut a = pools.try_get(0).unwrap();
+        let b = pools.try_get(0).unwrap();
+        let moved = a.split_charge(100).unwrap();
+        drop(a);
+        assert_eq!(pools.classes[0].stats().cached, 1);
+        pools.shed_past_budget();
+        assert_eq!(
+            pools.classes[0].stats().cached,
+            0,
+            "b, the moved bytes and a cached arena would be past the budget"
+        );
+        drop(b);
+        pools.shed_past_budget();
+        assert_eq!(pools.classes[0].stats().cached, 1, "room for it now");
+        drop(moved);
     }
 
     #[test]

@@ -597,6 +597,7 @@ impl PartitionState {
             arena,
         );
         let records = open.builder.len() as i32;
+        let mut moved = false;
         let sealed = if settings.codec == Compression::None {
             open.builder.seal()
         } else {
@@ -609,10 +610,18 @@ impl PartitionState {
                     settings.codec,
                     compressor,
                     scratch,
-                    Arena::smaller_home,
+                    |arena, len| {
+                        let home = arena.smaller_home(len);
+                        moved = home.is_some();
+                        home
+                    },
                 )
             })
         };
+        if moved {
+            // Its arena is cached now, uncharged, while the batch stays charged.
+            pools.shed_past_budget();
+        }
         match sealed {
             Ok(sealed) => self.queue.push_back(QueuedBatch {
                 data: BatchData::Sealed(sealed),
