@@ -135,8 +135,7 @@ impl BufferPool {
 
     /// Frees every cached buffer.
     pub fn trim(&self) {
-        let cached = std::mem::take(&mut *self.inner.cache());
-        drop(cached);
+        self.shed(usize::MAX);
     }
 
     /// A buffer now, or [`BudgetError::Exhausted`] when the budget is spent.

@@ -103,24 +103,27 @@ impl ArenaPools {
     /// For after an arena went back to its pool while its batch stays charged (see
     /// `Arena::smaller_home`): cached, it is memory the budget no longer counts.
     pub fn shed_past_budget(&self) {
-        let Some(first) = self.classes.first() else {
+        let Some(capacity) = self.classes.first().map(|c| c.budget().capacity()) else {
             return;
         };
-        let budget = first.budget();
-        let charged = budget.capacity() - budget.available();
-        let mut cached: usize = self
-            .classes
-            .iter()
-            .map(|p| p.stats().cached * p.buffer_size())
-            .sum();
+        let charged = self.budget_used();
+        let mut cached = self.cached_bytes();
         for pool in self.classes.iter().rev() {
-            let over = (charged + cached).saturating_sub(budget.capacity());
+            let over = (charged + cached).saturating_sub(capacity);
             if over == 0 {
                 return;
             }
             let size = pool.buffer_size();
             cached -= pool.shed(over.div_ceil(size)) * size;
         }
+    }
+
+    /// Bytes of the arenas cached in every class (not charged to the budget).
+    fn cached_bytes(&self) -> usize {
+        self.classes
+            .iter()
+            .map(|p| p.stats().cached * p.buffer_size())
+            .sum()
     }
 
     /// Before `class` allocates a fresh buffer (it has none cached): frees the other
@@ -132,14 +135,8 @@ impl ArenaPools {
         if self.classes[class].stats().cached > 0 {
             return;
         }
-        let budget = self.classes[class].budget();
-        let lent = budget.capacity() - budget.available();
-        let cached: usize = self
-            .classes
-            .iter()
-            .map(|p| p.stats().cached * p.buffer_size())
-            .sum();
-        if lent + cached + self.size(class) > budget.capacity() {
+        let capacity = self.classes[class].budget().capacity();
+        if self.budget_used() + self.cached_bytes() + self.size(class) > capacity {
             for (c, pool) in self.classes.iter().enumerate() {
                 if c != class {
                     pool.trim();
