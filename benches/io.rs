@@ -8,7 +8,9 @@
 //!
 //! Each round sends N small Metadata requests (empty topic list) from D concurrent
 //! callers, keeping up to D requests in flight on the one connection; it reports the
-//! median round's requests/s and the p50/p99 latency over all rounds. The callers run on
+//! median round's requests/s and the p50/p99 latency over all rounds. The backends'
+//! rounds alternate (each backend warmed up first, the order reversed every other
+//! round), so a target whose pace drifts during the run weighs on both alike. The callers run on
 //! a thread of their own (`thread`, the default: an application calling in from outside,
 //! each request and answer crossing threads) or on the worker that owns the socket
 //! (`worker`: the thread-per-core way, nothing crossing threads). `--serve ADDR` runs
@@ -263,6 +265,93 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[idx.min(sorted.len() - 1)]
 }
 
+/// One backend's runtime and connection, open for the rounds of one target and callers.
+struct Setup {
+    backend: Backend,
+    rt: Runtime,
+    broker: Broker,
+}
+
+impl Setup {
+    fn open(backend: Backend, target: &str, addr: &str, args: &Args) -> Setup {
+        let choice = match backend {
+            Backend::IoUring => BackendChoice::IoUring,
+            Backend::Epoll => BackendChoice::Epoll,
+        };
+        let rt = Runtime::new(RuntimeConfig {
+            workers: 1,
+            backend: choice,
+            thread_name: "kring-bench".into(),
+        })
+        .expect("runtime");
+        let config = ConnectionConfig {
+            max_in_flight: args.depth,
+            ..ConnectionConfig::default()
+        };
+        let broker = Broker::open(&rt, 1, addr.to_string(), config).expect("open");
+        broker
+            .connect_blocking()
+            .unwrap_or_else(|e| panic!("{target}: {e}"));
+        Setup {
+            backend,
+            rt,
+            broker,
+        }
+    }
+
+    fn close(self) {
+        drop(self.broker);
+        self.rt.shutdown();
+    }
+}
+
+/// Every backend's rounds, taken in turn (the order reversed every other round) after a
+/// warm-up round each, so that a target whose pace drifts (the broker's JIT warming up,
+/// the machine's other load) weighs on every backend alike.
+fn interleaved_rounds(
+    setups: &[Setup],
+    callers: Callers,
+    args: &Args,
+) -> Vec<(Backend, Vec<Round>)> {
+    for s in setups {
+        run_round(&s.rt, &s.broker, callers, args.requests / 10, args.depth);
+    }
+    let mut rounds: Vec<Vec<Round>> = setups.iter().map(|_| Vec::new()).collect();
+    for r in 0..args.rounds {
+        let mut order: Vec<usize> = (0..setups.len()).collect();
+        if r % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            let s = &setups[i];
+            rounds[i].push(run_round(
+                &s.rt,
+                &s.broker,
+                callers,
+                args.requests,
+                args.depth,
+            ));
+        }
+    }
+    setups.iter().map(|s| s.backend).zip(rounds).collect()
+}
+
+/// Prints one backend's row (median round's requests/s, latency over all rounds) and
+/// returns that rate.
+fn report(backend: Backend, target: &str, callers: Callers, mut rounds: Vec<Round>) -> f64 {
+    rounds.sort_by_key(|r| r.elapsed);
+    let median = &rounds[rounds.len() / 2];
+    let rate = median.latencies.len() as f64 / median.elapsed.as_secs_f64();
+    let mut all: Vec<Duration> = rounds.into_iter().flat_map(|r| r.latencies).collect();
+    all.sort();
+    println!(
+        "| {backend} | {target} | {callers} | {rate:.0} | {:.1} µs | {:.1} µs |",
+        percentile(&all, 0.50).as_secs_f64() * 1e6,
+        percentile(&all, 0.99).as_secs_f64() * 1e6,
+    );
+    rate
+}
+
 fn main() {
     let args = parse_args();
     if let Some(bind) = &args.serve {
@@ -283,50 +372,22 @@ fn main() {
     println!("|---|---|---|---:|---:|---:|");
     let mut rates: HashMap<(String, Callers, Backend), f64> = HashMap::new();
     for target in &args.targets {
+        let addr = if target == "broker" {
+            std::env::var("KRING_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9092".into())
+        } else {
+            blackhole.to_string()
+        };
         for &callers in &args.callers {
-            for &backend in &args.backends {
-                let choice = match backend {
-                    Backend::IoUring => BackendChoice::IoUring,
-                    Backend::Epoll => BackendChoice::Epoll,
-                };
-                let rt = Runtime::new(RuntimeConfig {
-                    workers: 1,
-                    backend: choice,
-                    thread_name: "kring-bench".into(),
-                })
-                .expect("runtime");
-                let addr = if target == "broker" {
-                    std::env::var("KRING_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9092".into())
-                } else {
-                    blackhole.to_string()
-                };
-                let config = ConnectionConfig {
-                    max_in_flight: args.depth,
-                    ..ConnectionConfig::default()
-                };
-                let broker = Broker::open(&rt, 1, addr, config).expect("open");
-                broker
-                    .connect_blocking()
-                    .unwrap_or_else(|e| panic!("{target}: {e}"));
-                // Warm-up.
-                run_round(&rt, &broker, callers, args.requests / 10, args.depth);
-                let mut rounds: Vec<Round> = (0..args.rounds)
-                    .map(|_| run_round(&rt, &broker, callers, args.requests, args.depth))
-                    .collect();
-                rounds.sort_by_key(|r| r.elapsed);
-                let median = &rounds[rounds.len() / 2];
-                let rate = median.latencies.len() as f64 / median.elapsed.as_secs_f64();
-                let mut all: Vec<Duration> = rounds.into_iter().flat_map(|r| r.latencies).collect();
-                all.sort();
-                println!(
-                    "| {backend} | {target} | {callers} | {rate:.0} | {:.1} µs | {:.1} µs |",
-                    percentile(&all, 0.50).as_secs_f64() * 1e6,
-                    percentile(&all, 0.99).as_secs_f64() * 1e6,
-                );
+            let setups: Vec<Setup> = args
+                .backends
+                .iter()
+                .map(|&backend| Setup::open(backend, target, &addr, &args))
+                .collect();
+            for (backend, rounds) in interleaved_rounds(&setups, callers, &args) {
+                let rate = report(backend, target, callers, rounds);
                 rates.insert((target.clone(), callers, backend), rate);
-                drop(broker);
-                rt.shutdown();
             }
+            setups.into_iter().for_each(Setup::close);
         }
     }
     for target in &args.targets {
