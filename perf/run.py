@@ -994,6 +994,13 @@ def parse_args(argv):
                     help="records the fill client produces and reads back, unmeasured, before the "
                          "first run, so the broker's JIT and page cache are warm (0: none; "
                          "default 500000)")
+    ap.add_argument("--warmup-many-s", type=float, default=120.0,
+                    help="on a multi-node cluster, after the warm-up, keep writing its first "
+                         "workload's records (1,000,000 at a time, each batch into a fresh "
+                         "topic, as the runs do) until this many seconds have passed since the "
+                         "warm-up began: three JVMs on two cores reached their pace only after "
+                         "one to two minutes of such load, whatever the record count, and every "
+                         "client's first run before that was slow (0: none; default 120)")
     ap.add_argument("--settle", type=float, default=1.0,
                     help="seconds to pause before each measured run, so the broker's background "
                          "work from the previous run (log flushes, deleting its topic) does not "
@@ -1165,8 +1172,42 @@ def main(argv):
             log(f"== {broker.pin_note}")
         else:
             broker.pin_note = "not pinned (--no-pin, taskset missing or fewer than 2 CPUs)"
+        began = time.monotonic()
         if a.warmup > 0:
             warm_up(brokers)
+        if brokers > 1 and a.warmup_many_s > 0:
+            warm_up_many(brokers, began)
+
+    def warm_up_many(brokers, began):
+        """Writes the cluster's first workload's records until --warmup-many-s have passed
+        since `began`, each million into a fresh topic, then deleted (not measured)."""
+        first = next(w for w in a.wl.values() if w["brokers"] == brokers)
+        warm = dict(first, records=1_000_000, op="produce")
+        for k in ("txn_records", "rate"):
+            warm.pop(k, None)
+        warm_bin = bins.get(fill_client) or kring_bin
+        log(f"== warm-up: records shaped like {next(n for n, w in a.wl.items() if w is first)}'s "
+            f"by {fill_client} until {a.warmup_many_s:g} s have passed (not measured)")
+        rounds = 0
+        while time.monotonic() - began < a.warmup_many_s:
+            topic = f"perf-run-warmup-many-{os.getpid()}-{rounds}"
+            try:
+                topics.create(topic, warm["partitions"], warm["replication"])
+                r = runner.run(peer_command(fill_client, warm_bin, "produce", warm, topic,
+                                            payload_file(warm["size"])), a.timeout)
+                err = failure_reason(r, a.timeout)
+                if err:
+                    log(f"   warm-up failed (runs go on): {err}")
+                    break
+            except RuntimeError as e:
+                log(f"   warm-up failed (runs go on): {e}")
+                break
+            finally:
+                if topic in topics.live:
+                    topics.delete(topic)
+            rounds += 1
+        log(f"   {rounds} warm-up batch(es) of 1,000,000 records, "
+            f"{time.monotonic() - began:.0f} s in all")
 
     def warm_up(brokers):
         warm_topic = f"perf-run-warmup-{os.getpid()}-{int(time.time())}"
@@ -1199,7 +1240,7 @@ def main(argv):
         emit({"type": "meta", "command": command, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "commit": commit, "dirty": dirty, "machine": facts, "versions": client_versions(),
               "clients": a.clients, "workloads": a.wl, "runs": a.runs, "quick": a.quick,
-              "timeout_s": a.timeout, "warmup": a.warmup, "settle_s": a.settle, "topic_settle_s": a.topic_settle, "pinned_clients": can_pin, "subreaper": runner.subreaper, "broker": broker.description,
+              "timeout_s": a.timeout, "warmup": a.warmup, "warmup_many_s": a.warmup_many_s, "settle_s": a.settle, "topic_settle_s": a.topic_settle, "pinned_clients": can_pin, "subreaper": runner.subreaper, "broker": broker.description,
               "admin": topics.tool(), "admin_note": admin_note, "fill_client": fill_client,
               "fill_note": fill_note, "build_errors": build_errors, "builds": build_notes,
               "load_before": open("/proc/loadavg").read().split()[:3]})
@@ -1698,7 +1739,12 @@ def report(raw_path, out_dir):
         L.append(f"- before the first run on each cluster, {meta['warmup']:,} records of 100 B went "
                  f"through it unmeasured ({meta['fill_client']} produced them, idempotent with "
                  "acks=all, and read them), to warm its JIT "
-                 "and page cache; each measured run starts after a pause of "
+                 "and page cache"
+                 + (f"; on a multi-node cluster, its first workload's records then went "
+                    f"through it a million at a time until {meta['warmup_many_s']:g} s had "
+                    "passed (three JVMs on two cores reach their pace only after a minute or "
+                    "two of load)" if meta.get("warmup_many_s") else "")
+                 + "; each measured run starts after a pause of "
                  f"{meta.get('settle_s', 0):g} s.")
     L.append("- batch size 1,000,000 bytes in every client (`batch.size` / the contract's "
              "`--batch-size`), much larger than the Java producer's default 16 KiB, so that no "
