@@ -994,13 +994,13 @@ def parse_args(argv):
                     help="records the fill client produces and reads back, unmeasured, before the "
                          "first run, so the broker's JIT and page cache are warm (0: none; "
                          "default 500000)")
-    ap.add_argument("--warmup-many-s", type=float, default=120.0,
+    ap.add_argument("--warmup-many-s", type=float, default=None,
                     help="on a multi-node cluster, after the warm-up, keep writing its first "
                          "workload's records (1,000,000 at a time, each batch into a fresh "
                          "topic, as the runs do) until this many seconds have passed since the "
                          "warm-up began: three JVMs on two cores reached their pace only after "
                          "one to two minutes of such load, whatever the record count, and every "
-                         "client's first run before that was slow (0: none; default 120)")
+                         "client's first run before that was slow (0: none; default 120, 0 with --quick)")
     ap.add_argument("--settle", type=float, default=1.0,
                     help="seconds to pause before each measured run, so the broker's background "
                          "work from the previous run (log flushes, deleting its topic) does not "
@@ -1041,6 +1041,8 @@ def parse_args(argv):
         ap.error(f"unknown workloads {bad}; known: {list(defaults)}")
     if a.runs is None:
         a.runs = 1 if a.quick else 3
+    if a.warmup_many_s is None:
+        a.warmup_many_s = 0.0 if a.quick else 120.0
     if a.runs < 1:
         ap.error("--runs must be at least 1")
     wl = {}
