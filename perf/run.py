@@ -1180,61 +1180,58 @@ def main(argv):
         if brokers > 1 and a.warmup_many_s > 0:
             warm_up_many(brokers, began)
 
-    def warm_up_many(brokers, began):
-        """Writes the cluster's first workload's records until --warmup-many-s have passed
-        since `began`, each million into a fresh topic, then deleted (not measured)."""
-        first = next(w for w in a.wl.values() if w["brokers"] == brokers)
-        warm = dict(first, records=1_000_000, op="produce")
-        for k in ("txn_records", "rate"):
-            warm.pop(k, None)
-        warm_bin = bins.get(fill_client) or kring_bin
-        log(f"== warm-up: records shaped like {next(n for n, w in a.wl.items() if w is first)}'s "
-            f"by {fill_client} until {a.warmup_many_s:g} s have passed (not measured)")
-        rounds = 0
-        while time.monotonic() - began < a.warmup_many_s:
-            topic = f"perf-run-warmup-many-{os.getpid()}-{rounds}"
-            try:
-                topics.create(topic, warm["partitions"], warm["replication"])
-                r = runner.run(peer_command(fill_client, warm_bin, "produce", warm, topic,
+    def first_workload(brokers):
+        """The name and settings of the first workload run on a cluster of `brokers`."""
+        return next((n, w) for n, w in a.wl.items() if w["brokers"] == brokers)
+
+    def warm_through(topic, warm, ops):
+        """Runs the fill client's `ops` with `warm`'s settings through a fresh `topic`,
+        deleted afterwards (not measured); False, logged, when one fails."""
+        try:
+            topics.create(topic, warm["partitions"], warm["replication"])
+            warm_bin = bins.get(fill_client) or kring_bin
+            for op in ops:
+                r = runner.run(peer_command(fill_client, warm_bin, op, warm, topic,
                                             payload_file(warm["size"])), a.timeout)
                 err = failure_reason(r, a.timeout)
                 if err:
-                    log(f"   warm-up failed (runs go on): {err}")
-                    break
-            except RuntimeError as e:
-                log(f"   warm-up failed (runs go on): {e}")
+                    log(f"   warm-up {op} failed (runs go on): {err}")
+                    return False
+            return True
+        except RuntimeError as e:
+            log(f"   warm-up failed (runs go on): {e}")
+            return False
+        finally:
+            if topic in topics.live:
+                topics.delete(topic)
+
+    def warm_up_many(brokers, began):
+        """Writes the cluster's first workload's records until --warmup-many-s have passed
+        since `began`, each million into a fresh topic, then deleted (not measured)."""
+        name, first = first_workload(brokers)
+        warm = dict(first, records=1_000_000, op="produce")
+        for k in ("txn_records", "rate"):
+            warm.pop(k, None)
+        log(f"== warm-up: records shaped like {name}'s by {fill_client} until "
+            f"{a.warmup_many_s:g} s have passed (not measured)")
+        rounds = 0
+        while time.monotonic() - began < a.warmup_many_s:
+            if not warm_through(f"perf-run-warmup-many-{os.getpid()}-{rounds}", warm, ("produce",)):
                 break
-            finally:
-                if topic in topics.live:
-                    topics.delete(topic)
             rounds += 1
         log(f"   {rounds} warm-up batch(es) of 1,000,000 records, "
             f"{time.monotonic() - began:.0f} s in all")
 
     def warm_up(brokers):
         warm_topic = f"perf-run-warmup-{os.getpid()}-{int(time.time())}"
-        warm = dict(next(w for w in a.wl.values() if w["brokers"] == brokers), records=a.warmup,
+        warm = dict(first_workload(brokers)[1], records=a.warmup,
                     size=100, acks="all", idempotence="true", compression="none", op="produce")
         for k in ("txn_records", "key_size", "rate"):
             warm.pop(k, None)  # plain records, but through the idempotent acks=all path the
             # workloads take (with acks=1 the first measured run still met a cold broker:
             # on three nodes, p99 131 ms against 9-11 ms once warm)
         log(f"== warm-up: {a.warmup:,} records through {warm_topic} by {fill_client} (not measured)")
-        try:
-            topics.create(warm_topic, warm["partitions"], warm["replication"])
-            warm_bin = bins.get(fill_client) or kring_bin
-            for op in ("produce", "consume"):
-                r = runner.run(peer_command(fill_client, warm_bin, op, warm, warm_topic,
-                                            payload_file(100)), a.timeout)
-                err = failure_reason(r, a.timeout)
-                if err:
-                    log(f"   warm-up {op} failed (runs go on): {err}")
-                    break
-        except RuntimeError as e:
-            log(f"   warm-up failed (runs go on): {e}")
-        finally:
-            if warm_topic in topics.live:
-                topics.delete(warm_topic)
+        warm_through(warm_topic, warm, ("produce", "consume"))
 
     try:
         broker.ensure(first_shape)
