@@ -10,10 +10,10 @@
 //! callers, keeping up to D requests in flight on the one connection; it reports the
 //! median round's requests/s and the p50/p99 latency over all rounds. The backends'
 //! rounds alternate (each backend warmed up first, the order reversed every other
-//! round), so a target whose pace drifts during the run weighs on both alike. The callers run on
-//! a thread of their own (`thread`, the default: an application calling in from outside,
-//! each request and answer crossing threads) or on the worker that owns the socket
-//! (`worker`: the thread-per-core way, nothing crossing threads). `--serve ADDR` runs
+//! round), so a target whose pace drifts during the run weighs on both alike. The
+//! callers run on a thread of their own (`thread`, the default: an application calling
+//! in from outside, each request and answer crossing threads) or on the worker that owns
+//! the socket (`worker`: the thread-per-core way, nothing crossing threads). `--serve ADDR` runs
 //! only the responder (in its own process) and `--blackhole ADDR` uses it, so that
 //! `scripts/bench-io` can count the client process's syscalls per request with `perf stat`.
 
