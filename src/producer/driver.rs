@@ -342,8 +342,7 @@ fn drain(
         pools: &shared.pools,
         producer: shared.producer(),
         bumping,
-        flushing: shared.flushing.load(Ordering::Acquire) > 0
-            || shared.closing.load(Ordering::Acquire),
+        flushing: shared.flushing.load(Ordering::Acquire) > 0 || closing_gracefully(shared),
         leaders: &MetadataLeaders(&metadata),
         produce_versions: shared
             .txn
@@ -373,6 +372,13 @@ fn drain(
         answers.spawn_local(tracing::Instrument::instrument(answer, span));
     }
     shared.leave();
+}
+
+/// Whether `close()` is under way, which sends everything; a dropped producer is
+/// closing too, but fails what it had not sent. `closing` is read first: the drop sets
+/// `abandoned` before it.
+fn closing_gracefully(shared: &ProducerShared) -> bool {
+    shared.closing.load(Ordering::Acquire) && !shared.abandoned.load(Ordering::Acquire)
 }
 
 /// Hands the batches just answered to the metrics and the interceptors.

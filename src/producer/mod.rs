@@ -237,11 +237,16 @@ struct Handle {
 impl Drop for Handle {
     fn drop(&mut self) {
         let shared = &self.shared;
-        if shared.closing.swap(true, Ordering::AcqRel) {
+        // No `close()` can run meanwhile (it borrows a handle), so load-then-store is
+        // enough: closed already means there is nothing to abandon.
+        if shared.closing.load(Ordering::Acquire) {
             return;
         }
         tracing::debug!("producer dropped without close(): unsent records fail");
+        // Abandoned before closing: a sink that sees `closing` must also see that it
+        // is abandoned, or it takes the drop for a close and sends what should fail.
         shared.abandoned.store(true, Ordering::Release);
+        shared.closing.store(true, Ordering::Release);
         shared.closed.store(true, Ordering::Release);
         shared.sinks.wake_all();
         if let Some(txn) = &shared.txn {
