@@ -13,9 +13,10 @@
 //! round), so a target whose pace drifts during the run weighs on both alike. The
 //! callers run on a thread of their own (`thread`, the default: an application calling
 //! in from outside, each request and answer crossing threads) or on the worker that owns
-//! the socket (`worker`: the thread-per-core way, nothing crossing threads). `--serve ADDR` runs
-//! only the responder (in its own process) and `--blackhole ADDR` uses it, so that
-//! `scripts/bench-io` can count the client process's syscalls per request with `perf stat`.
+//! the socket (`worker`: the thread-per-core way, nothing crossing threads).
+//! `--serve ADDR` runs only the responder (in its own process) and `--blackhole ADDR`
+//! uses it, so that `scripts/bench-io` can count the client process's syscalls per
+//! request with `perf stat`.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};

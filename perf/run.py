@@ -57,6 +57,8 @@ KRING_LIKE = ("kring", "kring-epoll", "kring-base")
 COLORS = {"kring": "#c0392b", "kring-epoll": "#7b241c", "kring-base": "#e8a598", "librdkafka": "#2c7fb8",
           "sarama": "#31a354", "franz-go": "#e6850e", "java": "#756bb1"}
 PAYLOAD_LINES = 4096
+# Records per topic in the multi-node warm-up (--warmup-many-s).
+WARMUP_MANY_BATCH = 1_000_000
 JAVA_PRODUCER = "org.apache.kafka.tools.ProducerPerformance"
 JAVA_CONSUMER = "org.apache.kafka.tools.ConsumerPerformance"
 JAVA_TOPICS = "org.apache.kafka.tools.TopicCommand"
@@ -1209,7 +1211,7 @@ def main(argv):
         """Writes the cluster's first workload's records until --warmup-many-s have passed
         since `began`, each million into a fresh topic, then deleted (not measured)."""
         name, first = first_workload(brokers)
-        warm = dict(first, records=1_000_000, op="produce")
+        warm = dict(first, records=WARMUP_MANY_BATCH, op="produce")
         for k in ("txn_records", "rate"):
             warm.pop(k, None)
         log(f"== warm-up: records shaped like {name}'s by {fill_client} until "
@@ -1219,7 +1221,7 @@ def main(argv):
             if not warm_through(f"perf-run-warmup-many-{os.getpid()}-{rounds}", warm, ("produce",)):
                 break
             rounds += 1
-        log(f"   {rounds} warm-up batch(es) of 1,000,000 records, "
+        log(f"   {rounds} warm-up batch(es) of {WARMUP_MANY_BATCH:,} records, "
             f"{time.monotonic() - began:.0f} s in all")
 
     def warm_up(brokers):
