@@ -43,6 +43,7 @@ mod interceptor;
 mod metrics;
 pub mod partitioner;
 mod record;
+mod routes;
 mod txn;
 
 use std::collections::HashMap;
@@ -56,7 +57,6 @@ pub use crate::engine::txn::TransactionError;
 pub use api::{FlushFuture, RecordProducer, SendFuture, SyncRecordProducer};
 pub use builder::ProducerBuilder;
 pub use interceptor::{Acknowledgement, ProducerInterceptor};
-use partitioner::StickySlot;
 pub use partitioner::{Partitioner, TopicPartitions};
 pub use record::{DeliveryFuture, Payload, ProducerRecord, RecordMetadata};
 pub use txn::GroupMetadata;
@@ -74,55 +74,7 @@ use crate::error::{Error, Result};
 use crate::protocol::{ApiKey, KafkaCode};
 use crate::record::Compression as Codec;
 use driver::Sinks;
-
-/// One topic's partitions and what the partitioner needs to know of them.
-#[derive(Debug)]
-pub(crate) struct TopicState {
-    pub name: Arc<str>,
-    routes: RwLock<TopicRoutes>,
-    /// The partitioner's sticky state for this topic.
-    sticky: StickySlot,
-}
-
-/// A topic's partitions as of one metadata snapshot. A record is routed under one read
-/// lock of this (and of the topic table) with nothing cloned but the partition it goes
-/// to: the snapshot is not taken, only its generation compared.
-#[derive(Debug, Default)]
-struct TopicRoutes {
-    /// The generation of the metadata snapshot this was computed from; 0 when the topic
-    /// was missing from it, so that the next record looks again.
-    generation: u64,
-    /// Partition ids are `0..count`.
-    count: usize,
-    /// The partitions that have a leader.
-    available: Vec<i32>,
-    /// Every partition the producer has made for the topic (at least `count`).
-    partitions: Vec<Arc<ProducePartition>>,
-}
-
-impl TopicState {
-    fn new(name: &str) -> Self {
-        TopicState {
-            name: Arc::from(name),
-            routes: RwLock::new(TopicRoutes::default()),
-            sticky: StickySlot::default(),
-        }
-    }
-
-    /// Every partition made so far.
-    pub(crate) fn partitions(&self) -> Vec<Arc<ProducePartition>> {
-        self.routes
-            .read()
-            .map(|r| r.partitions.clone())
-            .unwrap_or_default()
-    }
-
-    /// Partition `index`, if it was made.
-    pub(crate) fn partition(&self, index: i32) -> Option<Arc<ProducePartition>> {
-        let routes = self.routes.read().ok()?;
-        routes.partitions.get(usize::try_from(index).ok()?).cloned()
-    }
-}
+use routes::{TopicRoutes, TopicState, TopicTable};
 
 /// What one `send` has settled so far, kept while it waits (for an arena, or for the
 /// topic's metadata) and tries again.
@@ -136,57 +88,11 @@ struct SendState {
     arena: Option<Arena>,
 }
 
-/// Hashes topic names for the producer's topic table, looked up once per record: a word
-/// at a time (FxHash's multiply-rotate), several times cheaper than the default SipHash
-/// for short names. The names are the application's own, not the wire's, so a keyed hash
-/// against flooding buys nothing here.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct TopicHasher;
-
-/// The state of a [`TopicHasher`].
-#[derive(Debug, Default)]
-pub(crate) struct TopicHash(u64);
-
-impl TopicHash {
-    const K: u64 = 0xf135_7aea_2e62_a9c5;
-
-    fn mix(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(26) ^ word).wrapping_mul(Self::K);
-    }
-}
-
-impl std::hash::Hasher for TopicHash {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut words = bytes.chunks_exact(8);
-        for w in &mut words {
-            self.mix(u64::from_le_bytes(w.try_into().unwrap_or_default()));
-        }
-        let mut tail = [0u8; 8];
-        let rest = words.remainder();
-        tail[..rest.len()].copy_from_slice(rest);
-        self.mix(u64::from_le_bytes(tail) ^ ((rest.len() as u64) << 56));
-    }
-
-    fn write_u8(&mut self, byte: u8) {
-        self.mix(u64::from(byte));
-    }
-
-    fn finish(&self) -> u64 {
-        // The multiply leaves the low bits weakest; hashbrown takes its bucket from them.
-        self.0.rotate_left(26)
-    }
-}
-
-impl std::hash::BuildHasher for TopicHasher {
-    type Hasher = TopicHash;
-
-    fn build_hasher(&self) -> TopicHash {
-        TopicHash::default()
-    }
-}
-
 /// What the producer's handles and its tasks share.
 pub(crate) struct ProducerShared {
+    /// Unique for the life of the process: the key of this producer's routes in each
+    /// sending thread's cache (see `routes`).
+    id: u64,
     pub client: Client,
     pub settings: ProduceSettings,
     /// Batch arenas by size class, charged to `buffer.memory`.
@@ -194,7 +100,7 @@ pub(crate) struct ProducerShared {
     /// This producer's `buffer.memory` (for errors).
     buffer_memory: usize,
     partitioner: Option<Box<dyn Partitioner>>,
-    pub topics: RwLock<HashMap<String, Arc<TopicState>, TopicHasher>>,
+    pub topics: TopicTable,
     pub sinks: Sinks,
     /// The idempotent producer's id and epoch.
     pub identity: Mutex<Option<ProducerId>>,
@@ -430,6 +336,7 @@ impl Producer {
         let pools = ArenaPools::new(p.batch_size, MemoryBudget::new(p.buffer_memory));
         let seed = now_ms() as u64 ^ u64::from(std::process::id());
         let shared = Arc::new(ProducerShared {
+            id: routes::next_producer_id(),
             client: client.clone(),
             settings: settings_of(&config),
             partitioner: partitioner
@@ -498,33 +405,37 @@ impl Producer {
     }
 
     /// Routes `record` through its topic's routes if they are from the current
-    /// metadata snapshot; `None` when the topic is new to the producer or the metadata
-    /// changed since (then [`Producer::refresh_topic`]).
-    fn route_current(
+    /// metadata snapshot (this thread's cached copy of them: no lock taken), and
+    /// appends it; `None` when the topic is new to the producer or the metadata changed
+    /// since (then [`Producer::refresh_topic`]).
+    fn append_current(
         &self,
         record: &ProducerRecord<'_>,
         state: &mut SendState,
-    ) -> Option<Result<Arc<ProducePartition>>> {
+    ) -> Option<Result<Appended>> {
         let shared = self.shared();
         let generation = shared.client.metadata_generation();
-        let topics = shared.topics.read().ok()?;
-        let topic = topics.get(record.topic)?;
-        let routes = topic.routes.read().ok()?;
-        if routes.generation != generation || routes.count == 0 {
-            return None;
-        }
-        Some(self.partition_for(topic, &routes, record, state))
+        routes::with_current_routes(
+            shared.id,
+            &shared.topics,
+            record.topic,
+            generation,
+            |topic, routes| {
+                let part = self.partition_for(topic, routes, record, state)?;
+                self.append(part, record, state)
+            },
+        )
     }
 
     /// The partition `record` goes to: the one chosen before, or the partitioner's
     /// choice now.
-    fn partition_for(
+    fn partition_for<'r>(
         &self,
         topic: &TopicState,
-        routes: &TopicRoutes,
+        routes: &'r TopicRoutes,
         record: &ProducerRecord<'_>,
         state: &mut SendState,
-    ) -> Result<Arc<ProducePartition>> {
+    ) -> Result<&'r Arc<ProducePartition>> {
         let partition = match state.partition {
             Some(p) => p,
             None => {
@@ -539,7 +450,6 @@ impl Producer {
             .partitions
             .get(partition as usize)
             .filter(|_| (partition as usize) < routes.count)
-            .cloned()
             .ok_or_else(|| Error::InvalidPartition {
                 topic: record.topic.to_string(),
                 partition,
@@ -556,8 +466,8 @@ impl Producer {
         fetch: bool,
     ) -> Result<Arc<ProducePartition>> {
         let topic = self.refresh_topic(record.topic, fetch).await?;
-        let routes = topic.routes.read().map_err(|_| Error::ShuttingDown)?;
-        self.partition_for(&topic, &routes, record, state)
+        let routes = topic.routes().ok_or(Error::ShuttingDown)?;
+        self.partition_for(&topic, &routes, record, state).cloned()
     }
 
     /// Brings the routes of topic `name` up to date with the current metadata snapshot.
@@ -598,18 +508,19 @@ impl Producer {
                     .clone()
             }
         };
-        let added = {
-            let mut routes = topic.routes.write().map_err(|_| Error::ShuttingDown)?;
-            let added = self.grow_partitions(&topic.name, &mut routes.partitions, count);
-            routes.generation = if in_snapshot.is_some() {
-                metadata.generation
-            } else {
-                0
-            };
-            routes.count = count;
-            routes.available = available;
-            added
-        };
+        let added = topic
+            .update(|routes| {
+                let added = self.grow_partitions(&topic.name, &mut routes.partitions, count);
+                routes.generation = if in_snapshot.is_some() {
+                    metadata.generation
+                } else {
+                    0
+                };
+                routes.count = count;
+                routes.available = available;
+                added
+            })
+            .ok_or(Error::ShuttingDown)?;
         for p in added {
             self.shared().route(p)?;
         }
@@ -728,11 +639,14 @@ impl Producer {
     pub async fn send(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
         let (_in_transaction, mut state) = self.admit(&record)?;
         loop {
-            let part = match self.route_current(&record, &mut state) {
-                Some(part) => part?,
-                None => self.route_refreshed(&record, &mut state, true).await?,
+            let appended = match self.append_current(&record, &mut state) {
+                Some(appended) => appended?,
+                None => {
+                    let part = self.route_refreshed(&record, &mut state, true).await?;
+                    self.append(&part, &record, &mut state)?
+                }
             };
-            match self.append(&part, &record, &mut state)? {
+            match appended {
                 Appended::Done { shared, index } => {
                     return Ok(Self::delivered(shared, index, &state));
                 }
@@ -754,11 +668,15 @@ impl Producer {
     /// metadata is not known yet, is an error.
     pub fn try_send(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
         let (_in_transaction, mut state) = self.admit(&record)?;
-        let part = match self.route_current(&record, &mut state) {
-            Some(part) => part?,
-            None => crate::client::block_on(self.route_refreshed(&record, &mut state, false))?,
+        let appended = match self.append_current(&record, &mut state) {
+            Some(appended) => appended?,
+            None => {
+                let part =
+                    crate::client::block_on(self.route_refreshed(&record, &mut state, false))?;
+                self.append(&part, &record, &mut state)?
+            }
         };
-        match self.append(&part, &record, &mut state)? {
+        match appended {
             Appended::Done { shared, index } => Ok(Self::delivered(shared, index, &state)),
             Appended::NeedArena(_) => Err(Error::Batch(format!(
                 "buffer.memory ({} bytes) is full",
@@ -1001,41 +919,5 @@ impl SyncProducer {
     /// Closes the producer.
     pub fn close(&self) -> Result<()> {
         self.producer.close_blocking()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::collections::{HashMap, HashSet};
-    use std::hash::BuildHasher;
-
-    use super::TopicHasher;
-
-    #[test]
-    fn topic_hasher_tells_names_apart_and_finds_them_again() {
-        let names = [
-            "",
-            "a",
-            "a\0",
-            "orders",
-            "orders.v2",
-            "sixteen-bytes-xx",
-            "sixteen-bytes-xy",
-            "a-topic-name-longer-than-sixteen-bytes",
-        ];
-        let hashes: HashSet<u64> = names.iter().map(|n| TopicHasher.hash_one(n)).collect();
-        assert_eq!(hashes.len(), names.len(), "a collision among {names:?}");
-        assert_eq!(
-            TopicHasher.hash_one("orders"),
-            TopicHasher.hash_one(String::from("orders"))
-        );
-        let mut table: HashMap<String, usize, TopicHasher> = HashMap::default();
-        for i in 0..1000 {
-            table.insert(format!("topic-{i}"), i);
-        }
-        for i in 0..1000 {
-            assert_eq!(table.get(format!("topic-{i}").as_str()), Some(&i));
-        }
-        assert_eq!(table.get("topic-1000"), None);
     }
 }

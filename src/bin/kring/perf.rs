@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 use crate::args::{ClusterArgs, UsageError};
 use crate::deliveries::Deliveries;
 use crate::produce::{check_topic, check_topic_to_produce};
-use crate::stats::{Progress, cpu_seconds, peak_rss_bytes, percentile_ms};
+use crate::stats::{Progress, cpu_seconds, peak_rss_bytes, percentile_ms, thread_cpu_seconds};
 use crate::{CliError, CliResult, connect, wait};
 
 /// What both tests print, in `kring perf --help`.
@@ -146,6 +146,9 @@ pub(crate) struct Outcome {
     pub(crate) bytes: u64,
     pub(crate) elapsed: Duration,
     pub(crate) cpu_seconds: Option<f64>,
+    /// Produce: the CPU time of the thread that called `send` for every record (from
+    /// its first send to the end of the final flush), where the per-record path runs.
+    pub(crate) sender_cpu_seconds: Option<f64>,
     /// Produce: send → delivery report of sampled records (these go into the JSON).
     pub(crate) latencies_ns: Vec<u64>,
     /// Consume: now − record timestamp of sampled records, end to end when reading
@@ -175,6 +178,12 @@ impl Outcome {
             println!(
                 "  CPU          {cpu:.2} s  ({:.3} CPU-s per million records)",
                 cpu * 1e6 / self.records.max(1) as f64
+            );
+        }
+        if let Some(cpu) = self.sender_cpu_seconds {
+            println!(
+                "  sender CPU   {cpu:.3} s  ({:.1} ns per record, the sending thread alone)",
+                cpu * 1e9 / self.records.max(1) as f64
             );
         }
         if !self.latencies_ns.is_empty() {
@@ -398,6 +407,7 @@ fn produce(args: PerfProduceArgs) -> CliResult {
     let mut progress = Progress::new("acked");
     let mut deliveries = Deliveries::start();
     let cpu_start = cpu_seconds();
+    let sender_start = thread_cpu_seconds();
     let started = Instant::now();
     let mut sender = RecordSender {
         producer: &producer,
@@ -417,6 +427,7 @@ fn produce(args: PerfProduceArgs) -> CliResult {
             }
         }
     });
+    let sender_cpu = sender_start.zip(thread_cpu_seconds()).map(|(a, b)| b - a);
     // In transactions, the run ends with the last commit, after the last report.
     let committed = txn.is_some().then(Instant::now);
     let bytes = sender.bytes;
@@ -438,7 +449,9 @@ fn produce(args: PerfProduceArgs) -> CliResult {
         )));
     }
     let elapsed = committed.or(tally.last_report).unwrap_or_else(Instant::now) - started;
-    produced(tally, bytes, elapsed, cpu_start, cpu_end, &client).print();
+    let mut outcome = produced(tally, bytes, elapsed, cpu_start, cpu_end, &client);
+    outcome.sender_cpu_seconds = sender_cpu;
+    outcome.print();
     Ok(())
 }
 
@@ -457,6 +470,7 @@ fn produced(
         bytes,
         elapsed,
         cpu_seconds: cpu_start.zip(cpu_end).map(|(a, b)| b - a),
+        sender_cpu_seconds: None,
         latencies_ns: tally.latencies_ns,
         end_to_end_ns: Vec::new(),
         end_to_end_is_stamped: false,
@@ -645,6 +659,7 @@ fn consume(args: PerfConsumeArgs) -> CliResult {
         bytes: shared.bytes.get(),
         elapsed: finished - started,
         cpu_seconds: cpu_start.zip(cpu_end).map(|(a, b)| b - a),
+        sender_cpu_seconds: None,
         latencies_ns: Vec::new(),
         end_to_end_ns: {
             let mut v = shared.end_to_end_ns.take();

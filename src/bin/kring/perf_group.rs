@@ -110,6 +110,7 @@ pub fn consume(
         bytes: tally.bytes,
         elapsed: finished - started,
         cpu_seconds: cpu_start.zip(cpu_end).map(|(a, b)| b - a),
+        sender_cpu_seconds: None,
         latencies_ns: Vec::new(),
         end_to_end_ns,
         end_to_end_is_stamped: false,

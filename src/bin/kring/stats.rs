@@ -19,6 +19,14 @@ pub fn cpu_seconds() -> Option<f64> {
     Some((utime + stime) / TICKS_PER_SECOND)
 }
 
+/// CPU seconds the calling thread has run so far, to the nanosecond (the scheduler's
+/// own count, `/proc/thread-self/schedstat`); `None` off Linux.
+pub fn thread_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = stat.split_whitespace().next()?.parse().ok()?;
+    Some(ns as f64 / 1e9)
+}
+
 /// Peak resident memory of this process in bytes (VmHWM); `None` off Linux.
 pub fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -121,6 +129,15 @@ mod tests {
         assert_eq!(percentile_ms(&v, 1.0), Some(100.0));
         // This test runs on Linux, where /proc answers.
         assert!(cpu_seconds().is_some_and(|s| s >= 0.0));
+        let before = thread_cpu_seconds().expect("schedstat");
+        let mut spin = 0u64;
+        while thread_cpu_seconds().is_some_and(|now| now <= before) {
+            spin = spin.wrapping_add(1);
+        }
+        assert!(
+            thread_cpu_seconds().is_some_and(|now| now > before),
+            "{spin}"
+        );
         assert!(peak_rss_bytes().is_some_and(|b| b > 0));
     }
 }
