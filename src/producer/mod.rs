@@ -38,6 +38,7 @@
 
 mod api;
 mod builder;
+mod clock;
 mod driver;
 mod interceptor;
 mod metrics;
@@ -49,7 +50,7 @@ mod txn;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use tokio::sync::{Notify, mpsc};
 
@@ -73,6 +74,7 @@ use crate::engine::produce::partition::{
 use crate::error::{Error, Result};
 use crate::protocol::{ApiKey, KafkaCode};
 use crate::record::Compression as Codec;
+use clock::now_ms;
 use driver::Sinks;
 use routes::{TopicRoutes, TopicState, TopicTable};
 
@@ -197,16 +199,6 @@ impl Drop for Handle {
 #[derive(Debug, Clone)]
 pub struct Producer {
     handle: Arc<Handle>,
-}
-
-/// The wall clock in ms since the epoch (a record's timestamp): read once per record,
-/// in whole seconds and milliseconds (no 128-bit arithmetic on the per-record path).
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| {
-        (d.as_secs() as i64)
-            .saturating_mul(1000)
-            .saturating_add(i64::from(d.subsec_millis()))
-    })
 }
 
 fn codec_of(c: crate::config::Compression) -> Codec {
