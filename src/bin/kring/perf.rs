@@ -529,8 +529,15 @@ impl RecordSender<'_> {
 
     /// Sends records `range`: record i's value is `values[i mod values.len()]`.
     pub(crate) async fn send(&mut self, range: std::ops::Range<u64>) -> Result<(), kring::Error> {
+        // Record i's value index, i mod values.len(), kept as a running count: a division
+        // per record would be the harness's cost, not the producer's.
+        let mut index = (range.start % self.values.len().max(1) as u64) as usize;
         for i in range {
-            let value = &self.values[(i % self.values.len() as u64) as usize];
+            let value = &self.values[index];
+            index += 1;
+            if index == self.values.len() {
+                index = 0;
+            }
             let sampled = (i % LATENCY_SAMPLE_EVERY == 0).then(Instant::now);
             let key = self.key_size.map(|k| (crate::perf_rate::key_of(i), k));
             let mut record = ProducerRecord::new(self.topic).with_value(value.as_slice());
