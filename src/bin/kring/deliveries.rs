@@ -13,8 +13,24 @@ use kring::producer::DeliveryFuture;
 /// Futures handed to the waiter at once (one channel message per chunk).
 const CHUNK: usize = 256;
 
-/// One record in flight: its delivery future and, if sampled, when it was sent.
-type InFlight = (DeliveryFuture, Option<Instant>);
+/// Records in flight, handed over together: their delivery futures in send order, and
+/// the send times of the sampled ones by their place in the chunk. Emptied chunks go
+/// back to the sender and are filled again: the sender runs far ahead of the reports
+/// (a full `buffer.memory` of records), and fresh chunks each time were fresh pages,
+/// faulted in by the sending thread.
+struct Chunk {
+    futures: Vec<DeliveryFuture>,
+    sampled: Vec<(usize, Instant)>,
+}
+
+impl Chunk {
+    fn new() -> Self {
+        Chunk {
+            futures: Vec::with_capacity(CHUNK),
+            sampled: Vec::new(),
+        }
+    }
+}
 
 /// What the waiter saw.
 #[derive(Debug, Default)]
@@ -52,39 +68,48 @@ impl Tally {
 
 /// The sending side: hand each record's future to [`Deliveries::push`].
 pub struct Deliveries {
-    chunk: Vec<InFlight>,
-    tx: Option<mpsc::Sender<Vec<InFlight>>>,
+    chunk: Chunk,
+    tx: Option<mpsc::Sender<Chunk>>,
+    /// Chunks the waiter is done with, to be filled again.
+    emptied: mpsc::Receiver<Chunk>,
     waiter: Option<JoinHandle<Tally>>,
     reported: Arc<AtomicU64>,
 }
 
 impl Deliveries {
     pub fn start() -> Self {
-        let (tx, rx) = mpsc::channel::<Vec<InFlight>>();
+        let (tx, rx) = mpsc::channel::<Chunk>();
+        let (give_back, emptied) = mpsc::channel::<Chunk>();
         let reported = Arc::new(AtomicU64::new(0));
         let counter = reported.clone();
         let waiter = std::thread::Builder::new()
             .name("kring-deliveries".into())
             .spawn(move || {
                 let mut tally = Tally::default();
-                for chunk in rx {
-                    for (future, sent) in chunk {
+                for mut chunk in rx {
+                    let mut sampled = chunk.sampled.drain(..).peekable();
+                    for (i, future) in chunk.futures.drain(..).enumerate() {
                         let result = future.wait();
                         counter.fetch_add(1, Ordering::Relaxed);
+                        let sent = sampled.next_if(|(at, _)| *at == i).map(|(_, t)| t);
                         tally.count(result, sent);
                     }
+                    drop(sampled);
                     // Once a chunk, not once a report: a clock read per report is the
                     // harness's cost, not the producer's (the peers read it as rarely).
                     // The last chunk's reading is the last report's time.
                     tally.last_report = Some(Instant::now());
+                    // The sender may have finished: then the chunk is simply dropped.
+                    let _ = give_back.send(chunk);
                 }
                 tally.latencies_ns.sort_unstable();
                 tally
             })
             .expect("spawning a thread");
         Deliveries {
-            chunk: Vec::with_capacity(CHUNK),
+            chunk: Chunk::new(),
             tx: Some(tx),
+            emptied,
             waiter: Some(waiter),
             reported,
         }
@@ -97,14 +122,18 @@ impl Deliveries {
 
     /// Hands over one record's future; `sent` is its send time if it is sampled.
     pub fn push(&mut self, future: DeliveryFuture, sent: Option<Instant>) {
-        self.chunk.push((future, sent));
-        if self.chunk.len() == CHUNK {
+        if let Some(sent) = sent {
+            self.chunk.sampled.push((self.chunk.futures.len(), sent));
+        }
+        self.chunk.futures.push(future);
+        if self.chunk.futures.len() == CHUNK {
             self.hand_over();
         }
     }
 
     fn hand_over(&mut self) {
-        let full = std::mem::replace(&mut self.chunk, Vec::with_capacity(CHUNK));
+        let next = self.emptied.try_recv().unwrap_or_else(|_| Chunk::new());
+        let full = std::mem::replace(&mut self.chunk, next);
         if let Some(tx) = &self.tx {
             // The waiter only ends once `tx` is dropped, so it is alive here.
             let _ = tx.send(full);
@@ -113,7 +142,7 @@ impl Deliveries {
 
     /// Waits for every report handed over and returns the tally.
     pub fn finish(mut self) -> Tally {
-        if !self.chunk.is_empty() {
+        if !self.chunk.futures.is_empty() {
             self.hand_over();
         }
         self.tx = None;
