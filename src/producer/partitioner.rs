@@ -103,8 +103,7 @@ impl<'a> TopicPartitions<'a> {
 }
 
 /// One topic's sticky partition and the bytes sent to it since it was chosen (KIP-794),
-/// in atomics so that concurrent senders share it without a lock (the byte count
-/// loosely: see `Sticky::pick_in`).
+/// updated with atomics so that concurrent senders share it without a lock.
 #[derive(Debug)]
 pub(crate) struct StickySlot {
     /// -1 before the first choice.
@@ -222,13 +221,8 @@ impl Sticky {
                 Err(_) => chosen,
             };
         }
-        // A load and a store, not an atomic add: this runs for every keyless record, and
-        // an add that races another sender's only moves the switch a record or so later
-        // (or makes both switch, the second choice standing). Neither loses records.
-        let before = slot.bytes.load(Ordering::Relaxed);
-        let after = before.saturating_add(size);
-        slot.bytes.store(after, Ordering::Relaxed);
-        if before < self.switch_after && after >= self.switch_after {
+        let before = slot.bytes.fetch_add(size, Ordering::Relaxed);
+        if before < self.switch_after && before.saturating_add(size) >= self.switch_after {
             let next = self.choose(partitions, Some(current));
             slot.partition.store(next, Ordering::Relaxed);
             slot.bytes.store(0, Ordering::Relaxed);
