@@ -645,8 +645,8 @@ impl Producer {
         Box::pin(self.send_waiting(&record, state, in_transaction)).await
     }
 
-    /// The rest of a [`Producer::send`] that must wait: for the topic's metadata, or for
-    /// an arena (`state.waiting_for`).
+    /// The rest of a [`Producer::send`] that must wait: for an arena
+    /// (`state.waiting_for`), else for the topic's metadata (its routes were not current).
     async fn send_waiting(
         &self,
         record: &ProducerRecord<'_>,
@@ -654,17 +654,22 @@ impl Producer {
         _in_transaction: Option<txn::SendGuard<'_>>,
     ) -> Result<DeliveryFuture> {
         loop {
-            if let Some(class) = state.waiting_for.take() {
-                let buf = self
-                    .shared()
-                    .pools
-                    .get(class)
-                    .await
-                    .map_err(|e| Error::Batch(e.to_string()))?;
-                self.check_open()?;
-                state.arena = Some(Arena::Pooled(buf));
-            }
-            let appended = match self.append_current(record, &mut state) {
+            let routed = match state.waiting_for.take() {
+                Some(class) => {
+                    let buf = self
+                        .shared()
+                        .pools
+                        .get(class)
+                        .await
+                        .map_err(|e| Error::Batch(e.to_string()))?;
+                    self.check_open()?;
+                    state.arena = Some(Arena::Pooled(buf));
+                    self.append_current(record, &mut state)
+                }
+                // Just found not current: refreshed without looking again.
+                None => None,
+            };
+            let appended = match routed {
                 Some(appended) => appended?,
                 None => {
                     let part = self.route_refreshed(record, &mut state, true).await?;
