@@ -103,6 +103,10 @@ pub struct BatchOptions {
     pub timestamp_type: TimestampType,
     /// Upper bound on the batch's encoded size (the arena's capacity also bounds it).
     pub max_size: usize,
+    /// Sealing leaves the CRC to be computed once, when the producer state is set or
+    /// the bytes are taken ([`SealedBatch::set_producer_state`],
+    /// [`SealedBatch::into_inner`]), instead of computing it at sealing as well.
+    pub deferred_crc: bool,
 }
 
 impl Default for BatchOptions {
@@ -117,6 +121,7 @@ impl Default for BatchOptions {
             control: false,
             timestamp_type: TimestampType::CreateTime,
             max_size: usize::MAX,
+            deferred_crc: false,
         }
     }
 }
@@ -163,6 +168,13 @@ impl BatchOptions {
     /// Sets the partition leader epoch.
     pub fn with_partition_leader_epoch(mut self, epoch: i32) -> Self {
         self.partition_leader_epoch = epoch;
+        self
+    }
+
+    /// Defers the CRC past sealing (see [`BatchOptions::deferred_crc`]): for a producer
+    /// that stamps its id and sequence on a sealed batch, which changes the CRC anyway.
+    pub fn with_deferred_crc(mut self, deferred: bool) -> Self {
+        self.deferred_crc = deferred;
         self
     }
 }
@@ -422,11 +434,12 @@ impl<B: AsRef<Vec<u8>> + AsMut<Vec<u8>>> BatchBuilder<B> {
         let header = self.header(attributes);
         let v = self.buf.as_mut();
         write_header(v, &header);
-        Ok(SealedBatch {
-            buf: self.buf,
-            compression: Compression::None,
-            count: self.count,
-        })
+        Ok(SealedBatch::new(
+            self.buf,
+            Compression::None,
+            self.count,
+            self.options.deferred_crc,
+        ))
     }
 
     /// Finishes the batch compressed with `codec` into `out` (cleared first). Returns
@@ -460,11 +473,7 @@ impl<B: AsRef<Vec<u8>> + AsMut<Vec<u8>>> BatchBuilder<B> {
                 o.truncate(BATCH_HEADER_LEN + n);
                 let header = self.header(self.attributes(codec));
                 write_header(o, &header);
-                let sealed = SealedBatch {
-                    buf: out,
-                    compression: codec,
-                    count: self.count,
-                };
+                let sealed = SealedBatch::new(out, codec, self.count, self.options.deferred_crc);
                 let mut free = self.buf;
                 free.as_mut().clear();
                 return Ok((sealed, free));
@@ -533,11 +542,12 @@ impl<B: AsRef<Vec<u8>> + AsMut<Vec<u8>>> BatchBuilder<B> {
         v.truncate(BATCH_HEADER_LEN);
         v.extend_from_slice(&scratch[..n]);
         write_header(v, &header);
-        Ok(SealedBatch {
+        Ok(SealedBatch::new(
             buf,
-            compression: codec,
-            count: self.count,
-        })
+            codec,
+            self.count,
+            self.options.deferred_crc,
+        ))
     }
 
     fn attributes(&self, codec: Compression) -> i16 {
@@ -697,7 +707,8 @@ struct HeaderFields {
     count: i32,
 }
 
-/// Writes the 61-byte header into `v[..61]` for the batch that is all of `v`, CRC last.
+/// Writes the 61-byte header into `v[..61]` for the batch that is all of `v`, all but
+/// the CRC (see [`SealedBatch::new`]).
 fn write_header(v: &mut [u8], h: &HeaderFields) {
     let total = v.len();
     let hdr = &mut v[..BATCH_HEADER_LEN];
@@ -716,7 +727,6 @@ fn write_header(v: &mut [u8], h: &HeaderFields) {
     hdr[off::PRODUCER_EPOCH..off::BASE_SEQUENCE].copy_from_slice(&h.producer_epoch.to_be_bytes());
     hdr[off::BASE_SEQUENCE..off::RECORD_COUNT].copy_from_slice(&h.base_sequence.to_be_bytes());
     hdr[off::RECORD_COUNT..BATCH_HEADER_LEN].copy_from_slice(&h.count.to_be_bytes());
-    refresh_crc(v);
 }
 
 fn refresh_crc(batch: &mut [u8]) {
@@ -730,9 +740,24 @@ pub struct SealedBatch<B> {
     buf: B,
     compression: Compression,
     count: i32,
+    /// The CRC is not computed yet (built with [`BatchOptions::deferred_crc`]).
+    crc_pending: bool,
 }
 
 impl<B: AsRef<Vec<u8>> + AsMut<Vec<u8>>> SealedBatch<B> {
+    /// A batch whose header is written: its CRC is computed now, or left pending.
+    fn new(mut buf: B, compression: Compression, count: i32, defer_crc: bool) -> Self {
+        if !defer_crc {
+            refresh_crc(buf.as_mut());
+        }
+        SealedBatch {
+            buf,
+            compression,
+            count,
+            crc_pending: defer_crc,
+        }
+    }
+
     /// A sealed batch again from its wire bytes (one whole v2 batch filling `buf`), so a
     /// batch already sent can be changed through the setters below (a producer restamps
     /// its id, epoch and sequence after an epoch bump). The CRC is checked.
@@ -746,11 +771,14 @@ impl<B: AsRef<Vec<u8>> + AsMut<Vec<u8>>> SealedBatch<B> {
             buf,
             compression,
             count,
+            crc_pending: false,
         })
     }
 
-    /// The batch's wire bytes.
+    /// The batch's wire bytes. With [`BatchOptions::deferred_crc`], the CRC is not
+    /// written until the producer state is set (or [`SealedBatch::into_inner`]).
     pub fn as_bytes(&self) -> &[u8] {
+        debug_assert!(!self.crc_pending, "the deferred CRC is not computed yet");
         self.buf.as_ref()
     }
 
@@ -788,6 +816,7 @@ impl<B: AsRef<Vec<u8>> + AsMut<Vec<u8>>> SealedBatch<B> {
         v[off::PRODUCER_EPOCH..off::BASE_SEQUENCE].copy_from_slice(&epoch.to_be_bytes());
         v[off::BASE_SEQUENCE..off::RECORD_COUNT].copy_from_slice(&base_sequence.to_be_bytes());
         refresh_crc(v);
+        self.crc_pending = false;
     }
 
     /// Sets the base offset (not covered by the CRC).
@@ -802,8 +831,11 @@ impl<B: AsRef<Vec<u8>> + AsMut<Vec<u8>>> SealedBatch<B> {
             .copy_from_slice(&epoch.to_be_bytes());
     }
 
-    /// The arena, holding the batch bytes.
-    pub fn into_inner(self) -> B {
+    /// The arena, holding the batch bytes (the CRC computed now if it was deferred).
+    pub fn into_inner(mut self) -> B {
+        if self.crc_pending {
+            refresh_crc(self.buf.as_mut());
+        }
         self.buf
     }
 }

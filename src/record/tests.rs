@@ -43,6 +43,19 @@ fn build(recs: &[Rec], options: BatchOptions, codec: Compression) -> (Vec<u8>, C
         assert_eq!(offered, Some(bytes.len()), "{codec:?}: the exact length");
     }
     assert_eq!(moved.into_inner(), bytes, "{codec:?} moved");
+    let deferred = options.with_deferred_crc(true);
+    let (later, _) = fill(recs, deferred)
+        .seal_compressed(codec, &mut c, Vec::with_capacity(1 << 20))
+        .unwrap();
+    assert_eq!(later.into_inner(), bytes, "{codec:?} with the CRC deferred");
+    let later = fill(recs, deferred)
+        .seal_compressed_in_place(codec, &mut c, &mut scratch)
+        .unwrap();
+    assert_eq!(
+        later.into_inner(),
+        bytes,
+        "{codec:?} in place, CRC deferred"
+    );
     (bytes, used)
 }
 
@@ -210,6 +223,23 @@ fn producer_state_after_seal_keeps_crc_valid() {
         (5, 1, 100)
     );
     assert_eq!(batch.base_offset(), 7);
+}
+
+#[test]
+fn a_deferred_crc_comes_out_as_the_eager_one_once_the_producer_state_is_set() {
+    let sealed = |deferred: bool| {
+        let options = BatchOptions::default().with_deferred_crc(deferred);
+        let mut b = BatchBuilder::new(Vec::with_capacity(4096), options).unwrap();
+        b.append(1, Some(b"k"), Some(b"x"), &[]).unwrap();
+        b.append(2, None, Some(b"y"), &[]).unwrap();
+        b.seal().unwrap()
+    };
+    let mut eager = sealed(false);
+    let mut deferred = sealed(true);
+    eager.set_producer_state(9, 2, 40);
+    deferred.set_producer_state(9, 2, 40);
+    deferred.as_batch().unwrap().verify_crc().unwrap();
+    assert_eq!(deferred.into_inner(), eager.into_inner());
 }
 
 #[test]

@@ -556,9 +556,12 @@ impl PartitionState {
                 (Arena::Pooled(pooled), max)
             }
         };
+        // The CRC is computed once, when the batch is first taken to be sent (with its
+        // producer id and sequence stamped, which the CRC covers), not at sealing too.
         let options = BatchOptions::default()
             .with_max_size(max)
-            .with_transactional(settings.transactional_id.is_some());
+            .with_transactional(settings.transactional_id.is_some())
+            .with_deferred_crc(true);
         let builder = BatchBuilder::new(buf, options).map_err(|e| Error::Batch(e.to_string()))?;
         self.open = Some(OpenBatch {
             builder,
