@@ -22,6 +22,7 @@
 //!   [`Error::ClosedClient`]; what is on the wire fails with its `IoError::Closed`,
 //!   which is not retried.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -32,7 +33,7 @@ use tokio::task::JoinSet;
 
 use super::ProducerShared;
 use super::metrics::SinkMetrics;
-use crate::client::ClusterMetadata;
+use crate::client::{ClusterMetadata, TopicInfo};
 use crate::engine::connection::RawResponse;
 use crate::engine::error::IoError;
 use crate::engine::produce::partition::{ProducePartition, ProducerId, Wake};
@@ -109,18 +110,41 @@ impl Sinks {
 }
 
 /// Leaders from a metadata snapshot: a partition's leader if metadata lists it as a
-/// live broker (and so the client has a connection for it).
-struct MetadataLeaders<'a>(&'a ClusterMetadata);
+/// live broker (and so the client has a connection for it). A drain asks for every
+/// partition of the sink, mostly of one topic: the last topic found is kept, so the
+/// topic table is hashed into only when the topic changes.
+struct MetadataLeaders<'a> {
+    metadata: &'a ClusterMetadata,
+    last_topic: Cell<Option<(&'a str, &'a TopicInfo)>>,
+}
+
+impl<'a> MetadataLeaders<'a> {
+    fn new(metadata: &'a ClusterMetadata) -> Self {
+        MetadataLeaders {
+            metadata,
+            last_topic: Cell::new(None),
+        }
+    }
+
+    fn topic(&self, topic: &str) -> Option<&'a TopicInfo> {
+        if let Some((_, info)) = self.last_topic.get().filter(|(name, _)| *name == topic) {
+            return Some(info);
+        }
+        let (name, info) = self.metadata.topics.get_key_value(topic)?;
+        self.last_topic.set(Some((name.as_str(), info)));
+        Some(info)
+    }
+}
 
 impl Leaders for MetadataLeaders<'_> {
     fn leader_of(&self, topic: &str, partition: i32) -> Option<i32> {
-        let t = self.0.topics.get(topic)?;
+        let t = self.topic(topic)?;
         let p = t
             .partitions
             .get(partition as usize)
             .filter(|p| p.id == partition)
             .or_else(|| t.partitions.iter().find(|p| p.id == partition))?;
-        (p.leader >= 0 && self.0.brokers.contains_key(&p.leader)).then_some(p.leader)
+        (p.leader >= 0 && self.metadata.brokers.contains_key(&p.leader)).then_some(p.leader)
     }
 }
 
@@ -129,7 +153,7 @@ impl ProducerShared {
     /// no leader known yet, to some broker's sink, which holds it until metadata says.
     pub(super) fn route(self: &Arc<Self>, partition: Arc<ProducePartition>) -> Result<()> {
         let metadata = self.client.metadata();
-        let leader = MetadataLeaders(&metadata)
+        let leader = MetadataLeaders::new(&metadata)
             .leader_of(&partition.topic, partition.index)
             .or_else(|| metadata.brokers.keys().next().copied())
             .ok_or_else(|| Error::OutOfBrokers("metadata lists no broker".into()))?;
@@ -343,7 +367,7 @@ fn drain(
         producer: shared.producer(),
         bumping,
         flushing: shared.flushing.load(Ordering::Acquire) > 0 || closing_gracefully(shared),
-        leaders: &MetadataLeaders(&metadata),
+        leaders: &MetadataLeaders::new(&metadata),
         produce_versions: shared
             .txn
             .as_ref()

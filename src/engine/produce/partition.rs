@@ -191,6 +191,27 @@ impl ProduceSettings {
     }
 }
 
+/// When a partition refused with a retriable error may send again: any time from
+/// `from` (four fifths of its backoff) and at the latest at `until` (all of it). The
+/// sink wakes at the earliest `until` among its partitions and sends every partition
+/// whose `from` has passed, so retries due close together go in one request instead of
+/// one request each (the Java client jitters its backoff ±20% at random instead).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RetryWindow {
+    pub from: Instant,
+    pub until: Instant,
+}
+
+impl RetryWindow {
+    /// The window of a retry refused at `now` that is to wait `backoff`.
+    pub fn after(now: Instant, backoff: Duration) -> Self {
+        RetryWindow {
+            from: now + backoff - backoff / 5,
+            until: now + backoff,
+        }
+    }
+}
+
 /// Kafka's sequence arithmetic: sequences wrap to 0 after `i32::MAX`
 /// (`DefaultRecordBatch.incrementSequence`).
 pub(crate) fn increment_sequence(sequence: i32, by: i32) -> i32 {
@@ -413,7 +434,14 @@ pub(crate) struct PartitionState {
     /// A batch failed and came back, or the partition moved between sinks with batches
     /// on the wire: send nothing until the in-flight ones answered.
     hold_until_drained: bool,
-    retry_at: Option<Instant>,
+    /// Taken over by a sink while batches were on the wire through the previous one:
+    /// the new sink is woken when the last of them answers.
+    adopted_mid_flight: bool,
+    /// No later than the creation of the oldest batch queued (see
+    /// [`PartitionState::note_queued`]), so expiry need not look at every batch on
+    /// every drain.
+    oldest_queued: Option<Instant>,
+    retry: Option<RetryWindow>,
     waker: Option<Arc<dyn Wake>>,
     /// Bytes of a Produce request around one batch of this partition (header, topic).
     framing: usize,
@@ -462,6 +490,7 @@ impl PartitionState {
     pub fn adopt(&mut self, waker: Arc<dyn Wake>) {
         if !self.in_flight.is_empty() {
             self.hold_until_drained = true;
+            self.adopted_mid_flight = true;
         }
         self.waker = Some(waker);
         if self.has_pending() {
@@ -569,7 +598,9 @@ impl PartitionState {
             created: now(),
         });
         // The sink may be asleep with no deadline: let it learn this batch's linger.
-        self.wake_sink();
+        if !self.sink_looks_again_unwoken(settings) {
+            self.wake_sink();
+        }
         Ok(None)
     }
 
@@ -625,8 +656,10 @@ impl PartitionState {
             // Its arena is cached now, uncharged, while the batch stays charged.
             pools.shed_past_budget();
         }
+        // Looked at before the batch joins the queue: whether it could go at once.
+        let wake = reason == SealReason::Full && !self.sink_looks_again_unwoken(settings);
         match sealed {
-            Ok(sealed) => self.queue.push_back(QueuedBatch {
+            Ok(sealed) => self.enqueue(QueuedBatch {
                 data: BatchData::Sealed(sealed),
                 records,
                 uncompressed: used,
@@ -639,7 +672,7 @@ impl PartitionState {
             }),
             Err(e) => self.fail_batch(&open.shared, records, Error::Batch(e.to_string()), now()),
         }
-        if reason == SealReason::Full {
+        if wake {
             self.wake_sink();
         }
     }
@@ -680,6 +713,13 @@ impl PartitionState {
     /// been sent (its fate is unknown, so with idempotence the epoch must be bumped).
     pub fn expire(&mut self, now: Instant, settings: &ProduceSettings) -> bool {
         let timeout = settings.delivery_timeout;
+        // Every drain asks: most of the time the oldest batch queued is far from it.
+        if self
+            .oldest_queued
+            .is_none_or(|oldest| now < oldest + timeout)
+        {
+            return false;
+        }
         let mut unknown_fate = false;
         // In place: this runs on every drain and should not reallocate the queue.
         let mut expired = Vec::new();
@@ -698,6 +738,7 @@ impl PartitionState {
         for (shared, records, error) in expired {
             self.fail_batch(&shared, records, error, now);
         }
+        self.oldest_queued = self.queue.iter().map(|q| q.created).min();
         unknown_fate && settings.idempotent
     }
 
@@ -726,7 +767,8 @@ impl PartitionState {
 
     /// Takes the batches that may go out now into `out` (assigning sequences to first
     /// sends), at most `rounds` of them (one per request the sink may still send).
-    /// Returns when to look again if a retry backoff holds the partition.
+    /// Returns when to look again (the end of its [`RetryWindow`]) if a retry backoff
+    /// holds the partition.
     ///
     /// While an epoch bump is pending (`bumping`), only batches that may have been
     /// written go out, one at a time under their own epoch, to learn their fate.
@@ -752,11 +794,11 @@ impl PartitionState {
         {
             return None;
         }
-        if let Some(at) = self.retry_at {
-            if at > now {
-                return Some(at);
+        if let Some(window) = self.retry {
+            if window.from > now {
+                return Some(window.until);
             }
-            self.retry_at = None;
+            self.retry = None;
         }
         self.hold_until_drained = false;
         let limit = self.in_flight_limit(bumping, settings);
@@ -812,8 +854,23 @@ impl PartitionState {
     /// open to fill up (see [`PartitionState::seal_if_due`]).
     pub fn busy_sending(&self, now: Instant, settings: &ProduceSettings) -> bool {
         (self.hold_until_drained && !self.in_flight.is_empty())
-            || self.retry_at.is_some_and(|at| at > now)
+            || self.retry.is_some_and(|w| w.from > now)
             || self.in_flight.len() + self.queue.len() >= self.in_flight_limit(false, settings)
+    }
+
+    /// Whether the sink is sure to drain this partition again without being woken, and
+    /// a batch opened or sealed now could not go before that anyway: an answer is due
+    /// for a batch on the wire while the partition may send no more (held for its
+    /// in-flight batches, or its in-flight limit taken by what is on the wire and
+    /// queued), or a retry backoff is set (the sink's deadline, or an answer it awaits,
+    /// brings it back). The appending thread then skips the wake-up, which would only
+    /// cost the sink a drain of all its partitions while the broker is slow.
+    fn sink_looks_again_unwoken(&self, settings: &ProduceSettings) -> bool {
+        let answer_due = !self.in_flight.is_empty();
+        let limit_taken =
+            self.in_flight.len() + self.queue.len() >= self.in_flight_limit(false, settings);
+        let retry_due = self.retry.is_some() && !self.queue.is_empty();
+        (answer_due && (self.hold_until_drained || limit_taken)) || retry_due
     }
 
     /// Whether the head of the queue is a batch coming back for a retry. Until every
@@ -833,6 +890,11 @@ impl PartitionState {
             .position(|(f, _, _)| Arc::ptr_eq(f, shared))
         {
             self.in_flight.swap_remove(i);
+        }
+        // The last answer to come back through the sink it left: the sink that took it
+        // over holds it until now and has no deadline for it, so it is told.
+        if self.in_flight.is_empty() && std::mem::take(&mut self.adopted_mid_flight) {
+            self.wake_sink();
         }
     }
 
@@ -854,7 +916,21 @@ impl PartitionState {
         self.hold_until_drained = true;
     }
 
+    /// Queues a batch newly sealed, behind the rest.
+    fn enqueue(&mut self, batch: QueuedBatch) {
+        self.note_queued(batch.created);
+        self.queue.push_back(batch);
+    }
+
+    /// Keeps [`PartitionState::oldest_queued`] no later than the oldest batch queued
+    /// (removals may leave it earlier: [`PartitionState::expire`] then looks and
+    /// recomputes it).
+    fn note_queued(&mut self, created: Instant) {
+        self.oldest_queued = Some(self.oldest_queued.map_or(created, |o| o.min(created)));
+    }
+
     fn insert_in_order(&mut self, batch: QueuedBatch) {
+        self.note_queued(batch.created);
         let pos = match batch.base_sequence {
             None => 0,
             Some(seq) => self
@@ -919,7 +995,7 @@ impl PartitionState {
             Verdict::Retry { error, stale } => {
                 tracing::debug!(topic = %b.partition.topic, partition = b.partition.index, %error, "produce retry");
                 effects.refresh = stale;
-                self.retry_at = Some(now + settings.backoff(b.attempts));
+                self.retry = Some(RetryWindow::after(now, settings.backoff(b.attempts)));
                 let maybe_written = b.maybe_written || !refused_before_writing(&error);
                 self.requeue(b, maybe_written);
             }

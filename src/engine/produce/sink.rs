@@ -799,4 +799,69 @@ mod tests {
         );
         assert!(sink.poll_request().is_none());
     }
+
+    #[test]
+    fn retries_due_close_together_go_in_one_request() {
+        use crate::protocol::messages::produce::TopicProduceResponse;
+        let settings = settings();
+        let pools = ArenaPools::new(16 * 1024, MemoryBudget::new(1 << 20));
+        let failures = Arc::new(DeliveryFailures::default());
+        let partitions: Vec<_> = (0..2)
+            .map(|i| ProducePartition::new(Arc::from("t"), i, failures.clone()))
+            .collect();
+        let mut sink = Sink::new(BROKER, Arc::from("127.0.0.1:9"));
+        for p in &partitions {
+            sink.adopt(p.clone(), Arc::new(NoWake));
+        }
+        let cx = SinkContext {
+            settings: &settings,
+            pools: &pools,
+            producer: Some(ProducerId { id: 7, epoch: 0 }),
+            bumping: false,
+            flushing: true,
+            leaders: &LedHere,
+            produce_versions: crate::engine::produce::request::ANY_PRODUCE_VERSION,
+        };
+        let refused = |index: i32| {
+            ProduceResponse::default().with_responses(vec![
+                TopicProduceResponse::default()
+                    .with_name("t".into())
+                    .with_partition_responses(vec![
+                        PartitionProduceResponse::default()
+                            .with_index(index)
+                            .with_error_code(KafkaCode::NOT_LEADER_OR_FOLLOWER.0),
+                    ]),
+            ])
+        };
+        // Each partition's batch goes in a request of its own, refused 10 ms apart.
+        let t0 = Instant::now();
+        let gap = Duration::from_millis(10);
+        let mut tokens = Vec::new();
+        for (i, p) in partitions.iter().enumerate() {
+            let at = t0 + gap * i as u32;
+            append(p, 1, &settings, &pools, at);
+            sink.drain(at, &cx);
+            let (token, request) = sink.poll_request().expect("a request");
+            assert_eq!(partitions_of(&request), vec![i as i32]);
+            tokens.push((token, at));
+        }
+        for (i, (token, at)) in tokens.into_iter().enumerate() {
+            sink.handle_response(token, Ok(raw_v11(&refused(i as i32))), at, &settings);
+        }
+        let backoff = settings.backoff(0);
+        assert_eq!(sink.poll_timeout(), None, "no drain since the answers");
+        sink.drain(t0 + gap, &cx);
+        assert!(sink.poll_request().is_none(), "both are backing off");
+        assert_eq!(
+            sink.poll_timeout(),
+            Some(t0 + backoff),
+            "woken when the first backoff ends"
+        );
+        // Then the second, refused 10 ms later, is within four fifths of its own and
+        // goes along.
+        sink.drain(t0 + backoff, &cx);
+        let (_, retry) = sink.poll_request().expect("the retries");
+        assert_eq!(partitions_of(&retry), vec![0, 1], "both in one request");
+        assert!(sink.poll_request().is_none());
+    }
 }

@@ -167,6 +167,9 @@ fn a_retry_goes_back_in_sequence_order_and_holds_the_partition() {
         &mut out,
     );
     assert_eq!(again, Some(now + settings.backoff(0)));
+    // Not before four fifths of the backoff either; from then on it may go.
+    let early = now + settings.backoff(0) * 4 / 5 - Duration::from_millis(1);
+    assert!(take(&p, early, &settings).is_empty());
     // Resent with their first sequences, in order, one at a time while retrying.
     let later = now + Duration::from_secs(1);
     let resent = take(&p, later, &settings);
@@ -269,6 +272,28 @@ fn expiry_of_a_sent_batch_asks_for_a_bump_and_unsent_ones_do_not() {
 }
 
 #[test]
+fn each_queued_batch_expires_at_its_own_delivery_timeout() {
+    let now = Instant::now();
+    let second = now + Duration::from_secs(1);
+    let (settings, pools) = (settings(), pools());
+    let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
+    for at in [now, second] {
+        append_value(&mut p.state(), b"v", &settings, &pools, at);
+        p.state().seal(SealReason::Due, &settings, &pools, &|| at);
+    }
+    let timeout = settings.delivery_timeout;
+    let mut s = p.state();
+    s.expire(now + timeout - Duration::from_millis(1), &settings);
+    assert_eq!(s.pending().len(), 2, "neither is due");
+    s.expire(now + timeout, &settings);
+    assert_eq!(s.pending().len(), 1, "the first expired, not the second");
+    s.expire(second + timeout - Duration::from_millis(1), &settings);
+    assert_eq!(s.pending().len(), 1, "the second is not due yet");
+    s.expire(second + timeout, &settings);
+    assert_eq!(s.pending().len(), 0, "then it is");
+}
+
+#[test]
 fn restamping_uses_the_record_layers_setter_and_renumbers_from_zero() {
     let now = Instant::now();
     let (p, settings, _) = partition_with(3, 2, now);
@@ -307,25 +332,65 @@ fn restamping_uses_the_record_layers_setter_and_renumbers_from_zero() {
     );
 }
 
+/// Counts the wake-ups a partition gives its sink.
+#[derive(Default)]
+struct Wakes(std::sync::atomic::AtomicUsize);
+
+impl Wake for Wakes {
+    fn wake(&self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Wakes {
+    fn count(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 #[test]
 fn a_moved_partition_waits_for_its_batches_on_the_old_sink() {
-    struct Nobody;
-    impl Wake for Nobody {
-        fn wake(&self) {}
-    }
     let now = Instant::now();
     let (p, settings, _) = partition_with(3, 1, now);
     let first = take(&p, now, &settings).remove(0);
-    p.state().adopt(Arc::new(Nobody));
+    p.state().adopt(Arc::new(Wakes::default()));
     p.state().settle(first, ack(), now, &settings);
     // Adopted with a batch on the wire: held until it answered, then free.
     assert_eq!(take(&p, now, &settings).len(), 2);
     let (p, settings, _) = partition_with(3, 1, now);
     let first = take(&p, now, &settings).remove(0);
-    p.state().adopt(Arc::new(Nobody));
+    let new_sink = Arc::new(Wakes::default());
+    p.state().adopt(new_sink.clone());
+    let woken = new_sink.count();
     assert!(take(&p, now, &settings).is_empty(), "held while in flight");
     p.state().settle(first, ack(), now, &settings);
+    assert_eq!(
+        new_sink.count(),
+        woken + 1,
+        "the new sink is told when the last answer came back through the old one"
+    );
     assert_eq!(take(&p, now, &settings).len(), 2);
+}
+
+#[test]
+fn the_sink_is_not_woken_for_a_batch_that_could_not_go_yet() {
+    let now = Instant::now();
+    let (settings, pools) = (settings(), pools());
+    let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
+    let wakes = Arc::new(Wakes::default());
+    p.state().adopt(wakes.clone());
+    append_value(&mut p.state(), b"a", &settings, &pools, now);
+    assert_eq!(wakes.count(), 1, "a new batch: the sink learns its linger");
+    p.state().seal(SealReason::Due, &settings, &pools, &|| now);
+    let first = take(&p, now, &settings).remove(0);
+    // Idempotent, nothing acknowledged yet in the epoch: one batch on the wire at a
+    // time, and its answer drains the partition anyway.
+    append_value(&mut p.state(), b"b", &settings, &pools, now);
+    assert_eq!(wakes.count(), 1, "it could not go before the answer");
+    p.state().settle(first, ack(), now, &settings);
+    p.state().seal(SealReason::Due, &settings, &pools, &|| now);
+    append_value(&mut p.state(), b"c", &settings, &pools, now);
+    assert_eq!(wakes.count(), 2, "room on the wire again: woken");
 }
 
 #[test]
