@@ -251,7 +251,9 @@ pub struct ProducerConfig {
     /// How often a failed batch is retried (`retries`, unbounded as in the Java client;
     /// the delivery timeout is the real limit).
     pub retries: u32,
-    /// First retry delay (`retry.backoff.ms`, 100 ms).
+    /// First retry delay (`retry.backoff.ms`, 100 ms), doubling with each attempt. A
+    /// batch may be retried from four fifths of its delay, so that retries due close
+    /// together share a request (the Java client jitters the delay by ±20%).
     pub retry_backoff: Duration,
     /// Retry delay cap (`retry.backoff.max.ms`, 1 s, KIP-580).
     pub retry_backoff_max: Duration,
