@@ -5,7 +5,8 @@
 //! the 61-byte header, then appends each record in its final wire form — varint
 //! framing, then key, value and headers copied once, into place. Sealing backfills
 //! the header (length, last offset delta, timestamps, count, attributes) and the
-//! CRC-32C over `attributes..end`; sealing with a codec compresses the records either
+//! CRC-32C over `attributes..end` (the producer defers the CRC to when it stamps its id
+//! and sequence, which the CRC covers); sealing with a codec compresses the records either
 //! into a second arena, with the header written there (`seal_compressed`), or into a
 //! scratch buffer copied back over them (`seal_compressed_in_place`), or from the scratch
 //! into a buffer the caller offers once the compressed length is known
@@ -105,8 +106,10 @@ pub struct BatchOptions {
     pub max_size: usize,
     /// Sealing leaves the CRC to be computed once, when the producer state is set or
     /// the bytes are taken ([`SealedBatch::set_producer_state`],
-    /// [`SealedBatch::into_inner`]), instead of computing it at sealing as well.
-    pub deferred_crc: bool,
+    /// [`SealedBatch::into_inner`]), instead of computing it at sealing as well. The
+    /// producer's own: a sealed batch whose CRC is pending must not be read through
+    /// [`SealedBatch::as_bytes`], so it is not offered to users of the record layer.
+    pub(crate) deferred_crc: bool,
 }
 
 impl Default for BatchOptions {
@@ -171,9 +174,9 @@ impl BatchOptions {
         self
     }
 
-    /// Defers the CRC past sealing (see [`BatchOptions::deferred_crc`]): for a producer
-    /// that stamps its id and sequence on a sealed batch, which changes the CRC anyway.
-    pub fn with_deferred_crc(mut self, deferred: bool) -> Self {
+    /// Defers the CRC past sealing (see [`BatchOptions::deferred_crc`]): for the producer,
+    /// which stamps its id and sequence on a sealed batch, changing the CRC anyway.
+    pub(crate) fn with_deferred_crc(mut self, deferred: bool) -> Self {
         self.deferred_crc = deferred;
         self
     }
@@ -425,7 +428,8 @@ impl<B: AsRef<Vec<u8>> + AsMut<Vec<u8>>> BatchBuilder<B> {
         Ok(())
     }
 
-    /// Finishes the batch uncompressed: backfills the header and the CRC.
+    /// Finishes the batch uncompressed: backfills the header and the CRC (which the
+    /// crate's producer may defer to when it stamps its sequence).
     pub fn seal(mut self) -> Result<SealedBatch<B>, BuildError> {
         if self.count == 0 {
             return Err(BuildError::Empty);
@@ -775,8 +779,8 @@ impl<B: AsRef<Vec<u8>> + AsMut<Vec<u8>>> SealedBatch<B> {
         })
     }
 
-    /// The batch's wire bytes. With [`BatchOptions::deferred_crc`], the CRC is not
-    /// written until the producer state is set (or [`SealedBatch::into_inner`]).
+    /// The batch's wire bytes. (A batch the crate's producer sealed with its CRC
+    /// deferred is read only through [`SealedBatch::into_inner`], which computes it.)
     pub fn as_bytes(&self) -> &[u8] {
         debug_assert!(!self.crc_pending, "the deferred CRC is not computed yet");
         self.buf.as_ref()

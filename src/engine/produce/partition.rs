@@ -684,8 +684,9 @@ impl PartitionState {
     /// the Java client's accumulator and librdkafka's queues do: sealed at every linger,
     /// a partition waiting for a slow first answer would queue many small batches (more
     /// requests, more wake-ups and more to scan at every drain); its next state change
-    /// (an answer, a backoff's end) wakes the sink, and the deadline returned for it is
-    /// its delivery timeout, past which it is sealed to expire like any other.
+    /// brings the sink back (an answer, or the end of a retry window, which the sink
+    /// sleeps until), and the deadline returned for it is its delivery timeout, past
+    /// which it is sealed to expire like any other.
     pub fn seal_if_due(
         &mut self,
         now: Instant,
@@ -739,6 +740,9 @@ impl PartitionState {
             self.fail_batch(&shared, records, error, now);
         }
         self.oldest_queued = self.queue.iter().map(|q| q.created).min();
+        if self.queue.is_empty() {
+            self.forget_queue_state();
+        }
         unknown_fate && settings.idempotent
     }
 
@@ -854,7 +858,7 @@ impl PartitionState {
     /// open to fill up (see [`PartitionState::seal_if_due`]).
     pub fn busy_sending(&self, now: Instant, settings: &ProduceSettings) -> bool {
         (self.hold_until_drained && !self.in_flight.is_empty())
-            || self.retry.is_some_and(|w| w.from > now)
+            || (self.retry.is_some_and(|w| w.from > now) && !self.queue.is_empty())
             || self.in_flight.len() + self.queue.len() >= self.in_flight_limit(false, settings)
     }
 
@@ -862,9 +866,13 @@ impl PartitionState {
     /// a batch opened or sealed now could not go before that anyway: an answer is due
     /// for a batch on the wire while the partition may send no more (held for its
     /// in-flight batches, or its in-flight limit taken by what is on the wire and
-    /// queued), or a retry backoff is set (the sink's deadline, or an answer it awaits,
-    /// brings it back). The appending thread then skips the wake-up, which would only
-    /// cost the sink a drain of all its partitions while the broker is slow.
+    /// queued), or a retried batch is queued in its backoff. What brings the sink back
+    /// is then the answer, or the end of the retry window when its last drain reached
+    /// the partition's retry (otherwise whatever stopped that drain short has a wake-up
+    /// of its own: an answer for a full connection, joining the transaction, the end of
+    /// an epoch bump, a hand-over to another sink). The appending thread then skips the
+    /// wake-up, which would only cost the sink a drain of all its partitions while the
+    /// broker is slow.
     fn sink_looks_again_unwoken(&self, settings: &ProduceSettings) -> bool {
         let answer_due = !self.in_flight.is_empty();
         let limit_taken =
@@ -1102,6 +1110,9 @@ impl PartitionState {
             self.queue.push_back(q);
         }
         self.next_sequence = next;
+        if self.queue.is_empty() {
+            self.forget_queue_state();
+        }
         self.hold_until_drained = false;
         self.acked_in_epoch = false;
         self.last_acked = None;
@@ -1116,6 +1127,14 @@ impl PartitionState {
         for q in std::mem::take(&mut self.queue) {
             self.fail_batch(&q.shared, q.records, error.clone(), now);
         }
+        self.forget_queue_state();
+    }
+
+    /// The queue is empty: a retry window or an expiry watermark of batches no longer
+    /// there must not hold back, or delay, the batches queued next.
+    fn forget_queue_state(&mut self) {
+        self.retry = None;
+        self.oldest_queued = None;
     }
 
     /// Fails everything not settled, in flight included (the connection and the

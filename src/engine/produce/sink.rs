@@ -801,6 +801,67 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_filled_while_the_sink_was_not_woken_goes_after_the_answer() {
+        use crate::protocol::messages::produce::TopicProduceResponse;
+        #[derive(Default)]
+        struct Wakes(std::sync::atomic::AtomicUsize);
+        impl Wake for Wakes {
+            fn wake(&self) {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let mut settings = settings();
+        settings.linger = Duration::from_secs(1);
+        let pools = ArenaPools::new(16 * 1024, MemoryBudget::new(1 << 20));
+        let partition = ProducePartition::new(Arc::from("t"), 0, Default::default());
+        let mut sink = Sink::new(BROKER, Arc::from("127.0.0.1:9"));
+        let wakes = Arc::new(Wakes::default());
+        sink.adopt(partition.clone(), wakes.clone());
+        let mut cx = SinkContext {
+            settings: &settings,
+            pools: &pools,
+            producer: Some(ProducerId { id: 7, epoch: 0 }),
+            bumping: false,
+            flushing: true,
+            leaders: &LedHere,
+            produce_versions: crate::engine::produce::request::ANY_PRODUCE_VERSION,
+        };
+        let now = Instant::now();
+        append(&partition, 1, &settings, &pools, now);
+        sink.drain(now, &cx);
+        let (token, _) = sink.poll_request().expect("the first batch");
+        // Idempotent, nothing acknowledged yet: one batch on the wire. A batch filled
+        // meanwhile could not go before the answer, so the sink is not woken for it.
+        cx.flushing = false;
+        let woken = wakes.0.load(std::sync::atomic::Ordering::Relaxed);
+        let value = [7u8; 1000];
+        while !partition.state().has_sendable() {
+            let record = RecordParts {
+                key: None,
+                value: Some(&value),
+                headers: &[],
+                timestamp: 1,
+            };
+            let appended = partition
+                .state()
+                .append(record, None, &settings, &pools, || now);
+            assert!(matches!(appended, Ok(Appended::Done { .. })));
+        }
+        assert_eq!(wakes.0.load(std::sync::atomic::Ordering::Relaxed), woken);
+        let ack = ProduceResponse::default().with_responses(vec![
+            TopicProduceResponse::default()
+                .with_name("t".into())
+                .with_partition_responses(vec![PartitionProduceResponse::default().with_index(0)]),
+        ]);
+        sink.handle_response(token, Ok(raw_v11(&ack)), now, &settings);
+        sink.drain(now, &cx);
+        let (_, next) = sink
+            .poll_request()
+            .expect("the full batch, after the answer");
+        assert_eq!(partitions_of(&next), vec![0]);
+    }
+
+    #[test]
     fn retries_due_close_together_go_in_one_request() {
         use crate::protocol::messages::produce::TopicProduceResponse;
         let settings = settings();

@@ -294,6 +294,54 @@ fn each_queued_batch_expires_at_its_own_delivery_timeout() {
 }
 
 #[test]
+fn a_batch_back_for_a_retry_expires_by_its_own_age() {
+    let now = Instant::now();
+    let later = now + Duration::from_secs(1);
+    let timeout = settings().delivery_timeout;
+    let (p, settings, pools) = partition_with(1, 1, now);
+    let first = take(&p, now, &settings).remove(0);
+    // As an expiry scan leaves an empty queue: the watermark starts again from the
+    // next batch queued, a later one.
+    p.state().forget_queue_state();
+    append_value(&mut p.state(), b"v", &settings, &pools, later);
+    p.state()
+        .seal(SealReason::Due, &settings, &pools, &|| later);
+    let refused = Verdict::Retry {
+        error: Error::ShuttingDown,
+        stale: false,
+    };
+    p.state().settle(first, refused, later, &settings);
+    assert_eq!(p.state().pending().len(), 2);
+    // Queued again, it expires at its own creation's deadline, not the later batch's.
+    let past = now + timeout + Duration::from_millis(1);
+    assert!(p.state().expire(past, &settings), "it had been sent");
+    assert_eq!(p.state().pending().len(), 1);
+}
+
+#[test]
+fn a_retry_window_left_by_failed_batches_holds_nothing_back() {
+    let now = Instant::now();
+    let (p, settings, pools) = partition_with(1, 1, now);
+    let first = take(&p, now, &settings).remove(0);
+    let refused = Verdict::Retry {
+        error: Error::ShuttingDown,
+        stale: false,
+    };
+    p.state().settle(first, refused, now, &settings);
+    p.state().fail_unsent(&Error::ShuttingDown, now);
+    // A record sent during what was the backoff goes at its linger.
+    let soon = now + Duration::from_millis(10);
+    append_value(&mut p.state(), b"v", &settings, &pools, soon);
+    assert!(!p.state().busy_sending(soon, &settings));
+    let due = soon + settings.linger;
+    assert_eq!(
+        p.state().seal_if_due(due, false, false, &settings, &pools),
+        None
+    );
+    assert_eq!(take(&p, due, &settings).len(), 1);
+}
+
+#[test]
 fn restamping_uses_the_record_layers_setter_and_renumbers_from_zero() {
     let now = Instant::now();
     let (p, settings, _) = partition_with(3, 2, now);
