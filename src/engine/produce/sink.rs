@@ -555,16 +555,7 @@ mod tests {
         let shared = append(&partition, records, &settings, &pools, now);
         let mut sink = Sink::new(BROKER, Arc::from("127.0.0.1:9"));
         sink.adopt(partition, Arc::new(NoWake));
-        let cx = SinkContext {
-            settings: &settings,
-            pools: &pools,
-            producer: Some(ProducerId { id: 7, epoch: 0 }),
-            bumping: false,
-            flushing: true,
-            leaders: &LedHere,
-            produce_versions: crate::engine::produce::request::ANY_PRODUCE_VERSION,
-        };
-        sink.drain(now, &cx);
+        sink.drain(now, &context(&settings, &pools, PRODUCER));
         let (token, _) = sink.poll_request().expect("a request");
         (sink, token, shared.expect("a batch"), failures)
     }
@@ -680,19 +671,9 @@ mod tests {
 
     #[test]
     fn a_fenced_transactional_producer_is_told_so_at_once() {
-        use crate::protocol::messages::produce::TopicProduceResponse;
         let fenced = |transactional: bool| {
             let (mut sink, token, _shared, _) = one_request_in_flight(2);
-            let response = ProduceResponse::default().with_responses(vec![
-                TopicProduceResponse::default()
-                    .with_name("t".into())
-                    .with_partition_responses(vec![
-                        PartitionProduceResponse::default()
-                            .with_index(0)
-                            .with_error_code(KafkaCode::PRODUCER_FENCED.code()),
-                    ]),
-            ]);
-            let raw = raw_v11(&response);
+            let raw = answer(0, KafkaCode::PRODUCER_FENCED);
             let mut settings = settings();
             if transactional {
                 settings.transactional_id = Some("tx".into());
@@ -742,30 +723,61 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn requests_are_made_when_a_slot_is_free_and_take_what_was_sealed_meanwhile() {
-        use crate::protocol::messages::produce::TopicProduceResponse;
-        let mut settings = settings();
-        settings.idempotent = false;
-        settings.max_in_flight = 1;
+    const PRODUCER: Option<ProducerId> = Some(ProducerId { id: 7, epoch: 0 });
+
+    /// A sink of partitions 0..`n` of topic "t" (which wake nobody), and the pools their
+    /// batches come from.
+    fn sink_of(n: i32) -> (Sink, Vec<Arc<ProducePartition>>, ArenaPools) {
         let pools = ArenaPools::new(16 * 1024, MemoryBudget::new(1 << 20));
         let failures = Arc::new(DeliveryFailures::default());
-        let partitions: Vec<_> = (0..3)
+        let partitions: Vec<_> = (0..n)
             .map(|i| ProducePartition::new(Arc::from("t"), i, failures.clone()))
             .collect();
         let mut sink = Sink::new(BROKER, Arc::from("127.0.0.1:9"));
         for p in &partitions {
             sink.adopt(p.clone(), Arc::new(NoWake));
         }
-        let cx = SinkContext {
-            settings: &settings,
-            pools: &pools,
-            producer: None,
+        (sink, partitions, pools)
+    }
+
+    /// A flushing drain's context, every partition led by this sink's broker.
+    fn context<'a>(
+        settings: &'a ProduceSettings,
+        pools: &'a ArenaPools,
+        producer: Option<ProducerId>,
+    ) -> SinkContext<'a> {
+        SinkContext {
+            settings,
+            pools,
+            producer,
             bumping: false,
             flushing: true,
             leaders: &LedHere,
             produce_versions: crate::engine::produce::request::ANY_PRODUCE_VERSION,
-        };
+        }
+    }
+
+    /// The broker's answer for partition `index` of "t", with `code`.
+    fn answer(index: i32, code: KafkaCode) -> RawResponse {
+        use crate::protocol::messages::produce::TopicProduceResponse;
+        raw_v11(&ProduceResponse::default().with_responses(vec![
+            TopicProduceResponse::default()
+                .with_name("t".into())
+                .with_partition_responses(vec![
+                    PartitionProduceResponse::default()
+                        .with_index(index)
+                        .with_error_code(code.code()),
+                ]),
+        ]))
+    }
+
+    #[test]
+    fn requests_are_made_when_a_slot_is_free_and_take_what_was_sealed_meanwhile() {
+        let mut settings = settings();
+        settings.idempotent = false;
+        settings.max_in_flight = 1;
+        let (mut sink, partitions, pools) = sink_of(3);
+        let cx = context(&settings, &pools, None);
         append(&partitions[0], 2, &settings, &pools, Instant::now());
         sink.drain(Instant::now(), &cx);
         let (token, first) = sink.poll_request().expect("a request");
@@ -780,12 +792,8 @@ mod tests {
             sink.poll_request().is_none(),
             "the connection's one slot is taken"
         );
-        let answer = ProduceResponse::default().with_responses(vec![
-            TopicProduceResponse::default()
-                .with_name("t".into())
-                .with_partition_responses(vec![PartitionProduceResponse::default().with_index(0)]),
-        ]);
-        sink.handle_response(token, Ok(raw_v11(&answer)), Instant::now(), &settings);
+        let acked = answer(0, KafkaCode::NONE);
+        sink.handle_response(token, Ok(acked), Instant::now(), &settings);
         sink.drain(Instant::now(), &cx);
         let (_, second) = sink
             .poll_request()
@@ -802,7 +810,6 @@ mod tests {
 
     #[test]
     fn a_batch_filled_while_the_sink_was_not_woken_goes_after_the_answer() {
-        use crate::protocol::messages::produce::TopicProduceResponse;
         #[derive(Default)]
         struct Wakes(std::sync::atomic::AtomicUsize);
         impl Wake for Wakes {
@@ -812,22 +819,13 @@ mod tests {
         }
         let mut settings = settings();
         settings.linger = Duration::from_secs(1);
-        let pools = ArenaPools::new(16 * 1024, MemoryBudget::new(1 << 20));
-        let partition = ProducePartition::new(Arc::from("t"), 0, Default::default());
-        let mut sink = Sink::new(BROKER, Arc::from("127.0.0.1:9"));
+        let (mut sink, partitions, pools) = sink_of(1);
+        let partition = &partitions[0];
         let wakes = Arc::new(Wakes::default());
         sink.adopt(partition.clone(), wakes.clone());
-        let mut cx = SinkContext {
-            settings: &settings,
-            pools: &pools,
-            producer: Some(ProducerId { id: 7, epoch: 0 }),
-            bumping: false,
-            flushing: true,
-            leaders: &LedHere,
-            produce_versions: crate::engine::produce::request::ANY_PRODUCE_VERSION,
-        };
+        let mut cx = context(&settings, &pools, PRODUCER);
         let now = Instant::now();
-        append(&partition, 1, &settings, &pools, now);
+        append(partition, 1, &settings, &pools, now);
         sink.drain(now, &cx);
         let (token, _) = sink.poll_request().expect("the first batch");
         // Idempotent, nothing acknowledged yet: one batch on the wire. A batch filled
@@ -848,12 +846,7 @@ mod tests {
             assert!(matches!(appended, Ok(Appended::Done { .. })));
         }
         assert_eq!(wakes.0.load(std::sync::atomic::Ordering::Relaxed), woken);
-        let ack = ProduceResponse::default().with_responses(vec![
-            TopicProduceResponse::default()
-                .with_name("t".into())
-                .with_partition_responses(vec![PartitionProduceResponse::default().with_index(0)]),
-        ]);
-        sink.handle_response(token, Ok(raw_v11(&ack)), now, &settings);
+        sink.handle_response(token, Ok(answer(0, KafkaCode::NONE)), now, &settings);
         sink.drain(now, &cx);
         let (_, next) = sink
             .poll_request()
@@ -863,37 +856,9 @@ mod tests {
 
     #[test]
     fn retries_due_close_together_go_in_one_request() {
-        use crate::protocol::messages::produce::TopicProduceResponse;
         let settings = settings();
-        let pools = ArenaPools::new(16 * 1024, MemoryBudget::new(1 << 20));
-        let failures = Arc::new(DeliveryFailures::default());
-        let partitions: Vec<_> = (0..2)
-            .map(|i| ProducePartition::new(Arc::from("t"), i, failures.clone()))
-            .collect();
-        let mut sink = Sink::new(BROKER, Arc::from("127.0.0.1:9"));
-        for p in &partitions {
-            sink.adopt(p.clone(), Arc::new(NoWake));
-        }
-        let cx = SinkContext {
-            settings: &settings,
-            pools: &pools,
-            producer: Some(ProducerId { id: 7, epoch: 0 }),
-            bumping: false,
-            flushing: true,
-            leaders: &LedHere,
-            produce_versions: crate::engine::produce::request::ANY_PRODUCE_VERSION,
-        };
-        let refused = |index: i32| {
-            ProduceResponse::default().with_responses(vec![
-                TopicProduceResponse::default()
-                    .with_name("t".into())
-                    .with_partition_responses(vec![
-                        PartitionProduceResponse::default()
-                            .with_index(index)
-                            .with_error_code(KafkaCode::NOT_LEADER_OR_FOLLOWER.0),
-                    ]),
-            ])
-        };
+        let (mut sink, partitions, pools) = sink_of(2);
+        let cx = context(&settings, &pools, PRODUCER);
         // Each partition's batch goes in a request of its own, refused 10 ms apart.
         let t0 = Instant::now();
         let gap = Duration::from_millis(10);
@@ -907,7 +872,8 @@ mod tests {
             tokens.push((token, at));
         }
         for (i, (token, at)) in tokens.into_iter().enumerate() {
-            sink.handle_response(token, Ok(raw_v11(&refused(i as i32))), at, &settings);
+            let refused = answer(i as i32, KafkaCode::NOT_LEADER_OR_FOLLOWER);
+            sink.handle_response(token, Ok(refused), at, &settings);
         }
         let backoff = settings.backoff(0);
         assert_eq!(sink.poll_timeout(), None, "no drain since the answers");
