@@ -739,9 +739,9 @@ impl PartitionState {
         for (shared, records, error) in expired {
             self.fail_batch(&shared, records, error, now);
         }
-        self.oldest_queued = self.queue.iter().map(|q| q.created).min();
-        if self.queue.is_empty() {
-            self.forget_queue_state();
+        match self.queue.iter().map(|q| q.created).min() {
+            Some(oldest) => self.oldest_queued = Some(oldest),
+            None => self.forget_queue_state(),
         }
         unknown_fate && settings.idempotent
     }
@@ -858,8 +858,18 @@ impl PartitionState {
     /// open to fill up (see [`PartitionState::seal_if_due`]).
     pub fn busy_sending(&self, now: Instant, settings: &ProduceSettings) -> bool {
         (self.hold_until_drained && !self.in_flight.is_empty())
-            || (self.retry.is_some_and(|w| w.from > now) && !self.queue.is_empty())
-            || self.in_flight.len() + self.queue.len() >= self.in_flight_limit(false, settings)
+            || self.retry_queued().is_some_and(|w| w.from > now)
+            || self.limit_taken(settings)
+    }
+
+    /// Whether what is on the wire and queued fills the partition's in-flight limit.
+    fn limit_taken(&self, settings: &ProduceSettings) -> bool {
+        self.in_flight.len() + self.queue.len() >= self.in_flight_limit(false, settings)
+    }
+
+    /// The retry window holding back a retried batch still queued.
+    fn retry_queued(&self) -> Option<RetryWindow> {
+        self.retry.filter(|_| !self.queue.is_empty())
     }
 
     /// Whether the sink is sure to drain this partition again without being woken, and
@@ -875,10 +885,8 @@ impl PartitionState {
     /// broker is slow.
     fn sink_looks_again_unwoken(&self, settings: &ProduceSettings) -> bool {
         let answer_due = !self.in_flight.is_empty();
-        let limit_taken =
-            self.in_flight.len() + self.queue.len() >= self.in_flight_limit(false, settings);
-        let retry_due = self.retry.is_some() && !self.queue.is_empty();
-        (answer_due && (self.hold_until_drained || limit_taken)) || retry_due
+        (answer_due && (self.hold_until_drained || self.limit_taken(settings)))
+            || self.retry_queued().is_some()
     }
 
     /// Whether the head of the queue is a batch coming back for a retry. Until every
@@ -1228,6 +1236,26 @@ fn split(b: &Outgoing, settings: &ProduceSettings) -> Result<Vec<QueuedBatch>, E
         });
     }
     Ok(out)
+}
+
+/// Counts the wake-ups a partition gives its sink (for the partition's and the sink's
+/// tests).
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct CountingWake(std::sync::atomic::AtomicUsize);
+
+#[cfg(test)]
+impl Wake for CountingWake {
+    fn wake(&self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+impl CountingWake {
+    pub fn count(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 #[cfg(test)]

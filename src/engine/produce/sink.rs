@@ -810,18 +810,12 @@ mod tests {
 
     #[test]
     fn a_batch_filled_while_the_sink_was_not_woken_goes_after_the_answer() {
-        #[derive(Default)]
-        struct Wakes(std::sync::atomic::AtomicUsize);
-        impl Wake for Wakes {
-            fn wake(&self) {
-                self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-        }
+        use crate::engine::produce::partition::CountingWake;
         let mut settings = settings();
         settings.linger = Duration::from_secs(1);
         let (mut sink, partitions, pools) = sink_of(1);
         let partition = &partitions[0];
-        let wakes = Arc::new(Wakes::default());
+        let wakes = Arc::new(CountingWake::default());
         sink.adopt(partition.clone(), wakes.clone());
         let mut cx = context(&settings, &pools, PRODUCER);
         let now = Instant::now();
@@ -831,7 +825,7 @@ mod tests {
         // Idempotent, nothing acknowledged yet: one batch on the wire. A batch filled
         // meanwhile could not go before the answer, so the sink is not woken for it.
         cx.flushing = false;
-        let woken = wakes.0.load(std::sync::atomic::Ordering::Relaxed);
+        let woken = wakes.count();
         let value = [7u8; 1000];
         while !partition.state().has_sendable() {
             let record = RecordParts {
@@ -845,7 +839,7 @@ mod tests {
                 .append(record, None, &settings, &pools, || now);
             assert!(matches!(appended, Ok(Appended::Done { .. })));
         }
-        assert_eq!(wakes.0.load(std::sync::atomic::Ordering::Relaxed), woken);
+        assert_eq!(wakes.count(), woken);
         sink.handle_response(token, Ok(answer(0, KafkaCode::NONE)), now, &settings);
         sink.drain(now, &cx);
         let (_, next) = sink

@@ -380,34 +380,18 @@ fn restamping_uses_the_record_layers_setter_and_renumbers_from_zero() {
     );
 }
 
-/// Counts the wake-ups a partition gives its sink.
-#[derive(Default)]
-struct Wakes(std::sync::atomic::AtomicUsize);
-
-impl Wake for Wakes {
-    fn wake(&self) {
-        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-impl Wakes {
-    fn count(&self) -> usize {
-        self.0.load(std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
 #[test]
 fn a_moved_partition_waits_for_its_batches_on_the_old_sink() {
     let now = Instant::now();
     let (p, settings, _) = partition_with(3, 1, now);
     let first = take(&p, now, &settings).remove(0);
-    p.state().adopt(Arc::new(Wakes::default()));
+    p.state().adopt(Arc::new(CountingWake::default()));
     p.state().settle(first, ack(), now, &settings);
     // Adopted with a batch on the wire: held until it answered, then free.
     assert_eq!(take(&p, now, &settings).len(), 2);
     let (p, settings, _) = partition_with(3, 1, now);
     let first = take(&p, now, &settings).remove(0);
-    let new_sink = Arc::new(Wakes::default());
+    let new_sink = Arc::new(CountingWake::default());
     p.state().adopt(new_sink.clone());
     let woken = new_sink.count();
     assert!(take(&p, now, &settings).is_empty(), "held while in flight");
@@ -425,7 +409,7 @@ fn the_sink_is_not_woken_for_a_batch_that_could_not_go_yet() {
     let now = Instant::now();
     let (settings, pools) = (settings(), pools());
     let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
-    let wakes = Arc::new(Wakes::default());
+    let wakes = Arc::new(CountingWake::default());
     p.state().adopt(wakes.clone());
     append_value(&mut p.state(), b"a", &settings, &pools, now);
     assert_eq!(wakes.count(), 1, "a new batch: the sink learns its linger");
