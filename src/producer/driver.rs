@@ -36,21 +36,38 @@ use super::metrics::SinkMetrics;
 use crate::client::{ClusterMetadata, TopicInfo};
 use crate::engine::connection::RawResponse;
 use crate::engine::error::IoError;
-use crate::engine::produce::partition::{ProducePartition, ProducerId, Wake};
+use crate::engine::produce::partition::{ProducePartition, ProducerId};
 use crate::engine::produce::request::ANY_PRODUCE_VERSION;
 use crate::engine::produce::sink::{Leaders, Sink, SinkContext, SinkEvent};
+use crate::engine::produce::wake::{NextDrain, Wake};
 use crate::error::{Error, Result};
 use crate::protocol::messages::InitProducerIdRequest;
 use crate::protocol::{ApiKey, KafkaCode};
 use crate::runtime::sleep_until;
 
-/// Wakes a sink's task.
-#[derive(Debug, Default)]
-pub(crate) struct SinkWaker(Notify);
+/// Wakes a sink's task, and tells the appending threads when it drains next unwoken.
+#[derive(Debug)]
+pub(crate) struct SinkWaker {
+    notify: Notify,
+    next_drain: NextDrain,
+}
+
+impl SinkWaker {
+    fn new() -> Self {
+        SinkWaker {
+            notify: Notify::new(),
+            next_drain: NextDrain::new(Instant::now()),
+        }
+    }
+}
 
 impl Wake for SinkWaker {
     fn wake(&self) {
-        self.0.notify_one();
+        self.notify.notify_one();
+    }
+
+    fn drains_by(&self, deadline: Instant) -> bool {
+        self.next_drain.drains_by(deadline)
     }
 }
 
@@ -171,7 +188,7 @@ impl ProducerShared {
         let handle = Arc::new(SinkHandle {
             broker,
             inbox: Mutex::new(Vec::new()),
-            waker: Arc::new(SinkWaker::default()),
+            waker: Arc::new(SinkWaker::new()),
             done,
         });
         let runtime = self.client.runtime();
@@ -298,6 +315,8 @@ async fn run_sink(
     let waker: Arc<dyn Wake> = handle.waker.clone();
     let mut answers: JoinSet<Answer> = JoinSet::new();
     loop {
+        // Before any partition is looked at (see `engine::produce::wake`).
+        handle.waker.next_drain.draining();
         for p in handle.take_inbox() {
             sink.adopt(p, waker.clone());
         }
@@ -326,6 +345,7 @@ async fn run_sink(
             || shared.pools.budget_used(),
         );
         let timeout = sink.poll_timeout();
+        handle.waker.next_drain.sleeping_until(timeout);
         tokio::select! {
             biased;
             _ = shutdown.changed() => {
@@ -339,7 +359,7 @@ async fn run_sink(
                 }
                 report(&shared, &mut sink, &mut metrics);
             }
-            _ = handle.waker.0.notified() => {}
+            _ = handle.waker.notify.notified() => {}
             _ = sleep_until(timeout) => {}
         }
     }

@@ -7,6 +7,7 @@
 //! - [`completion`]: the completion a batch's records share with their futures.
 //! - [`failures`]: the producer's tally of batches that failed for good (for flush).
 //! - [`request`]: the hand-encoded Produce request over pre-encoded batches.
+//! - [`wake`]: when an appending thread must wake a partition's sink.
 
 pub(crate) mod arenas;
 pub(crate) mod completion;
@@ -14,3 +15,4 @@ pub(crate) mod failures;
 pub(crate) mod partition;
 pub(crate) mod request;
 pub(crate) mod sink;
+pub(crate) mod wake;

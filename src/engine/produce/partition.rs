@@ -31,6 +31,7 @@ use bytes::Bytes;
 use super::arenas::{ArenaPools, next_class};
 use super::completion::{BatchAck, BatchShared};
 use super::failures::DeliveryFailures;
+pub(crate) use super::wake::Wake;
 use crate::buf::{ChargedBuf, PooledBuf};
 use crate::error::Error;
 use crate::protocol::KafkaCode;
@@ -107,12 +108,6 @@ impl Arena {
 /// below glibc's default mmap threshold (128 KiB), so its buffer comes from the heap
 /// without a system call or fresh pages; a larger one stays in its pooled arena.
 const MOVE_COMPRESSED_MAX: usize = 64 * 1024;
-
-/// Wakes the sink that drains a partition (its driver's notifier).
-pub(crate) trait Wake: Send + Sync {
-    /// Something changed: drain again.
-    fn wake(&self);
-}
 
 /// The idempotent producer's identity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -477,6 +472,11 @@ impl PartitionState {
         shared.complete(Err(error));
     }
 
+    /// Whether the sink that drains this partition will drain it by `deadline` unwoken.
+    fn sink_drains_by(&self, deadline: Instant) -> bool {
+        self.waker.as_ref().is_some_and(|w| w.drains_by(deadline))
+    }
+
     /// Wakes the sink that drains this partition.
     fn wake_sink(&self) {
         if let Some(w) = &self.waker {
@@ -592,13 +592,17 @@ impl PartitionState {
             .with_transactional(settings.transactional_id.is_some())
             .with_deferred_crc(true);
         let builder = BatchBuilder::new(buf, options).map_err(|e| Error::Batch(e.to_string()))?;
+        let created = now();
         self.open = Some(OpenBatch {
             builder,
             shared: BatchShared::new(),
-            created: now(),
+            created,
         });
-        // The sink may be asleep with no deadline: let it learn this batch's linger.
-        if !self.sink_looks_again_unwoken(settings) {
+        // The sink may be asleep with no timer, or one later than this batch's linger:
+        // let it learn the linger.
+        if !self.sink_looks_again_unwoken(settings)
+            && !self.sink_drains_by(created + settings.linger)
+        {
             self.wake_sink();
         }
         Ok(None)

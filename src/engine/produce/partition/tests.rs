@@ -425,6 +425,89 @@ fn the_sink_is_not_woken_for_a_batch_that_could_not_go_yet() {
     assert_eq!(wakes.count(), 2, "room on the wire again: woken");
 }
 
+/// A sink's waker as the driver's: counts wake-ups and says when the sink drains next.
+struct TimedWake {
+    wakes: CountingWake,
+    next: crate::engine::produce::wake::NextDrain,
+}
+
+impl Wake for TimedWake {
+    fn wake(&self) {
+        self.wakes.wake();
+    }
+
+    fn drains_by(&self, deadline: Instant) -> bool {
+        self.next.drains_by(deadline)
+    }
+}
+
+#[test]
+fn a_new_batch_wakes_the_sink_only_if_it_would_not_drain_by_the_batchs_linger() {
+    let now = Instant::now();
+    let (settings, pools) = (settings(), pools());
+    let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
+    let sink = Arc::new(TimedWake {
+        wakes: CountingWake::default(),
+        next: crate::engine::produce::wake::NextDrain::new(now),
+    });
+    p.state().adopt(sink.clone());
+    let mut opened = 0;
+    let mut open_batch = |at: Instant| {
+        // Each time a new batch (the last one sealed by time, as the sink would).
+        append_value(&mut p.state(), b"v", &settings, &pools, at);
+        p.state().seal(SealReason::Due, &settings, &pools, &|| at);
+        opened += 1;
+        sink.wakes.count()
+    };
+    sink.next.sleeping_until(Some(now + settings.linger / 2));
+    assert_eq!(
+        open_batch(now),
+        0,
+        "the sink's timer comes before the linger"
+    );
+    sink.next.sleeping_until(Some(now + settings.linger));
+    assert_eq!(open_batch(now), 0, "the sink's timer is the linger itself");
+    sink.next.sleeping_until(Some(now + settings.linger * 2));
+    assert_eq!(
+        open_batch(now),
+        1,
+        "the sink's timer comes after the linger"
+    );
+    sink.next.sleeping_until(None);
+    assert_eq!(open_batch(now), 2, "the sink sleeps with no timer");
+    sink.next.draining();
+    assert_eq!(
+        open_batch(now),
+        3,
+        "the sink drains: it may have passed the partition"
+    );
+    assert_eq!(opened, 5);
+}
+
+#[test]
+fn a_full_batch_wakes_the_sink_even_when_it_drains_before_the_linger() {
+    let now = Instant::now();
+    let (mut settings, pools) = (settings(), pools());
+    // Not idempotent: nothing holds the batch back once it is sealed.
+    settings.idempotent = false;
+    let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
+    let sink = Arc::new(TimedWake {
+        wakes: CountingWake::default(),
+        next: crate::engine::produce::wake::NextDrain::new(now),
+    });
+    p.state().adopt(sink.clone());
+    sink.next.sleeping_until(Some(now + settings.linger / 2));
+    let value = vec![7u8; 1000];
+    while !p.state().has_sendable() {
+        append_value(&mut p.state(), &value, &settings, &pools, now);
+    }
+    assert_eq!(
+        sink.wakes.count(),
+        1,
+        "full: it can go now, not at the sink's timer"
+    );
+}
+
 #[test]
 fn linger_seals_only_when_due_unless_flushing() {
     let now = Instant::now();

@@ -1,0 +1,146 @@
+//! How a partition's appending thread knows whether to wake the sink that drains it.
+//!
+//! A sink drains every partition it has at each wake-up, so a wake-up costs a drain of
+//! them all. The appending thread wakes the sink when a batch is opened (so that the sink
+//! learns the batch's linger) or sealed full (so that it goes). A batch just opened
+//! cannot go before its linger runs out, and while records flow the sink is mostly asleep
+//! with a timer set for an earlier linger of one of its partitions: it will drain, and
+//! see the new batch, before that batch is due anyway. [`NextDrain`] is the sink's
+//! timer, published for the appending threads, so that they skip those wake-ups.
+//!
+//! Why a stale reading is harmless: the sink marks itself draining
+//! ([`NextDrain::draining`]) before it looks at any partition, and publishes its next
+//! timer ([`NextDrain::sleeping_until`]) only after the drain. A batch is opened under
+//! its partition's lock, and the appending thread reads the sink's timer after that.
+//! - If the drain looked at the partition after the batch was opened, the drain saw the
+//!   batch and set its timer by it, whatever the appending thread read.
+//! - Otherwise the drain's lock of the partition came first, so the appending thread
+//!   reads "draining" (and wakes the sink) or the timer published after that drain. That
+//!   timer may not count the batch, but if it is no later than the batch's linger the
+//!   sink drains by then and sees it; if it is later, or there is none, the thread wakes
+//!   the sink.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// Wakes the sink that drains a partition (its driver's notifier).
+pub(crate) trait Wake: Send + Sync {
+    /// Something changed: drain again.
+    fn wake(&self);
+
+    /// Whether the sink will drain by `deadline` without a wake-up (it sleeps with a
+    /// timer no later than that). `false` when unknown.
+    fn drains_by(&self, deadline: Instant) -> bool {
+        let _ = deadline;
+        false
+    }
+}
+
+/// The published value while the sink drains (or has not slept yet).
+const AWAKE: u64 = 0;
+/// The published value while the sink sleeps with no timer.
+const NO_TIMER: u64 = u64::MAX;
+
+/// When a sink next drains unwoken, as nanoseconds after `base` (plus one, so that no
+/// instant encodes as [`AWAKE`]).
+#[derive(Debug)]
+pub(crate) struct NextDrain {
+    base: Instant,
+    at: AtomicU64,
+}
+
+impl NextDrain {
+    /// A sink not asleep yet; instants are counted from `base` (those before it are
+    /// never relied on).
+    pub fn new(base: Instant) -> Self {
+        NextDrain {
+            base,
+            at: AtomicU64::new(AWAKE),
+        }
+    }
+
+    /// The sink is about to drain: until it sleeps again nothing is promised. Called
+    /// before the drain looks at any partition.
+    pub fn draining(&self) {
+        self.at.store(AWAKE, Ordering::Relaxed);
+    }
+
+    /// The sink sleeps until `timer` (or until woken, with none), after its drain.
+    pub fn sleeping_until(&self, timer: Option<Instant>) {
+        let at = timer.map_or(NO_TIMER, |t| self.encode(t));
+        self.at.store(at, Ordering::Relaxed);
+    }
+
+    /// Whether the sink will drain by `deadline` unwoken.
+    ///
+    /// Read after the partition's lock was taken (see the module's comment for why
+    /// `Relaxed` is enough: the lock orders this read after a drain's `draining`).
+    pub fn drains_by(&self, deadline: Instant) -> bool {
+        let at = self.at.load(Ordering::Relaxed);
+        at != AWAKE && at != NO_TIMER && at <= self.encode(deadline)
+    }
+
+    /// `t` as nanoseconds after `base`, plus one; [`AWAKE`] for an instant before `base`
+    /// (never relied on), and short of [`NO_TIMER`] for one too far away to count.
+    fn encode(&self, t: Instant) -> u64 {
+        t.checked_duration_since(self.base).map_or(AWAKE, |d| {
+            u64::try_from(d.as_nanos())
+                .unwrap_or(u64::MAX)
+                .min(NO_TIMER - 2)
+                + 1
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn a_sink_not_asleep_yet_promises_nothing() {
+        let base = Instant::now();
+        let next = NextDrain::new(base);
+        assert!(!next.drains_by(base + ms(1_000)));
+    }
+
+    #[test]
+    fn a_sleeping_sink_drains_by_any_deadline_at_or_after_its_timer() {
+        let base = Instant::now();
+        let next = NextDrain::new(base);
+        next.sleeping_until(Some(base + ms(5)));
+        assert!(next.drains_by(base + ms(5)));
+        assert!(next.drains_by(base + ms(6)));
+        assert!(!next.drains_by(base + ms(4)));
+        assert!(!next.drains_by(base + ms(5) - Duration::from_nanos(1)));
+    }
+
+    #[test]
+    fn a_draining_sink_or_one_without_a_timer_must_be_woken() {
+        let base = Instant::now();
+        let next = NextDrain::new(base);
+        next.sleeping_until(Some(base + ms(5)));
+        next.draining();
+        assert!(!next.drains_by(base + ms(50)));
+        next.sleeping_until(None);
+        assert!(!next.drains_by(base + ms(50_000)));
+    }
+
+    #[test]
+    fn instants_before_the_base_are_never_relied_on() {
+        let base = Instant::now() + ms(10);
+        let next = NextDrain::new(base);
+        // A timer before the base reads as "awake": the sink is woken.
+        next.sleeping_until(Some(base - ms(5)));
+        assert!(!next.drains_by(base + ms(5)));
+        // A deadline before the base is earlier than any timer.
+        next.sleeping_until(Some(base));
+        assert!(!next.drains_by(base - ms(1)));
+        assert!(next.drains_by(base));
+    }
+}
