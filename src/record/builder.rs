@@ -430,16 +430,37 @@ impl<B: AsRef<Vec<u8>> + AsMut<Vec<u8>>> BatchBuilder<B> {
 
     /// Finishes the batch uncompressed: backfills the header and the CRC (which the
     /// crate's producer may defer to when it stamps its sequence).
-    pub fn seal(mut self) -> Result<SealedBatch<B>, BuildError> {
+    pub fn seal(self) -> Result<SealedBatch<B>, BuildError> {
+        self.seal_moving(|_, _| None)
+    }
+
+    /// As [`seal`](Self::seal), but `elsewhere` may offer a buffer to hold the batch
+    /// instead (given the arena, to take from it whatever it needs, such as part of its
+    /// budget charge, and the batch's length): the batch is then copied into that buffer
+    /// (cleared first; it should have room for the length, or it grows) and the arena
+    /// is dropped. For a batch that fills a small part of its arena, so that the arena
+    /// is free again while the batch waits to be sent and acknowledged.
+    pub fn seal_moving(
+        mut self,
+        elsewhere: impl FnOnce(&mut B, usize) -> Option<B>,
+    ) -> Result<SealedBatch<B>, BuildError> {
         if self.count == 0 {
             return Err(BuildError::Empty);
         }
-        let attributes = self.attributes(Compression::None);
-        let header = self.header(attributes);
-        let v = self.buf.as_mut();
-        write_header(v, &header);
+        let header = self.header(self.attributes(Compression::None));
+        let len = self.size();
+        let mut buf = match elsewhere(&mut self.buf, len) {
+            Some(mut other) => {
+                let v = other.as_mut();
+                v.clear();
+                v.extend_from_slice(&self.buf.as_ref()[..len]);
+                other
+            }
+            None => self.buf,
+        };
+        write_header(buf.as_mut(), &header);
         Ok(SealedBatch::new(
-            self.buf,
+            buf,
             Compression::None,
             self.count,
             self.options.deferred_crc,
@@ -507,7 +528,9 @@ impl<B: AsRef<Vec<u8>> + AsMut<Vec<u8>>> BatchBuilder<B> {
     /// instead (given the arena, to take from it whatever it needs, such as part of
     /// its budget charge): the batch is then copied from `scratch` into that buffer
     /// (cleared first; it should have room for the length, or it grows) and the arena
-    /// is dropped. The copy is the one the in-place seal makes anyway.
+    /// is dropped. The copy is the one the in-place seal makes anyway. A batch left
+    /// uncompressed (no codec, or compressing would not shrink it) is offered to
+    /// `elsewhere` as [`seal_moving`](Self::seal_moving) does.
     pub fn seal_compressed_moving(
         mut self,
         codec: Compression,
@@ -516,7 +539,7 @@ impl<B: AsRef<Vec<u8>> + AsMut<Vec<u8>>> BatchBuilder<B> {
         elsewhere: impl FnOnce(&mut B, usize) -> Option<B>,
     ) -> Result<SealedBatch<B>, BuildError> {
         if codec == Compression::None {
-            return self.seal();
+            return self.seal_moving(elsewhere);
         }
         if self.count == 0 {
             return Err(BuildError::Empty);
@@ -530,7 +553,7 @@ impl<B: AsRef<Vec<u8>> + AsMut<Vec<u8>>> BatchBuilder<B> {
             .compress(codec, records, &mut scratch[..records_len])
             .map_err(RecordError::from)?;
         let Some(n) = compressed.filter(|&n| n < records_len) else {
-            return self.seal();
+            return self.seal_moving(elsewhere);
         };
         let header = self.header(self.attributes(codec));
         let mut buf = match elsewhere(&mut self.buf, BATCH_HEADER_LEN + n) {

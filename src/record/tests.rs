@@ -32,18 +32,23 @@ fn build(recs: &[Rec], options: BatchOptions, codec: Compression) -> (Vec<u8>, C
     let mut offered = None;
     let moved = fill(recs, options)
         .seal_compressed_moving(codec, &mut c, &mut scratch, |arena, len| {
-            offered = Some(len);
-            assert!(arena.len() > len, "offered only once it has shrunk");
+            offered = Some((arena.len(), len));
             Some(vec![5u8; 3])
         })
         .unwrap();
-    if used == Compression::None {
-        assert_eq!(offered, None, "{codec:?}: not compressed, nothing to move");
-    } else {
-        assert_eq!(offered, Some(bytes.len()), "{codec:?}: the exact length");
+    // Compressed or not, the batch is offered a new home at its exact length; a
+    // compressed one only once it has shrunk.
+    let (arena_len, len) = offered.expect("offered a new home");
+    assert_eq!(len, bytes.len(), "{codec:?}: the exact length");
+    if used != Compression::None {
+        assert!(arena_len > len, "{codec:?}: offered once it has shrunk");
     }
     assert_eq!(moved.into_inner(), bytes, "{codec:?} moved");
     let deferred = options.with_deferred_crc(true);
+    let moved = fill(recs, deferred)
+        .seal_compressed_moving(codec, &mut c, &mut scratch, |_, _| Some(Vec::new()))
+        .unwrap();
+    assert_eq!(moved.into_inner(), bytes, "{codec:?} moved, CRC deferred");
     let (later, _) = fill(recs, deferred)
         .seal_compressed(codec, &mut c, Vec::with_capacity(1 << 20))
         .unwrap();

@@ -12,8 +12,8 @@
 //! Freed buffers are cached per class (and not charged); when a class must allocate a
 //! fresh buffer and the caches would take what the pools hold past the budget, the other
 //! classes' caches are freed, so memory held stays within the budget plus one class's
-//! cache. A compressed batch moved out of its arena keeps part of the arena's charge
-//! while the arena is cached; cached arenas past the budget are then freed
+//! cache. A batch moved out of its arena (a small or compressed one) keeps part of the
+//! arena's charge while the arena is cached; cached arenas past the budget are then freed
 //! ([`ArenaPools::shed_past_budget`]).
 
 use crate::buf::{BudgetError, BufferPool, MemoryBudget, PooledBuf};

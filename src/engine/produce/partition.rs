@@ -48,8 +48,8 @@ pub(crate) enum Arena {
     Pooled(PooledBuf),
     /// A buffer of its own for a record larger than `batch.size`.
     Heap(Vec<u8>),
-    /// A compressed batch moved out of its pooled arena into a buffer of its own size,
-    /// charged to `buffer.memory` by that size (see [`Arena::smaller_home`]).
+    /// A batch moved out of its pooled arena into a buffer of its own size, charged to
+    /// `buffer.memory` by that size (see [`Arena::smaller_home`]).
     Charged(ChargedBuf),
 }
 
@@ -84,19 +84,23 @@ impl Arena {
         }
     }
 
-    /// Where a compressed batch of `len` bytes sealed in this arena should live instead,
-    /// if anywhere: a buffer of exactly `len`, charged `len` of this pooled arena's
-    /// charge, when that is at most half the arena and small enough to come cheaply
-    /// from the heap ([`MOVE_COMPRESSED_MAX`]). The arena then goes back to its pool at
-    /// once, with the rest of its charge. Kept in its arena, a batch compressed to a
-    /// fraction of it holds the whole arena's charge until it is acknowledged: with
-    /// many partitions (small batches, each in its own arena) `buffer.memory` then
-    /// bounds how much is in flight long before the bytes do, and batches stay small.
+    /// Where a batch of `len` bytes (compressed or not) sealed in this arena should live
+    /// instead, if anywhere: a buffer of exactly `len`, charged `len` of this pooled
+    /// arena's charge, when that is at most half the arena and small enough to come
+    /// cheaply from the heap ([`MOVE_MAX`]). The arena then goes back to its pool at
+    /// once, with the rest of its charge. Kept in its arena, a batch filling a fraction
+    /// of it (a compressed one, or one sealed by linger with a few records) holds the
+    /// whole arena's charge until it is acknowledged: with many partitions (small
+    /// batches, each in its own arena) `buffer.memory` then bounds how much is in flight
+    /// long before the bytes do. Worse, the appending thread then waits for an arena
+    /// for nearly every record, lingers expire on batches of a record or two, and those
+    /// take whole arenas in turn: with 256 partitions whose leaders were not ready yet,
+    /// most batches held one to four records.
     fn smaller_home(&mut self, len: usize) -> Option<Arena> {
         let Arena::Pooled(pooled) = self else {
             return None;
         };
-        if len > MOVE_COMPRESSED_MAX || len > pooled.capacity() / 2 {
+        if len > MOVE_MAX || len > pooled.capacity() / 2 {
             return None;
         }
         let permit = pooled.split_charge(len)?;
@@ -104,10 +108,10 @@ impl Arena {
     }
 }
 
-/// The largest compressed batch moved out of its arena (see [`Arena::smaller_home`]):
+/// The largest batch moved out of its arena (see [`Arena::smaller_home`]):
 /// below glibc's default mmap threshold (128 KiB), so its buffer comes from the heap
 /// without a system call or fresh pages; a larger one stays in its pooled arena.
-const MOVE_COMPRESSED_MAX: usize = 64 * 1024;
+const MOVE_MAX: usize = 64 * 1024;
 
 /// The idempotent producer's identity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -636,23 +640,23 @@ impl PartitionState {
         );
         let records = open.builder.len() as i32;
         let mut moved = false;
+        // In the batch's own arena, or moved to a buffer of its (compressed) size: either
+        // stays charged to buffer.memory until the batch is settled.
+        let mut elsewhere = |arena: &mut Arena, len| {
+            let home = arena.smaller_home(len);
+            moved = home.is_some();
+            home
+        };
         let sealed = if settings.codec == Compression::None {
-            open.builder.seal()
+            open.builder.seal_moving(elsewhere)
         } else {
-            // In the batch's own arena, or moved to a buffer of its compressed size:
-            // either stays charged to buffer.memory until the batch is settled, so the
-            // budget bounds compressed batches too.
             COMPRESSION.with(|c| {
                 let (compressor, scratch) = &mut *c.borrow_mut();
                 open.builder.seal_compressed_moving(
                     settings.codec,
                     compressor,
                     scratch,
-                    |arena, len| {
-                        let home = arena.smaller_home(len);
-                        moved = home.is_some();
-                        home
-                    },
+                    &mut elsewhere,
                 )
             })
         };

@@ -688,6 +688,48 @@ fn an_idempotent_producer_moves_to_its_next_epoch_and_needs_a_new_id_after_the_l
 /// arena, it moves to a buffer of its own size charged by that size, and the rest of
 /// the arena's charge is free at once for the next batches.
 #[test]
+fn a_small_batch_leaves_its_arena_and_a_big_one_keeps_it() {
+    let now = Instant::now();
+    let mut settings = settings();
+    settings.idempotent = false;
+    let arena = 16 * 1024;
+    // Room for one arena and a little more.
+    let pools = ArenaPools::new(arena, MemoryBudget::new(arena + 1024));
+    let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
+    for value in [b"first", b"other"] {
+        append_value(&mut p.state(), value, &settings, &pools, now);
+    }
+    assert_eq!(pools.budget_used(), arena, "the open batch holds an arena");
+    p.state().seal(SealReason::Due, &settings, &pools, &|| now);
+    let small = take(&p, now, &settings);
+    assert_eq!(small.len(), 1);
+    let len = small[0].batch.len();
+    assert!(len < 200, "two small records: {len} bytes");
+    assert_eq!(pools.budget_used(), len, "charged by its own size");
+    let batch = RecordBatchRef::new(&small[0].batch).unwrap();
+    assert!(batch.verify_crc().is_ok());
+    let values: Vec<Vec<u8>> = batch
+        .records()
+        .unwrap()
+        .map(|r| r.unwrap().value().unwrap().to_vec())
+        .collect();
+    assert_eq!(values, vec![b"first".to_vec(), b"other".to_vec()]);
+    // Its arena is free again: the next batch gets it while the first is in flight.
+    let value = vec![3u8; 1000];
+    for _ in 0..12 {
+        append_value(&mut p.state(), &value, &settings, &pools, now);
+    }
+    p.state().seal(SealReason::Due, &settings, &pools, &|| now);
+    let big = take(&p, now, &settings);
+    assert!(big[0].batch.len() > arena / 2);
+    assert_eq!(
+        pools.budget_used(),
+        len + arena,
+        "a batch filling most of its arena stays there, charged the whole arena"
+    );
+}
+
+#[test]
 fn a_small_compressed_batch_stays_charged_by_its_own_size() {
     let now = Instant::now();
     let mut settings = settings();
