@@ -329,7 +329,8 @@ impl AsMut<Vec<u8>> for PooledBuf {
 struct Frozen(PooledBuf);
 
 /// A heap buffer of its own, charged to a budget by its capacity: for contents that
-/// are much smaller than a pooled buffer (a compressed batch), kept charged without
+/// are much smaller than a pooled buffer (a batch using a small part of its arena, or
+/// compressed to one), kept charged without
 /// holding a whole pooled buffer. Dropping it (or the last [`Bytes`] made by
 /// [`ChargedBuf::freeze`]) frees the memory and returns the bytes to the budget.
 #[derive(Debug)]

@@ -14,7 +14,8 @@ struct Rec {
 
 /// The batch of `recs` sealed with `codec`, and the codec it ended up with. Sealed
 /// every way, into a second arena, in place, and moved to a buffer offered once the
-/// compressed length is known, which must all give the same bytes.
+/// batch's final length is known (compressed or not), which must all give the same
+/// bytes.
 fn build(recs: &[Rec], options: BatchOptions, codec: Compression) -> (Vec<u8>, Compression) {
     let mut c = Compressor::new();
     let (sealed, spare) = fill(recs, options)
@@ -40,7 +41,9 @@ fn build(recs: &[Rec], options: BatchOptions, codec: Compression) -> (Vec<u8>, C
     // compressed one only once it has shrunk.
     let (arena_len, len) = offered.expect("offered a new home");
     assert_eq!(len, bytes.len(), "{codec:?}: the exact length");
-    if used != Compression::None {
+    if used == Compression::None {
+        assert_eq!(arena_len, len, "{codec:?}: offered the arena as it is");
+    } else {
         assert!(arena_len > len, "{codec:?}: offered once it has shrunk");
     }
     assert_eq!(moved.into_inner(), bytes, "{codec:?} moved");

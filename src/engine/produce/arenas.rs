@@ -6,7 +6,9 @@
 //! sealed by linger while using less than a quarter of its arena moves it down. A busy
 //! partition reaches full-size arenas within a few batches; a thousand partitions with
 //! a trickle each take a small arena apiece. Records are still written once, in place:
-//! a batch never moves to a bigger arena, the next one gets it.
+//! a batch never moves to a bigger arena, the next one gets it. A batch sealed using at
+//! most half of its arena moves, whole, to a buffer of its own size (see the
+//! partition's `Arena::smaller_home`), and the arena is free for the next.
 //!
 //! Every class charges the one [`MemoryBudget`] by the size of the buffers it lends.
 //! Freed buffers are cached per class (and not charged); when a class must allocate a

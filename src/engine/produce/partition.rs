@@ -8,7 +8,9 @@
 //! user's thread and a worker share on the produce path (as franz-go's `recBuf`).
 //!
 //! Invariants:
-//! - A record is copied once, into its final place in the open batch.
+//! - A record is copied once, into its final place in the open batch. A batch sealed
+//!   filling at most half of its arena is then copied once more, whole, into a buffer
+//!   of its own size, so that the arena is free again ([`Arena::smaller_home`]).
 //! - Batches are sealed in one place, [`PartitionState::seal`]: by the appending thread
 //!   when a batch is full, by the sink when linger expires or a flush asks.
 //! - With idempotence, sequence numbers are assigned when a batch is first sent, in
@@ -31,7 +33,7 @@ use bytes::Bytes;
 use super::arenas::{ArenaPools, next_class};
 use super::completion::{BatchAck, BatchShared};
 use super::failures::DeliveryFailures;
-pub(crate) use super::wake::Wake;
+use super::wake::Wake;
 use crate::buf::{ChargedBuf, PooledBuf};
 use crate::error::Error;
 use crate::protocol::KafkaCode;
@@ -604,9 +606,11 @@ impl PartitionState {
         });
         // The sink may be asleep with no timer, or one later than this batch's linger:
         // let it learn the linger.
-        if !self.sink_looks_again_unwoken(settings)
-            && !self.sink_drains_by(created + settings.linger)
-        {
+        // With no linger the batch is due at once: a sink whose timer is due but has
+        // not fired yet is woken rather than left to the timer's next tick.
+        let due = created + settings.linger;
+        let sink_comes_by_then = !settings.linger.is_zero() && self.sink_drains_by(due);
+        if !self.sink_looks_again_unwoken(settings) && !sink_comes_by_then {
             self.wake_sink();
         }
         Ok(None)
@@ -615,8 +619,9 @@ impl PartitionState {
     /// Seals the open batch and queues it: the one place batches are sealed. A batch
     /// sealed full moves the partition's next arena up a size class; one sealed by time
     /// at under a quarter full moves it down. With a codec the batch is compressed in
-    /// its own arena, or moved to a buffer of its compressed size when that is much
-    /// smaller (or sent as it is when compressing would not shrink it).
+    /// its own arena (or left as it is when compressing would not shrink it). Either way
+    /// a batch filling at most half of its arena then moves to a buffer of its own size
+    /// ([`Arena::smaller_home`]).
     /// `now` is read only when sealing fails (for the failure log).
     pub fn seal(
         &mut self,

@@ -38,9 +38,10 @@ use std::time::Instant;
 use super::arenas::ArenaPools;
 use super::completion::BatchAck;
 use super::partition::{
-    BatchReport, Outgoing, ProducePartition, ProduceSettings, ProducerId, Verdict, Wake,
+    BatchReport, Outgoing, ProducePartition, ProduceSettings, ProducerId, Verdict,
 };
 use super::request::{PartitionBatch, ProduceBatches};
+use super::wake::Wake;
 use crate::client::{BrokerInfo, LeaderHint};
 use crate::engine::connection::RawResponse;
 use crate::engine::error::IoError;
@@ -154,6 +155,10 @@ impl Sink {
 
     /// Seals lingering batches, expires old ones, hands moved partitions back, and turns
     /// what may be sent into requests (see [`Sink::poll_request`]).
+    ///
+    /// Every drain looks at every partition, and [`Sink::poll_timeout`] is then no later
+    /// than the linger of any open batch: the appending threads rely on both when they
+    /// skip waking the sink (`engine::produce::wake`).
     pub fn drain(&mut self, now: Instant, cx: &SinkContext<'_>) {
         let mut outgoing = Vec::new();
         let mut wake_at = None;

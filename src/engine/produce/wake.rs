@@ -19,6 +19,17 @@
 //!   timer may not count the batch, but if it is no later than the batch's linger the
 //!   sink drains by then and sees it; if it is later, or there is none, the thread wakes
 //!   the sink.
+//!
+//! What this rests on:
+//! - Every drain looks at every partition of the sink, and the sink's timer is no later
+//!   than the linger of any open batch it saw (`Sink::drain`). A drain that looked only
+//!   at partitions known to have changed would break the argument above.
+//! - A partition handed to another sink still names the old sink until the new one
+//!   adopts it, and the old sink's timer no longer counts it: a wake-up skipped then
+//!   is made up by the hand-over, which wakes the new sink, and by the adoption, which
+//!   wakes it again when the partition has anything pending.
+//! - With no linger a batch is due when opened, and the thread always wakes the sink
+//!   (`PartitionState::open_batch`): a timer no later than "now" may not have fired.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;

@@ -40,9 +40,10 @@ use crate::engine::fetch::{FetchSettings, FetchTarget, Fetcher, Next};
 use crate::engine::produce::arenas::ArenaPools;
 use crate::engine::produce::completion::{BatchShared, Resolved};
 use crate::engine::produce::partition::{
-    Appended, ProducePartition, ProduceSettings, ProducerId, RecordParts, Wake,
+    Appended, ProducePartition, ProduceSettings, ProducerId, RecordParts,
 };
 use crate::engine::produce::sink::{Leaders, Sink, SinkContext, SinkEvent};
+use crate::engine::produce::wake::Wake;
 use crate::error::Error;
 use crate::protocol::messages::{
     FetchRequest, FetchResponse, InitProducerIdRequest, InitProducerIdResponse, MetadataRequest,

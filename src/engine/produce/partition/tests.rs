@@ -485,11 +485,26 @@ fn a_new_batch_wakes_the_sink_only_if_it_would_not_drain_by_the_batchs_linger() 
 }
 
 #[test]
-fn a_full_batch_wakes_the_sink_even_when_it_drains_before_the_linger() {
+fn with_no_linger_a_new_batch_always_wakes_the_sink() {
     let now = Instant::now();
     let (mut settings, pools) = (settings(), pools());
-    // Not idempotent: nothing holds the batch back once it is sealed.
-    settings.idempotent = false;
+    settings.linger = Duration::ZERO;
+    let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
+    let sink = Arc::new(TimedWake {
+        wakes: CountingWake::default(),
+        next: crate::engine::produce::wake::NextDrain::new(now),
+    });
+    p.state().adopt(sink.clone());
+    // The sink's timer is due now but may not have fired: the batch is due now too.
+    sink.next.sleeping_until(Some(now));
+    append_value(&mut p.state(), b"v", &settings, &pools, now);
+    assert_eq!(sink.wakes.count(), 1);
+}
+
+#[test]
+fn a_full_batch_wakes_the_sink_even_when_it_drains_before_the_linger() {
+    let now = Instant::now();
+    let (settings, pools) = (settings(), pools());
     let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
     let sink = Arc::new(TimedWake {
         wakes: CountingWake::default(),
@@ -682,11 +697,9 @@ fn an_idempotent_producer_moves_to_its_next_epoch_and_needs_a_new_id_after_the_l
     assert_eq!(last.next_epoch(), None);
 }
 
-/// A compressed batch stays charged to `buffer.memory` until it is settled: with the
-/// budget spent, sealing it used to compress into an uncharged heap copy and free the
-/// arena, so appends went on past the budget. Compressed to a small fraction of its
-/// arena, it moves to a buffer of its own size charged by that size, and the rest of
-/// the arena's charge is free at once for the next batches.
+/// A batch sealed with a few records moves to a buffer of its own size, charged by that
+/// size, and its arena is free at once for the next batch; one filling most of its arena
+/// stays there.
 #[test]
 fn a_small_batch_leaves_its_arena_and_a_big_one_keeps_it() {
     let now = Instant::now();
@@ -729,6 +742,11 @@ fn a_small_batch_leaves_its_arena_and_a_big_one_keeps_it() {
     );
 }
 
+/// A compressed batch stays charged to `buffer.memory` until it is settled: with the
+/// budget spent, sealing it used to compress into an uncharged heap copy and free the
+/// arena, so appends went on past the budget. Compressed to a small fraction of its
+/// arena, it moves to a buffer of its own size charged by that size, and the rest of
+/// the arena's charge is free at once for the next batches.
 #[test]
 fn a_small_compressed_batch_stays_charged_by_its_own_size() {
     let now = Instant::now();
