@@ -3,10 +3,12 @@
 //! record timed from send to delivery report, and the wall-clock stamps written into
 //! values there and read back by `kring perf consume --e2e` for end-to-end latency.
 
-use std::cell::{Cell, RefCell};
-use std::rc::Rc;
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -167,7 +169,8 @@ type Timed = (DeliveryFuture, Instant);
 
 /// Times every record's delivery report as it arrives: a thread whose single-threaded
 /// runtime awaits all outstanding reports at once (not one after another, which would
-/// charge a record the wait for an earlier one on a slower partition).
+/// charge a record the wait for an earlier one on a slower partition; see
+/// [`time_reports`]).
 struct TimedDeliveries {
     /// Reports pushed since the last hand-over.
     batch: Vec<Timed>,
@@ -222,58 +225,67 @@ impl TimedDeliveries {
     }
 }
 
-/// The waiter thread: one local task per outstanding report, until the sender is done
-/// and every report is in.
+/// The waiter thread: every outstanding report in one task, queued by partition in send
+/// order. A partition's reports arrive in that order (its batches are acknowledged in
+/// sequence), so each pass takes, queue by queue, the reports at the front that have
+/// arrived, timed when the pass finds the first of them, and stops at the first still
+/// due; the task is woken when that one's batch is settled. One wake-up a batch, where a
+/// task per record was one a record (and an allocation). Were a later report of a
+/// partition to arrive first, it would be timed when the earlier one arrives: counted
+/// late, never early.
 fn time_reports(
     runtime: tokio::runtime::Runtime,
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Vec<Timed>>,
     counter: Arc<AtomicU64>,
 ) -> Tally {
-    let tally = Rc::new(RefCell::new(Tally::default()));
-    let outstanding = Rc::new(Cell::new(0usize));
-    let all_in = Rc::new(tokio::sync::Notify::new());
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&runtime, async {
-        while let Some(batch) = rx.recv().await {
-            for (future, sent) in batch {
-                watch(future, sent, &tally, &outstanding, &all_in, &counter);
+    let mut tally = Tally::default();
+    let mut queues: BTreeMap<i32, VecDeque<Timed>> = BTreeMap::new();
+    let mut sending = true;
+    runtime.block_on(std::future::poll_fn(|cx| {
+        while sending {
+            match rx.poll_recv(cx) {
+                Poll::Ready(Some(batch)) => {
+                    for timed in batch {
+                        queues
+                            .entry(timed.0.partition())
+                            .or_default()
+                            .push_back(timed);
+                    }
+                }
+                Poll::Ready(None) => sending = false,
+                Poll::Pending => break,
             }
         }
-        while outstanding.get() > 0 {
-            all_in.notified().await;
+        let mut reported = 0;
+        for queue in queues.values_mut() {
+            reported += take_arrived(queue, cx, &mut tally);
         }
-    });
-    let mut tally = tally.take();
+        counter.fetch_add(reported, Ordering::Relaxed);
+        if !sending && queues.values().all(VecDeque::is_empty) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }));
     tally.latencies_ns.sort_unstable();
     tally
 }
 
-/// One local task awaiting one report.
-fn watch(
-    future: DeliveryFuture,
-    sent: Instant,
-    tally: &Rc<RefCell<Tally>>,
-    outstanding: &Rc<Cell<usize>>,
-    all_in: &Rc<tokio::sync::Notify>,
-    counter: &Arc<AtomicU64>,
-) {
-    outstanding.set(outstanding.get() + 1);
-    let (tally, outstanding, all_in, counter) = (
-        tally.clone(),
-        outstanding.clone(),
-        all_in.clone(),
-        counter.clone(),
-    );
-    tokio::task::spawn_local(async move {
-        let result = future.await;
-        let now = Instant::now();
-        record_report(&mut tally.borrow_mut(), result, now, sent);
-        counter.fetch_add(1, Ordering::Relaxed);
-        outstanding.set(outstanding.get() - 1);
-        if outstanding.get() == 0 {
-            all_in.notify_one();
+/// Takes the reports at the front of `queue` that have arrived into `tally`; how many.
+fn take_arrived(queue: &mut VecDeque<Timed>, cx: &mut Context<'_>, tally: &mut Tally) -> u64 {
+    let mut now = None;
+    let mut taken = 0;
+    while let Some((future, _)) = queue.front_mut() {
+        let Poll::Ready(result) = Pin::new(future).poll(cx) else {
+            break;
+        };
+        let now = *now.get_or_insert_with(Instant::now);
+        if let Some((_, sent)) = queue.pop_front() {
+            record_report(tally, result, now, sent);
+            taken += 1;
         }
-    });
+    }
+    taken
 }
 
 fn record_report(
@@ -298,6 +310,24 @@ fn record_report(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_report_handed_over_is_counted_once_whatever_its_partition() {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Vec<Timed>>();
+        let counter = Arc::new(AtomicU64::new(0));
+        let sent = Instant::now();
+        let failed = |p: i32| {
+            let error = kring::Error::ShuttingDown;
+            (DeliveryFuture::ready(p, Err(error)), sent)
+        };
+        tx.send(vec![failed(0), failed(2), failed(0)]).unwrap();
+        tx.send(vec![failed(1), failed(2)]).unwrap();
+        drop(tx);
+        let tally = time_reports(crate::local_runtime().unwrap(), rx, counter.clone());
+        assert_eq!((tally.delivered, tally.failed), (0, 5));
+        assert_eq!(counter.load(Ordering::Relaxed), 5);
+        assert!(tally.first_error.is_some());
+    }
 
     #[test]
     fn keys_are_the_hex_digits_of_the_mixed_index() {
