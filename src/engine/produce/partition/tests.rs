@@ -441,16 +441,22 @@ impl Wake for TimedWake {
     }
 }
 
-#[test]
-fn a_new_batch_wakes_the_sink_only_if_it_would_not_drain_by_the_batchs_linger() {
-    let now = Instant::now();
-    let (settings, pools) = (settings(), pools());
+/// A partition adopted by a sink whose wake-ups are counted and whose timer the test sets.
+fn partition_with_timed_sink(now: Instant) -> (Arc<ProducePartition>, Arc<TimedWake>) {
     let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
     let sink = Arc::new(TimedWake {
         wakes: CountingWake::default(),
         next: crate::engine::produce::wake::NextDrain::new(now),
     });
     p.state().adopt(sink.clone());
+    (p, sink)
+}
+
+#[test]
+fn a_new_batch_wakes_the_sink_only_if_it_would_not_drain_by_the_batchs_linger() {
+    let now = Instant::now();
+    let (settings, pools) = (settings(), pools());
+    let (p, sink) = partition_with_timed_sink(now);
     let mut opened = 0;
     let mut open_batch = |at: Instant| {
         // Each time a new batch (the last one sealed by time, as the sink would).
@@ -489,12 +495,7 @@ fn with_no_linger_a_new_batch_always_wakes_the_sink() {
     let now = Instant::now();
     let (mut settings, pools) = (settings(), pools());
     settings.linger = Duration::ZERO;
-    let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
-    let sink = Arc::new(TimedWake {
-        wakes: CountingWake::default(),
-        next: crate::engine::produce::wake::NextDrain::new(now),
-    });
-    p.state().adopt(sink.clone());
+    let (p, sink) = partition_with_timed_sink(now);
     // The sink's timer is due now but may not have fired: the batch is due now too.
     sink.next.sleeping_until(Some(now));
     append_value(&mut p.state(), b"v", &settings, &pools, now);
@@ -505,12 +506,7 @@ fn with_no_linger_a_new_batch_always_wakes_the_sink() {
 fn a_full_batch_wakes_the_sink_even_when_it_drains_before_the_linger() {
     let now = Instant::now();
     let (settings, pools) = (settings(), pools());
-    let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
-    let sink = Arc::new(TimedWake {
-        wakes: CountingWake::default(),
-        next: crate::engine::produce::wake::NextDrain::new(now),
-    });
-    p.state().adopt(sink.clone());
+    let (p, sink) = partition_with_timed_sink(now);
     sink.next.sleeping_until(Some(now + settings.linger / 2));
     let value = vec![7u8; 1000];
     while !p.state().has_sendable() {
