@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 
-use crate::engine::produce::completion::{BatchAck, BatchShared, Resolved};
+use crate::engine::produce::completion::{BatchAck, BatchShared, Resolved, WaitSlot};
 use crate::error::Error;
 use crate::record::Header;
 
@@ -165,6 +165,8 @@ pub struct DeliveryFuture {
     shared: Arc<BatchShared>,
     index: usize,
     partition: i32,
+    /// This future's entry among its batch's waiting wakers, once it has waited.
+    slot: WaitSlot,
     timestamp: i64,
 }
 
@@ -179,6 +181,7 @@ impl DeliveryFuture {
             shared,
             index,
             partition,
+            slot: WaitSlot::NONE,
             timestamp,
         }
     }
@@ -251,12 +254,17 @@ impl Future for DeliveryFuture {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         loop {
-            match self.shared.poll_record(self.index, Some(cx.waker())) {
+            let this = &mut *self;
+            match this
+                .shared
+                .poll_record(this.index, Some((cx.waker(), &mut this.slot)))
+            {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Resolved::Done(r)) => return Poll::Ready(self.finish(r)),
                 Poll::Ready(Resolved::Moved(p)) => {
                     self.shared = p;
                     self.index = 0;
+                    self.slot = WaitSlot::NONE;
                 }
             }
         }

@@ -25,6 +25,24 @@ enum Settled {
     Split(Vec<Arc<BatchShared>>),
 }
 
+/// Where one future's waker sits in its batch's list of waiting wakers, once the
+/// future has waited: each future keeps to its own entry and replaces the waker there
+/// when polled again with another.
+///
+/// Not a search of the list with `Waker::will_wake` against the waker a poll is given:
+/// a stored clone can compare unequal to the very waker it was cloned from (its vtable
+/// a copy elsewhere in the binary, as with tokio's `block_on` waker in a release build),
+/// and then every poll of a pending future added a waker more. A harness polling its
+/// oldest report at every turn left about ten per batch, each an `eventfd` write when
+/// the batch settled; a future polled in a loop would have grown the list without bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WaitSlot(u32);
+
+impl WaitSlot {
+    /// Not waiting yet (or waiting on another batch: a split moves the record).
+    pub const NONE: WaitSlot = WaitSlot(u32::MAX);
+}
+
 /// The completion shared by every record of one batch.
 ///
 /// The outcome is set once, under `waiting`'s lock, so a future that finds it unset
@@ -34,7 +52,8 @@ enum Settled {
 #[derive(Debug)]
 pub(crate) struct BatchShared {
     settled: OnceLock<Settled>,
-    /// The wakers of the futures waiting while the batch is pending.
+    /// The wakers of the futures waiting while the batch is pending, one entry per
+    /// future (its [`WaitSlot`]).
     waiting: Mutex<Vec<Waker>>,
     done: Condvar,
 }
@@ -60,9 +79,7 @@ impl BatchShared {
             Err(_) => return false,
         };
         self.done.notify_all();
-        for w in wakers {
-            w.wake();
-        }
+        wake_each_task_once(wakers);
         true
     }
 
@@ -92,9 +109,14 @@ impl BatchShared {
         })
     }
 
-    /// The result for record `index`, or the batch it moved to; registers `waker` if pending.
+    /// The result for record `index`, or the batch it moved to; if pending, registers
+    /// the waker in the future's own entry (`slot`: [`WaitSlot::NONE`] the first time).
     #[inline]
-    pub(crate) fn poll_record(&self, index: usize, waker: Option<&Waker>) -> Poll<Resolved> {
+    pub(crate) fn poll_record(
+        &self,
+        index: usize,
+        waiter: Option<(&Waker, &mut WaitSlot)>,
+    ) -> Poll<Resolved> {
         if let Some(r) = self.resolved(index) {
             return Poll::Ready(r);
         }
@@ -105,10 +127,8 @@ impl BatchShared {
         if let Some(r) = self.resolved(index) {
             return Poll::Ready(r);
         }
-        if let Some(w) = waker
-            && !waiting.iter().any(|x| x.will_wake(w))
-        {
-            waiting.push(w.clone());
+        if let Some((waker, slot)) = waiter {
+            register(&mut waiting, waker, slot);
         }
         Poll::Pending
     }
@@ -141,6 +161,34 @@ impl BatchShared {
     }
 }
 
+/// Puts `waker` in the entry `slot` names, or in a new one.
+fn register(waiting: &mut Vec<Waker>, waker: &Waker, slot: &mut WaitSlot) {
+    match waiting.get_mut(slot.0 as usize) {
+        // `clone_from` keeps the stored waker when it is known to wake the same task.
+        Some(old) => old.clone_from(waker),
+        None => {
+            // A batch holds far fewer records than u32::MAX; were it not so, the future
+            // would register afresh at each poll, which is only slower.
+            slot.0 = u32::try_from(waiting.len()).unwrap_or(u32::MAX);
+            waiting.push(waker.clone());
+        }
+    }
+}
+
+/// Wakes every waker, but one equal to the waker woken just before it only once: the
+/// futures of one task (records of one batch awaited together) register one after
+/// another, and their stored clones compare equal to each other.
+fn wake_each_task_once(wakers: Vec<Waker>) {
+    let mut last: Option<Waker> = None;
+    for w in wakers {
+        if last.as_ref().is_some_and(|l| l.will_wake(&w)) {
+            continue;
+        }
+        w.wake_by_ref();
+        last = Some(w);
+    }
+}
+
 pub(crate) enum Resolved {
     Done(Result<BatchAck, Error>),
     Moved(Arc<BatchShared>),
@@ -149,20 +197,92 @@ pub(crate) enum Resolved {
 /// Waits for a whole batch (flush): until it is settled, and a split batch until every
 /// part is.
 pub(crate) fn batch_done(shared: Arc<BatchShared>) -> Pin<Box<dyn Future<Output = ()> + Send>> {
-    struct Settled(Arc<BatchShared>);
+    struct Settled(Arc<BatchShared>, WaitSlot);
     impl Future for Settled {
         type Output = ();
-        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-            match self.0.poll_record(0, Some(cx.waker())) {
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            let Settled(shared, slot) = &mut *self;
+            match shared.poll_record(0, Some((cx.waker(), slot))) {
                 Poll::Pending => Poll::Pending,
                 Poll::Ready(_) => Poll::Ready(()),
             }
         }
     }
     Box::pin(async move {
-        Settled(shared.clone()).await;
+        Settled(shared.clone(), WaitSlot::NONE).await;
         for c in shared.parts() {
             batch_done(c).await;
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+
+    use super::*;
+
+    /// A task that counts its wake-ups.
+    #[derive(Default)]
+    struct Task(AtomicUsize);
+
+    impl Wake for Task {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn woken(task: &Arc<Task>) -> usize {
+        task.0.load(Ordering::SeqCst)
+    }
+
+    fn ack() -> Result<BatchAck, Error> {
+        Ok(BatchAck {
+            base_offset: 7,
+            log_append_time: -1,
+        })
+    }
+
+    #[test]
+    fn a_future_polled_again_keeps_one_entry_and_only_its_last_waker_is_woken() {
+        let shared = BatchShared::new();
+        let tasks: Vec<Arc<Task>> = (0..1000).map(|_| Arc::default()).collect();
+        let mut slot = WaitSlot::NONE;
+        for task in &tasks {
+            let waker = Waker::from(task.clone());
+            assert!(
+                shared
+                    .poll_record(0, Some((&waker, &mut slot)))
+                    .is_pending()
+            );
+        }
+        assert_eq!(shared.waiting.lock().unwrap().len(), 1);
+        assert!(shared.complete(ack()));
+        let (last, earlier) = tasks.split_last().unwrap();
+        assert_eq!(woken(last), 1);
+        assert!(earlier.iter().all(|t| woken(t) == 0));
+    }
+
+    #[test]
+    fn every_waiting_future_of_a_batch_is_woken_and_one_task_once() {
+        let shared = BatchShared::new();
+        let (a, b) = (Arc::<Task>::default(), Arc::<Task>::default());
+        let (wa, wb) = (Waker::from(a.clone()), Waker::from(b.clone()));
+        let mut slots = [WaitSlot::NONE; 4];
+        // Records 0 and 1 awaited by task a, 2 by b, then 3 by a again.
+        for (i, w) in [&wa, &wa, &wb, &wa].into_iter().enumerate() {
+            assert!(shared.poll_record(i, Some((w, &mut slots[i]))).is_pending());
+        }
+        assert_eq!(shared.waiting.lock().unwrap().len(), 4);
+        assert!(shared.complete(ack()));
+        // a's two entries in a row wake it once; its later one again.
+        assert_eq!((woken(&a), woken(&b)), (2, 1));
+        let mut slot = WaitSlot::NONE;
+        match shared.poll_record(3, Some((&wa, &mut slot))) {
+            Poll::Ready(Resolved::Done(Ok(ack))) => assert_eq!(ack.base_offset, 7),
+            _ => panic!("a settled batch is ready"),
+        }
+        assert_eq!(slot, WaitSlot::NONE);
+    }
 }
