@@ -6,9 +6,9 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -167,31 +167,29 @@ fn wait_until(due: Instant) {
 
 type Timed = (DeliveryFuture, Instant);
 
-/// Times every record's delivery report as it arrives: a thread whose single-threaded
-/// runtime awaits all outstanding reports at once (not one after another, which would
-/// charge a record the wait for an earlier one on a slower partition; see
-/// [`time_reports`]).
+/// Times every record's delivery report as it arrives: a thread that awaits all
+/// outstanding reports at once (not one after another, which would charge a record the
+/// wait for an earlier one on a slower partition; see [`time_reports`]).
 struct TimedDeliveries {
     /// Reports pushed since the last hand-over.
     batch: Vec<Timed>,
-    tx: Option<tokio::sync::mpsc::UnboundedSender<Vec<Timed>>>,
+    outstanding: Arc<Mutex<Outstanding>>,
     waiter: Option<JoinHandle<Tally>>,
     reported: Arc<AtomicU64>,
 }
 
 impl TimedDeliveries {
     fn start() -> Result<Self, CliError> {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Vec<Timed>>();
+        let outstanding = Arc::new(Mutex::new(Outstanding::default()));
         let reported = Arc::new(AtomicU64::new(0));
-        let counter = reported.clone();
-        let runtime = crate::local_runtime()?;
+        let (shared, counter) = (outstanding.clone(), reported.clone());
         let waiter = std::thread::Builder::new()
             .name("kring-timed-deliveries".into())
-            .spawn(move || time_reports(runtime, rx, counter))
+            .spawn(move || time_reports(&shared, &counter))
             .map_err(|e| CliError::io("starting the delivery waiter", e))?;
         Ok(TimedDeliveries {
             batch: Vec::new(),
-            tx: Some(tx),
+            outstanding,
             waiter: Some(waiter),
             reported,
         })
@@ -201,14 +199,20 @@ impl TimedDeliveries {
         self.batch.push((future, sent));
     }
 
-    /// Hands the reports pushed since the last time to the waiter.
+    /// Hands the reports pushed since the last time to the waiter, waking it only when
+    /// it is not waiting for them anyway (see [`Outstanding::add`]).
     fn hand_over(&mut self) {
         if self.batch.is_empty() {
             return;
         }
-        if let Some(tx) = &self.tx {
-            // The waiter runs until `tx` is dropped, so it is there to receive.
-            let _ = tx.send(std::mem::take(&mut self.batch));
+        let batch = std::mem::take(&mut self.batch);
+        let waker = self
+            .outstanding
+            .lock()
+            .ok()
+            .and_then(|mut o| o.add(batch).then(|| o.waker.clone()).flatten());
+        if let Some(w) = waker {
+            w.wake();
         }
     }
 
@@ -217,7 +221,14 @@ impl TimedDeliveries {
     }
 
     fn finish(mut self) -> Tally {
-        self.tx = None;
+        self.hand_over();
+        let waker = self.outstanding.lock().ok().and_then(|mut o| {
+            o.closed = true;
+            o.waker.clone()
+        });
+        if let Some(w) = waker {
+            w.wake();
+        }
         self.waiter
             .take()
             .and_then(|w| w.join().ok())
@@ -225,43 +236,58 @@ impl TimedDeliveries {
     }
 }
 
-/// The waiter thread: every outstanding report in one task, queued by partition in send
-/// order. A partition's reports arrive in that order (its batches are acknowledged in
-/// sequence), so each pass takes, queue by queue, the reports at the front that have
-/// arrived, timed when the pass finds the first of them, and stops at the first still
-/// due; the task is woken when that one's batch is settled. One wake-up a batch, where a
-/// task per record was one a record (and an allocation). Were a later report of a
-/// partition to arrive first, it would be timed when the earlier one arrives: counted
-/// late, never early.
-fn time_reports(
-    runtime: tokio::runtime::Runtime,
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<Vec<Timed>>,
-    counter: Arc<AtomicU64>,
-) -> Tally {
+/// The reports the waiter has not seen arrive yet, queued by partition in send order,
+/// and how to wake it.
+#[derive(Default)]
+struct Outstanding {
+    queues: BTreeMap<i32, VecDeque<Timed>>,
+    /// The waker of the waiter's last pass.
+    waker: Option<Waker>,
+    /// The sender is done: no more reports come.
+    closed: bool,
+}
+
+impl Outstanding {
+    /// Queues `batch`; whether the waiter must be woken to see it. Only for a report
+    /// of a partition that had none outstanding: the waiter waits on the oldest report
+    /// of every partition, and a partition's reports arrive in send order, so one
+    /// queued behind another is looked at when that one arrives, or at the same pass if
+    /// both arrived. One wake-up of the waiter a batch, not one a hand-over (a nap of the
+    /// sender, 2,000 a second).
+    fn add(&mut self, batch: Vec<Timed>) -> bool {
+        let mut wake = false;
+        for timed in batch {
+            let queue = self.queues.entry(timed.0.partition()).or_default();
+            wake |= queue.is_empty();
+            queue.push_back(timed);
+        }
+        wake
+    }
+}
+
+/// The waiter thread: one pass over the outstanding reports at every wake-up (a
+/// partition's report arriving, or one of a partition that had none): queue by queue,
+/// it takes the reports at the front that have arrived, timed when the pass finds the
+/// first of them, and stops at the first still due, whose batch wakes it when settled.
+/// Were a later report of a partition to arrive first, it would be timed when the
+/// earlier one arrives: counted late, never early. Parks the thread between passes
+/// (`kring::client::block_on`).
+fn time_reports(outstanding: &Mutex<Outstanding>, counter: &AtomicU64) -> Tally {
     let mut tally = Tally::default();
-    let mut queues: BTreeMap<i32, VecDeque<Timed>> = BTreeMap::new();
-    let mut sending = true;
-    runtime.block_on(std::future::poll_fn(|cx| {
-        while sending {
-            match rx.poll_recv(cx) {
-                Poll::Ready(Some(batch)) => {
-                    for timed in batch {
-                        queues
-                            .entry(timed.0.partition())
-                            .or_default()
-                            .push_back(timed);
-                    }
-                }
-                Poll::Ready(None) => sending = false,
-                Poll::Pending => break,
-            }
+    kring::client::block_on(std::future::poll_fn(|cx| {
+        let Ok(mut o) = outstanding.lock() else {
+            return Poll::Ready(());
+        };
+        match &mut o.waker {
+            Some(w) => w.clone_from(cx.waker()),
+            None => o.waker = Some(cx.waker().clone()),
         }
         let mut reported = 0;
-        for queue in queues.values_mut() {
+        for queue in o.queues.values_mut() {
             reported += take_arrived(queue, cx, &mut tally);
         }
         counter.fetch_add(reported, Ordering::Relaxed);
-        if !sending && queues.values().all(VecDeque::is_empty) {
+        if o.closed && o.queues.values().all(VecDeque::is_empty) {
             Poll::Ready(())
         } else {
             Poll::Pending
@@ -311,22 +337,50 @@ fn record_report(
 mod tests {
     use super::*;
 
+    fn failed(p: i32) -> Timed {
+        let error = kring::Error::ShuttingDown;
+        (DeliveryFuture::ready(p, Err(error)), Instant::now())
+    }
+
     #[test]
     fn every_report_handed_over_is_counted_once_whatever_its_partition() {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Vec<Timed>>();
-        let counter = Arc::new(AtomicU64::new(0));
-        let sent = Instant::now();
-        let failed = |p: i32| {
-            let error = kring::Error::ShuttingDown;
-            (DeliveryFuture::ready(p, Err(error)), sent)
-        };
-        tx.send(vec![failed(0), failed(2), failed(0)]).unwrap();
-        tx.send(vec![failed(1), failed(2)]).unwrap();
-        drop(tx);
-        let tally = time_reports(crate::local_runtime().unwrap(), rx, counter.clone());
+        let outstanding = Mutex::new(Outstanding::default());
+        let counter = AtomicU64::new(0);
+        {
+            let mut o = outstanding.lock().unwrap();
+            o.add(vec![failed(0), failed(2), failed(0)]);
+            o.add(vec![failed(1), failed(2)]);
+            o.closed = true;
+        }
+        let tally = time_reports(&outstanding, &counter);
         assert_eq!((tally.delivered, tally.failed), (0, 5));
         assert_eq!(counter.load(Ordering::Relaxed), 5);
         assert!(tally.first_error.is_some());
+    }
+
+    #[test]
+    fn the_waiter_is_woken_only_for_a_partition_with_nothing_outstanding() {
+        let mut o = Outstanding::default();
+        assert!(o.add(vec![failed(0), failed(0)]));
+        assert!(!o.add(vec![failed(0)]));
+        assert!(o.add(vec![failed(0), failed(1)]));
+        assert!(!o.add(vec![failed(1), failed(0)]));
+        o.queues.get_mut(&1).unwrap().clear();
+        assert!(o.add(vec![failed(1)]));
+        assert_eq!(o.queues.values().map(VecDeque::len).sum::<usize>(), 6);
+    }
+
+    #[test]
+    fn the_waiter_ends_once_closed_with_every_report_taken() {
+        let mut waiter = TimedDeliveries::start().unwrap();
+        for p in [0, 1, 0] {
+            let (future, sent) = failed(p);
+            waiter.push(future, sent);
+        }
+        waiter.hand_over();
+        waiter.push(failed(1).0, Instant::now());
+        let tally = waiter.finish();
+        assert_eq!(tally.failed, 4);
     }
 
     #[test]
