@@ -57,6 +57,9 @@ KRING_LIKE = ("kring", "kring-epoll", "kring-base")
 COLORS = {"kring": "#c0392b", "kring-epoll": "#7b241c", "kring-base": "#e8a598", "librdkafka": "#2c7fb8",
           "sarama": "#31a354", "franz-go": "#e6850e", "java": "#756bb1"}
 PAYLOAD_LINES = 4096
+# How long a deleted topic's logs may take to leave the brokers' disks (Topics.delete).
+TOPIC_FILES_GONE_TIMEOUT_S = 120
+
 # Records per topic in the multi-node warm-up (--warmup-many-s).
 WARMUP_MANY_BATCH = 1_000_000
 JAVA_PRODUCER = "org.apache.kafka.tools.ProducerPerformance"
@@ -907,6 +910,27 @@ class Topics:
             self.live.remove(topic)
         if code != 0:
             log(f"   warning: delete topic {topic}: {error_line(out, err)}")
+        else:
+            self.wait_files_gone(topic)
+
+    def wait_files_gone(self, topic):
+        """Waits until no node of scripts/kafka's cluster keeps a log directory of `topic`
+        (a deleted partition's directory is renamed `...-delete` and removed
+        file.delete.delay.ms later, 1 s there): the brokers removing a run's or a
+        warm-up's gigabytes of logs during the next run were its worst moments (session
+        43: the latency workload's first two runs, p99 327 and 180 ms against 9-11 ms,
+        overlapped the removal of the last warm-up topics' logs)."""
+        state = os.environ.get("KRING_KAFKA_DIR") or os.path.join(ROOT, "target", "kafka")
+        dirs = [os.path.join(state, f"node{n}", "data") for n in range(1, self.brokers + 1)]
+        dirs = [d for d in dirs if os.path.isdir(d)]
+        prefix = f"{topic}-"
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < TOPIC_FILES_GONE_TIMEOUT_S:
+            if not any(e.startswith(prefix) for d in dirs for e in os.listdir(d)):
+                return
+            time.sleep(0.2)
+        log(f"   warning: logs of deleted topic {topic} still on disk after "
+            f"{TOPIC_FILES_GONE_TIMEOUT_S} s (runs go on)")
 
     def delete_all(self):
         for t in list(self.live):
