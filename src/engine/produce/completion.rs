@@ -52,33 +52,44 @@ impl WaitSlot {
 #[derive(Debug)]
 pub(crate) struct BatchShared {
     settled: OnceLock<Settled>,
-    /// The wakers of the futures waiting while the batch is pending, one entry per
-    /// future (its [`WaitSlot`]).
-    waiting: Mutex<Vec<Waker>>,
+    waiting: Mutex<Waiting>,
+    /// Where threads blocked in [`BatchShared::wait_record`] sleep.
     done: Condvar,
+}
+
+/// Who waits while the batch is pending.
+#[derive(Debug, Default)]
+struct Waiting {
+    /// The wakers of the futures, one entry per future (its [`WaitSlot`]).
+    wakers: Vec<Waker>,
+    /// Threads asleep on `done`: settling notifies the condition variable (a system
+    /// call) only when there are some.
+    blocked: usize,
 }
 
 impl BatchShared {
     pub fn new() -> Arc<Self> {
         Arc::new(BatchShared {
             settled: OnceLock::new(),
-            waiting: Mutex::new(Vec::new()),
+            waiting: Mutex::new(Waiting::default()),
             done: Condvar::new(),
         })
     }
 
     /// Settles the batch; false when it was settled already (the first outcome stays).
     fn settle(&self, outcome: Settled) -> bool {
-        let wakers = match self.waiting.lock() {
+        let (wakers, blocked) = match self.waiting.lock() {
             Ok(mut waiting) => {
                 if self.settled.set(outcome).is_err() {
                     return false;
                 }
-                std::mem::take(&mut *waiting)
+                (std::mem::take(&mut waiting.wakers), waiting.blocked)
             }
             Err(_) => return false,
         };
-        self.done.notify_all();
+        if blocked > 0 {
+            self.done.notify_all();
+        }
         wake_each_task_once(wakers);
         true
     }
@@ -128,7 +139,7 @@ impl BatchShared {
             return Poll::Ready(r);
         }
         if let Some((waker, slot)) = waiter {
-            register(&mut waiting, waker, slot);
+            register(&mut waiting.wakers, waker, slot);
         }
         Poll::Pending
     }
@@ -145,10 +156,12 @@ impl BatchShared {
             if let Some(r) = self.resolved(index) {
                 return r;
             }
+            waiting.blocked += 1;
             waiting = match self.done.wait(waiting) {
                 Ok(g) => g,
                 Err(_) => return Resolved::Done(Err(Error::ShuttingDown)),
             };
+            waiting.blocked -= 1;
         }
     }
 
@@ -245,6 +258,25 @@ mod tests {
     }
 
     #[test]
+    fn a_thread_blocked_on_a_record_is_woken_when_its_batch_settles() {
+        let shared = BatchShared::new();
+        let blocked = {
+            let shared = shared.clone();
+            std::thread::spawn(move || match shared.wait_record(3) {
+                Resolved::Done(r) => r.map(|a| a.base_offset),
+                Resolved::Moved(_) => panic!("not split"),
+            })
+        };
+        // Settled only once the thread sleeps on the batch (or it finds it settled).
+        while shared.waiting.lock().unwrap().blocked == 0 && !blocked.is_finished() {
+            std::thread::yield_now();
+        }
+        assert!(shared.complete(ack()));
+        assert_eq!(blocked.join().unwrap().unwrap(), 7);
+        assert_eq!(shared.waiting.lock().unwrap().blocked, 0);
+    }
+
+    #[test]
     fn a_future_polled_again_keeps_one_entry_and_only_its_last_waker_is_woken() {
         let shared = BatchShared::new();
         let tasks: Vec<Arc<Task>> = (0..1000).map(|_| Arc::default()).collect();
@@ -257,7 +289,7 @@ mod tests {
                     .is_pending()
             );
         }
-        assert_eq!(shared.waiting.lock().unwrap().len(), 1);
+        assert_eq!(shared.waiting.lock().unwrap().wakers.len(), 1);
         assert!(shared.complete(ack()));
         let (last, earlier) = tasks.split_last().unwrap();
         assert_eq!(woken(last), 1);
@@ -274,7 +306,7 @@ mod tests {
         for (i, w) in [&wa, &wa, &wb, &wa].into_iter().enumerate() {
             assert!(shared.poll_record(i, Some((w, &mut slots[i]))).is_pending());
         }
-        assert_eq!(shared.waiting.lock().unwrap().len(), 4);
+        assert_eq!(shared.waiting.lock().unwrap().wakers.len(), 4);
         assert!(shared.complete(ack()));
         // a's two entries in a row wake it once; its later one again.
         assert_eq!((woken(&a), woken(&b)), (2, 1));
