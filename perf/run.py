@@ -916,7 +916,7 @@ class Topics:
     def wait_files_gone(self, topic):
         """Waits until no node of scripts/kafka's cluster keeps a log directory of `topic`
         (a deleted partition's directory is renamed `...-delete` and removed
-        file.delete.delay.ms later, 1 s there): the brokers removing a run's or a
+        log.segment.delete.delay.ms later, 1 s there): the brokers removing a run's or a
         warm-up's gigabytes of logs during the next run were its worst moments (session
         43: the latency workload's first two runs, p99 327 and 180 ms against 9-11 ms,
         overlapped the removal of the last warm-up topics' logs)."""
