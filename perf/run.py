@@ -835,6 +835,14 @@ TOPIC_SETTLE_WHY = ("acks=all writes made at once wait up to about half a second
                     "in progress ends, replica.fetch.wait.max.ms = 500 ms, and new leaders "
                     "refuse writes for a while)")
 
+def listdir_or_none(path):
+    """The names in directory `path`; none if it is gone."""
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
 class Topics:
     def __init__(self, kring_bin, use_kring, settle_s=0.0):
         self.kring = kring_bin
@@ -843,6 +851,7 @@ class Topics:
         self.live = []
         self.brokers = 1         # nodes of the cluster in use (set by the run loop)
         self.ready_s = []        # seconds each topic took to be ready on every node
+        self.warned_slow_delete = False
 
     def tool(self):
         return "kring topics" if self.use_kring else "Kafka TopicCommand (scripts/kafka run-class)"
@@ -899,7 +908,7 @@ class Topics:
         return (code == 0 and len(lines) == partitions
                 and all("Leader: -1" not in l and "Leader: none" not in l for l in lines))
 
-    def delete(self, topic):
+    def delete(self, topic, wait=True):
         if self.use_kring:
             cmd = [self.kring, "topics", "delete", topic, "--bootstrap", BOOTSTRAP]
         else:
@@ -910,7 +919,7 @@ class Topics:
             self.live.remove(topic)
         if code != 0:
             log(f"   warning: delete topic {topic}: {error_line(out, err)}")
-        else:
+        elif wait:
             self.wait_files_gone(topic)
 
     def wait_files_gone(self, topic):
@@ -919,22 +928,41 @@ class Topics:
         log.segment.delete.delay.ms later, 1 s there): the brokers removing a run's or a
         warm-up's gigabytes of logs during the next run were its worst moments (session
         43: the latency workload's first two runs, p99 327 and 180 ms against 9-11 ms,
-        overlapped the removal of the last warm-up topics' logs)."""
-        state = os.environ.get("KRING_KAFKA_DIR") or os.path.join(ROOT, "target", "kafka")
-        dirs = [os.path.join(state, f"node{n}", "data") for n in range(1, self.brokers + 1)]
-        dirs = [d for d in dirs if os.path.isdir(d)]
-        prefix = f"{topic}-"
+        overlapped the removal of the last warm-up topics' logs). Skipped for a cluster
+        started before scripts/kafka set that delay (it would be a minute per topic)."""
+        dirs = self.data_dirs()
+        own = re.compile(re.escape(topic) + r"-\d+(\.[0-9a-f]+-(delete|future|stray))?")
         t0 = time.monotonic()
         while time.monotonic() - t0 < TOPIC_FILES_GONE_TIMEOUT_S:
-            if not any(e.startswith(prefix) for d in dirs for e in os.listdir(d)):
+            if not any(own.fullmatch(e) for d in dirs for e in listdir_or_none(d)):
                 return
             time.sleep(0.2)
         log(f"   warning: logs of deleted topic {topic} still on disk after "
             f"{TOPIC_FILES_GONE_TIMEOUT_S} s (runs go on)")
 
+    def data_dirs(self):
+        """The log directories of scripts/kafka's nodes, if their brokers remove deleted
+        logs promptly (none otherwise: then nothing is waited for)."""
+        state = os.environ.get("KRING_KAFKA_DIR") or os.path.join(ROOT, "target", "kafka")
+        nodes = [os.path.join(state, f"node{n}") for n in range(1, self.brokers + 1)]
+        prompt = []
+        for node in nodes:
+            try:
+                with open(os.path.join(node, "server.properties")) as f:
+                    if "log.segment.delete.delay.ms=1000" in f.read():
+                        prompt.append(os.path.join(node, "data"))
+            except OSError:
+                pass
+        if len(prompt) < len(nodes) and not self.warned_slow_delete:
+            self.warned_slow_delete = True
+            log("   note: the cluster was started without scripts/kafka's prompt log deletion "
+                "(restart it to get it); runs do not wait for deleted topics' logs")
+        return prompt if len(prompt) == len(nodes) else []
+
     def delete_all(self):
+        # At the end: nothing runs after, so nothing waits for the logs to go.
         for t in list(self.live):
-            self.delete(t)
+            self.delete(t, wait=False)
 
 
 # ---------------------------------------------------------------- the run

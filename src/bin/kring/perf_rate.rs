@@ -122,9 +122,10 @@ pub fn send_paced(
     for i in 0..records {
         let due = started + Duration::from_secs_f64(i as f64 / rate);
         if due > Instant::now() {
-            // What was sent goes to the waiter before the nap: one wake-up of it per nap,
-            // not one per record (which, on the one CPU the harness gives a client,
-            // would switch threads twice per record).
+            // What was sent goes to the waiter before the nap, not record by record
+            // (which, on the one CPU the harness gives a client, would switch threads
+            // twice per record); the waiter is woken only when it must look (see
+            // `Outstanding::add`).
             waiter.hand_over();
             wait_until(due);
         }
@@ -222,6 +223,15 @@ impl TimedDeliveries {
 
     fn finish(mut self) -> Tally {
         self.hand_over();
+        self.close();
+        self.waiter
+            .take()
+            .and_then(|w| w.join().ok())
+            .unwrap_or_default()
+    }
+
+    /// Tells the waiter no more reports come: it ends once it has taken those it has.
+    fn close(&self) {
         let waker = self.outstanding.lock().ok().and_then(|mut o| {
             o.closed = true;
             o.waker.clone()
@@ -229,10 +239,15 @@ impl TimedDeliveries {
         if let Some(w) = waker {
             w.wake();
         }
-        self.waiter
-            .take()
-            .and_then(|w| w.join().ok())
-            .unwrap_or_default()
+    }
+}
+
+/// A run that ends early (a send failed) still ends the waiter's thread.
+impl Drop for TimedDeliveries {
+    fn drop(&mut self) {
+        if self.waiter.is_some() {
+            self.close();
+        }
     }
 }
 

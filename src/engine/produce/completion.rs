@@ -39,7 +39,9 @@ enum Settled {
 pub(crate) struct WaitSlot(u32);
 
 impl WaitSlot {
-    /// Not waiting yet (or waiting on another batch: a split moves the record).
+    /// Not waiting yet (or waiting on another batch: a split moves the record). A
+    /// future made afresh for each wait (as `Producer::flush` makes for each batch it
+    /// waits on) takes a new entry each time.
     pub const NONE: WaitSlot = WaitSlot(u32::MAX);
 }
 
@@ -176,13 +178,20 @@ impl BatchShared {
 
 /// Puts `waker` in the entry `slot` names, or in a new one.
 fn register(waiting: &mut Vec<Waker>, waker: &Waker, slot: &mut WaitSlot) {
-    match waiting.get_mut(slot.0 as usize) {
+    let entry = (*slot != WaitSlot::NONE)
+        .then(|| waiting.get_mut(slot.0 as usize))
+        .flatten();
+    match entry {
         // `clone_from` keeps the stored waker when it is known to wake the same task.
         Some(old) => old.clone_from(waker),
         None => {
-            // A batch holds far fewer records than u32::MAX; were it not so, the future
-            // would register afresh at each poll, which is only slower.
-            slot.0 = u32::try_from(waiting.len()).unwrap_or(u32::MAX);
+            // A batch holds at most i32::MAX records, so the index fits; were it ever
+            // not to, the slot stays NONE and the future registers afresh at each poll.
+            if let Ok(index) = u32::try_from(waiting.len())
+                && index != WaitSlot::NONE.0
+            {
+                *slot = WaitSlot(index);
+            }
             waiting.push(waker.clone());
         }
     }
