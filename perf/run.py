@@ -147,9 +147,13 @@ SASL_SSL_BOOTSTRAP = "127.0.0.1:9492"
 SECURE_CLIENTS = ("kring", "kring-epoll", "kring-base", "librdkafka", "sarama", "franz-go", "java")
 
 
+def kafka_state_dir():
+    """Where scripts/kafka keeps its nodes (their pids, configs and logs) and certificates."""
+    return os.environ.get("KRING_KAFKA_DIR") or os.path.join(ROOT, "target", "kafka")
+
+
 def tls_ca():
-    state = os.environ.get("KRING_KAFKA_DIR") or os.path.join(ROOT, "target", "kafka")
-    return os.path.join(state, "tls", "ca.pem")
+    return os.path.join(kafka_state_dir(), "tls", "ca.pem")
 
 
 def security_properties(w):
@@ -633,7 +637,7 @@ class Broker:
         self.descriptions[brokers] = self.description
 
     def find_pids(self):
-        state = os.environ.get("KRING_KAFKA_DIR") or os.path.join(ROOT, "target", "kafka")
+        state = kafka_state_dir()
         pids = []
         for n in range(1, (self.brokers or 1) + 1):
             try:
@@ -943,8 +947,7 @@ class Topics:
     def data_dirs(self):
         """The log directories of scripts/kafka's nodes, if their brokers remove deleted
         logs promptly (none otherwise: then nothing is waited for)."""
-        state = os.environ.get("KRING_KAFKA_DIR") or os.path.join(ROOT, "target", "kafka")
-        nodes = [os.path.join(state, f"node{n}") for n in range(1, self.brokers + 1)]
+        nodes = [os.path.join(kafka_state_dir(), f"node{n}") for n in range(1, self.brokers + 1)]
         prompt = []
         for node in nodes:
             try:

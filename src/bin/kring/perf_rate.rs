@@ -207,14 +207,7 @@ impl TimedDeliveries {
             return;
         }
         let batch = std::mem::take(&mut self.batch);
-        let waker = self
-            .outstanding
-            .lock()
-            .ok()
-            .and_then(|mut o| o.add(batch).then(|| o.waker.clone()).flatten());
-        if let Some(w) = waker {
-            w.wake();
-        }
+        self.update(|o| o.add(batch));
     }
 
     fn reported(&self) -> u64 {
@@ -232,10 +225,20 @@ impl TimedDeliveries {
 
     /// Tells the waiter no more reports come: it ends once it has taken those it has.
     fn close(&self) {
-        let waker = self.outstanding.lock().ok().and_then(|mut o| {
+        self.update(|o| {
             o.closed = true;
-            o.waker.clone()
+            true
         });
+    }
+
+    /// Changes what the waiter shares under its lock, then wakes it (out of the lock)
+    /// if `change` says it must look.
+    fn update(&self, change: impl FnOnce(&mut Outstanding) -> bool) {
+        let waker = self
+            .outstanding
+            .lock()
+            .ok()
+            .and_then(|mut o| change(&mut o).then(|| o.waker.clone()).flatten());
         if let Some(w) = waker {
             w.wake();
         }
