@@ -45,6 +45,7 @@ mod metrics;
 pub mod partitioner;
 mod record;
 mod routes;
+mod sending;
 mod txn;
 
 use std::collections::HashMap;
@@ -60,6 +61,7 @@ pub use builder::ProducerBuilder;
 pub use interceptor::{Acknowledgement, ProducerInterceptor};
 pub use partitioner::{Partitioner, TopicPartitions};
 pub use record::{DeliveryFuture, Payload, ProducerRecord, RecordMetadata};
+pub use sending::Sending;
 pub use txn::GroupMetadata;
 
 use crate::buf::MemoryBudget;
@@ -90,6 +92,15 @@ struct SendState {
     arena: Option<Arena>,
     /// The class of the arena to wait for next.
     waiting_for: Option<usize>,
+}
+
+/// How [`Producer::send_now`] left a record.
+enum SendNow<'a> {
+    /// Appended: its delivery future.
+    Done(DeliveryFuture),
+    /// It must wait (for an arena, or for its topic's metadata): how far it got, and
+    /// its place in an open transaction.
+    Wait(SendState, Option<txn::SendGuard<'a>>),
 }
 
 /// What the producer's handles and its tasks share.
@@ -603,6 +614,7 @@ impl Producer {
     /// What every send does first: refuses the record once the producer is closing,
     /// shows it to the interceptors, and counts it into an open transaction (the guard
     /// is held until the record's partition is registered).
+    #[inline]
     fn admit(
         &self,
         record: &ProducerRecord<'_>,
@@ -630,29 +642,37 @@ impl Producer {
     /// Queues `record` and returns its delivery future; waits while `buffer.memory` is
     /// used up, and for metadata of a topic not seen before: up to
     /// `topic.metadata.propagation.max.ms` for a topic the cluster does not show yet.
-    pub async fn send(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
-        let (in_transaction, mut state) = self.admit(&record)?;
-        // Most records are appended at once, without waiting: that path stays out of the
-        // waiting one's state (a future of over a kilobyte, set up on every send).
-        match self.append_current(&record, &mut state) {
+    /// Like an `async fn`, it does nothing until first polled (see [`Sending`]).
+    pub fn send<'a>(&'a self, record: ProducerRecord<'a>) -> Sending<'a> {
+        Sending::new(self, record)
+    }
+
+    /// What every send tries first: appending at once, without waiting. Most records
+    /// are appended so; the rest go on in [`Producer::send_waiting`], with the state
+    /// and transaction guard this leaves them.
+    #[inline]
+    fn send_now(&self, record: &ProducerRecord<'_>) -> Result<SendNow<'_>> {
+        let (in_transaction, mut state) = self.admit(record)?;
+        match self.append_current(record, &mut state) {
             Some(Ok(Appended::Done { shared, index })) => {
-                return Ok(Self::delivered(shared, index, &state));
+                return Ok(SendNow::Done(Self::delivered(shared, index, &state)));
             }
             Some(Ok(Appended::NeedArena(class))) => state.waiting_for = Some(class),
             Some(Err(e)) => return Err(e),
             None => {}
         }
-        Box::pin(self.send_waiting(&record, state, in_transaction)).await
+        Ok(SendNow::Wait(state, in_transaction))
     }
 
     /// The rest of a [`Producer::send`] that must wait: for an arena
     /// (`state.waiting_for`), else for the topic's metadata (its routes were not current).
-    async fn send_waiting(
-        &self,
-        record: &ProducerRecord<'_>,
+    async fn send_waiting<'a>(
+        &'a self,
+        record: ProducerRecord<'a>,
         mut state: SendState,
-        _in_transaction: Option<txn::SendGuard<'_>>,
+        _in_transaction: Option<txn::SendGuard<'a>>,
     ) -> Result<DeliveryFuture> {
+        let record = &record;
         loop {
             let routed = match state.waiting_for.take() {
                 Some(class) => {

@@ -38,8 +38,8 @@ use crate::buf::{ChargedBuf, PooledBuf};
 use crate::error::Error;
 use crate::protocol::KafkaCode;
 use crate::record::{
-    BATCH_HEADER_LEN, BatchBuilder, BatchOptions, Compression, Compressor, Decompressor, Header,
-    RecordBatchRef, SealedBatch, record_encoded_len,
+    BATCH_HEADER_LEN, BatchBuilder, BatchOptions, BuildError, Compression, Compressor,
+    Decompressor, Header, RecordBatchRef, SealedBatch, record_encoded_len,
 };
 
 /// The memory a batch is written into.
@@ -525,33 +525,32 @@ impl PartitionState {
             let Some(open) = self.open.as_mut() else {
                 continue;
             };
-            let size = open.builder.record_size(
-                record.timestamp,
-                record.key,
-                record.value,
-                record.headers,
-            );
-            if open.builder.fits(size) {
-                open.builder
-                    .append(record.timestamp, record.key, record.value, record.headers)
-                    .map_err(|e| Error::Batch(e.to_string()))?;
-                let done = Appended::Done {
-                    shared: open.shared.clone(),
-                    index: open.builder.len() - 1,
-                };
-                // Nearly full: seal now rather than on the next record.
-                if open.builder.remaining() < 64 {
-                    self.seal(SealReason::Full, settings, pools, &now);
+            // Appended in one pass: a record that does not fit leaves the batch as it
+            // was and says how much room it needed.
+            match open
+                .builder
+                .append(record.timestamp, record.key, record.value, record.headers)
+            {
+                Ok(()) => {
+                    let done = Appended::Done {
+                        shared: open.shared.clone(),
+                        index: open.builder.len() - 1,
+                    };
+                    // Nearly full: seal now rather than on the next record.
+                    if open.builder.remaining() < 64 {
+                        self.seal(SealReason::Full, settings, pools, &now);
+                    }
+                    return Ok(done);
                 }
-                return Ok(done);
+                Err(BuildError::Full { needed, remaining }) if open.builder.is_empty() => {
+                    return Err(Error::MessageTooLarge {
+                        size: needed,
+                        max: remaining,
+                    });
+                }
+                Err(BuildError::Full { .. }) => self.seal(SealReason::Full, settings, pools, &now),
+                Err(e) => return Err(Error::Batch(e.to_string())),
             }
-            if open.builder.is_empty() {
-                return Err(Error::MessageTooLarge {
-                    size,
-                    max: open.builder.remaining(),
-                });
-            }
-            self.seal(SealReason::Full, settings, pools, &now);
         }
     }
 
