@@ -86,7 +86,8 @@ use routes::{TopicRoutes, TopicState, TopicTable};
 struct SendState {
     /// Chosen once: a record waiting for an arena does not ask the partitioner again.
     partition: Option<i32>,
-    /// Read once, when the record is first appended (after any wait for metadata).
+    /// The record's timestamp, or the clock's when it has none: read once, when the
+    /// record is first appended (after any wait for metadata).
     timestamp: Option<i64>,
     /// An arena waited for after [`Appended::NeedArena`].
     arena: Option<Arena>,
@@ -595,7 +596,9 @@ impl Producer {
             key: record.key.as_ref().map(Payload::as_bytes),
             value: record.value.as_ref().map(Payload::as_bytes),
             headers: &record.headers,
-            timestamp: *state.timestamp.get_or_insert_with(now_ms),
+            timestamp: *state
+                .timestamp
+                .get_or_insert_with(|| record.timestamp.unwrap_or_else(now_ms)),
         };
         let shared = self.shared();
         let appended = part.state().append(
@@ -622,11 +625,9 @@ impl Producer {
         self.check_open()?;
         self.shared().intercept(record);
         let guard = self.shared().enter_send()?;
-        let state = SendState {
-            timestamp: record.timestamp,
-            ..SendState::default()
-        };
-        Ok((guard, state))
+        // The record's own timestamp is read when it is appended, with the clock's: read
+        // here, just after the caller wrote the record, the load stalled on its stores.
+        Ok((guard, SendState::default()))
     }
 
     /// The delivery future of an appended record.

@@ -243,6 +243,14 @@ impl TxnShared {
 /// A send in progress, counted until it has registered its partition.
 pub(crate) struct SendGuard<'a>(&'a TxnShared);
 
+/// [`ProducerShared::enter_send`] for a transactional producer.
+fn enter_transaction_send(txn: &TxnShared) -> Result<SendGuard<'_>> {
+    txn.sends.fetch_add(1, Ordering::SeqCst);
+    let guard = SendGuard(txn);
+    txn.engine().check_send()?;
+    Ok(guard)
+}
+
 impl Drop for SendGuard<'_> {
     fn drop(&mut self) {
         if self.0.sends.fetch_sub(1, Ordering::SeqCst) == 1 {
@@ -269,14 +277,13 @@ impl ProducerShared {
 
     /// For a transactional producer: whether a record may be sent now; the guard keeps
     /// a commit or an abort from starting until the record's partition is registered.
+    /// Inlined for the producer without a transaction, on the per-record path.
+    #[inline]
     pub(crate) fn enter_send(&self) -> Result<Option<SendGuard<'_>>> {
-        let Some(txn) = &self.txn else {
-            return Ok(None);
-        };
-        txn.sends.fetch_add(1, Ordering::SeqCst);
-        let guard = SendGuard(txn);
-        txn.engine().check_send()?;
-        Ok(Some(guard))
+        match &self.txn {
+            None => Ok(None),
+            Some(txn) => enter_transaction_send(txn).map(Some),
+        }
     }
 
     /// A record of a transactional producer went to `partition`: it joins the
