@@ -466,9 +466,10 @@ fn many_partitions_share_buffer_memory() {
 }
 
 /// `send`'s future queues its record when first polled, not when made (as an `async fn`
-/// would): a record whose future is polled later is written after one sent meanwhile.
-/// A send that must wait (here for its topic's metadata, at its first poll) resolves
-/// through the same future.
+/// would): a record whose future is polled later is written after one sent meanwhile,
+/// though its topic's routes are known (the first send, which had to wait for them,
+/// made them so) and it could have been appended at once. The send that waited resolved
+/// through the same kind of future.
 #[test]
 fn a_send_queues_its_record_when_first_polled() {
     let client = client(config());
@@ -476,17 +477,25 @@ fn a_send_queues_its_record_when_first_polled() {
     create_topic(&client, &topic, 1, 1, &[]);
     let producer = Producer::new_blocking(client.clone()).unwrap();
     kring::client::block_on(async {
+        let waited = producer
+            .send(ProducerRecord::new(&topic).with_value("zeroth"))
+            .await
+            .unwrap();
+        assert_eq!(waited.await.unwrap().offset, 0);
         let later = producer.send(ProducerRecord::new(&topic).with_value("second"));
         let first = producer
             .send(ProducerRecord::new(&topic).with_value("first"))
             .await
             .unwrap();
         let second = later.await.unwrap();
-        assert_eq!(first.await.unwrap().offset, 0);
-        assert_eq!(second.await.unwrap().offset, 1);
+        assert_eq!(first.await.unwrap().offset, 1);
+        assert_eq!(second.await.unwrap().offset, 2);
     });
-    let read = read_partition(&client, &topic, 0, 2);
+    let read = read_partition(&client, &topic, 0, 3);
     let values: Vec<Vec<u8>> = read.iter().map(|r| r.value.clone().unwrap()).collect();
-    assert_eq!(values, vec![b"first".to_vec(), b"second".to_vec()]);
+    assert_eq!(
+        values,
+        vec![b"zeroth".to_vec(), b"first".to_vec(), b"second".to_vec()]
+    );
     producer.close_blocking().unwrap();
 }

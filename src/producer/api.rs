@@ -15,7 +15,8 @@ use std::pin::Pin;
 use super::{DeliveryFuture, Producer, ProducerRecord, RecordMetadata, SyncProducer};
 use crate::error::Result;
 
-/// The future of [`RecordProducer::send`]: the record is queued when it resolves.
+/// The future of [`RecordProducer::send`]: nothing happens until it is first polled;
+/// the record is queued by the time it resolves.
 pub type SendFuture<'a> = Pin<Box<dyn Future<Output = Result<DeliveryFuture>> + Send + 'a>>;
 
 /// The future of [`RecordProducer::flush`].

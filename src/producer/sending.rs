@@ -18,12 +18,30 @@ use crate::error::Result;
 type Waiting<'a> = Pin<Box<dyn Future<Output = Result<DeliveryFuture>> + Send + 'a>>;
 
 /// The future of [`Producer::send`]: resolves to the record's [`DeliveryFuture`] once
-/// the record is queued. Like an `async fn`'s future it does nothing until polled,
-/// and must not be polled again once it has resolved.
+/// the record is queued. Like an `async fn`'s future it does nothing until polled, and
+/// panics if polled again after it resolved (or after a poll that panicked, as an
+/// interceptor or partitioner may). It is `Send` and `Unpin`, not `Sync`.
 #[must_use = "the record is queued only when this future is polled"]
 pub struct Sending<'a> {
     producer: &'a Producer,
     stage: Stage<'a>,
+    /// The record has been offered to the producer once: a first poll that panicked
+    /// (in an interceptor or partitioner) must not offer it again.
+    offered: bool,
+}
+
+impl std::fmt::Debug for Sending<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let stage = match self.stage {
+            Stage::Start(_) if self.offered => "interrupted",
+            Stage::Start(_) => "not polled yet",
+            Stage::Waiting(_) => "waiting for buffer memory or metadata",
+            Stage::Done => "resolved",
+        };
+        f.debug_struct("Sending")
+            .field("stage", &stage)
+            .finish_non_exhaustive()
+    }
 }
 
 enum Stage<'a> {
@@ -40,6 +58,7 @@ impl<'a> Sending<'a> {
         Sending {
             producer,
             stage: Stage::Start(record),
+            offered: false,
         }
     }
 }
@@ -56,6 +75,8 @@ impl Future for Sending<'_> {
         let Stage::Start(record) = &this.stage else {
             panic!("`Sending` polled after it resolved");
         };
+        assert!(!this.offered, "`Sending` polled after a poll that panicked");
+        this.offered = true;
         let producer = this.producer;
         match producer.send_now(record) {
             Ok(SendNow::Done(delivery)) => {
@@ -89,4 +110,16 @@ fn finish(
         *stage = Stage::Done;
     }
     polled
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Sending;
+
+    /// What a user may rely on, as with the `async fn` it replaced.
+    #[test]
+    fn sending_is_send_and_unpin() {
+        fn send_and_unpin<T: Send + Unpin>() {}
+        send_and_unpin::<Sending<'static>>();
+    }
 }

@@ -542,13 +542,31 @@ impl PartitionState {
                     }
                     return Ok(done);
                 }
-                Err(BuildError::Full { needed, remaining }) if open.builder.is_empty() => {
+                // Whatever keeps the record out of a batch holding others (no room, a
+                // record the format cannot hold, a timestamp too far from the batch's
+                // first) seals that batch: the record gets a batch of its own, where
+                // opening it tells a record too large apart.
+                Err(
+                    BuildError::Full { .. } | BuildError::TooLarge(_) | BuildError::Timestamp(_),
+                ) if !open.builder.is_empty() => self.seal(SealReason::Full, settings, pools, &now),
+                Err(BuildError::Full { needed, remaining }) => {
                     return Err(Error::MessageTooLarge {
                         size: needed,
                         max: remaining,
                     });
                 }
-                Err(BuildError::Full { .. }) => self.seal(SealReason::Full, settings, pools, &now),
+                Err(BuildError::TooLarge(_)) => {
+                    let size = open.builder.record_size(
+                        record.timestamp,
+                        record.key,
+                        record.value,
+                        record.headers,
+                    );
+                    return Err(Error::MessageTooLarge {
+                        size,
+                        max: open.builder.remaining(),
+                    });
+                }
                 Err(e) => return Err(Error::Batch(e.to_string())),
             }
         }

@@ -829,3 +829,39 @@ fn a_compressed_batch_that_shrinks_little_keeps_its_arena_charged() {
     assert!(matches!(effects.report.fate, Fate::Acked(_)));
     assert_eq!(pools.budget_used(), 0, "settled, the arena is free");
 }
+
+/// A record kept out of a batch holding others, whether for room or for a timestamp too
+/// far from the batch's first, starts a batch of its own; one too large for any batch
+/// fails alone as MessageTooLarge.
+#[test]
+fn a_record_that_cannot_join_the_open_batch_starts_its_own() {
+    let (settings, pools) = (settings(), pools());
+    let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
+    let now = Instant::now();
+    let mut s = p.state();
+    let at = |timestamp| RecordParts {
+        key: None,
+        value: Some(b"v"),
+        headers: &[],
+        timestamp,
+    };
+    let first = s.append(at(-1), None, &settings, &pools, || now).unwrap();
+    // i64::MAX - (-1) overflows the batch's timestamp delta.
+    let far = s.append(at(i64::MAX), None, &settings, &pools, || now).unwrap();
+    match (first, far) {
+        (
+            Appended::Done { shared: a, index: 0 },
+            Appended::Done { shared: b, index: 0 },
+        ) => assert!(!Arc::ptr_eq(&a, &b), "the second record has a batch of its own"),
+        other => panic!("{other:?}"),
+    }
+    let huge = vec![0u8; settings.max_request_size];
+    let too_large = RecordParts {
+        value: Some(&huge),
+        ..at(5)
+    };
+    match s.append(too_large, None, &settings, &pools, || now) {
+        Err(Error::MessageTooLarge { .. }) => {}
+        other => panic!("{other:?}"),
+    }
+}
