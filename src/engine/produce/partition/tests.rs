@@ -847,12 +847,23 @@ fn a_record_that_cannot_join_the_open_batch_starts_its_own() {
     };
     let first = s.append(at(-1), None, &settings, &pools, || now).unwrap();
     // i64::MAX - (-1) overflows the batch's timestamp delta.
-    let far = s.append(at(i64::MAX), None, &settings, &pools, || now).unwrap();
+    let far = s
+        .append(at(i64::MAX), None, &settings, &pools, || now)
+        .unwrap();
     match (first, far) {
         (
-            Appended::Done { shared: a, index: 0 },
-            Appended::Done { shared: b, index: 0 },
-        ) => assert!(!Arc::ptr_eq(&a, &b), "the second record has a batch of its own"),
+            Appended::Done {
+                shared: a,
+                index: 0,
+            },
+            Appended::Done {
+                shared: b,
+                index: 0,
+            },
+        ) => assert!(
+            !Arc::ptr_eq(&a, &b),
+            "the second record has a batch of its own"
+        ),
         other => panic!("{other:?}"),
     }
     let huge = vec![0u8; settings.max_request_size];
