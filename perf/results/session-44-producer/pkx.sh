@@ -1,5 +1,5 @@
 #!/bin/bash
-# usage: p100x.sh BIN [kring perf produce extra args...]; env PREFIX for a command prefix
+# usage: [PAYLOAD="--payload-file F"] [N=records] pkx.sh BIN [kring perf produce extra args...]: one produce-100-shaped run under perf stat, one summary line
 BIN=$1; shift
 T=p100-$RANDOM$RANDOM
 /work/main/target/release/kring topics create $T -p 3 -r 1 >/dev/null 2>&1
