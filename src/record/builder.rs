@@ -388,19 +388,19 @@ impl<B: AsRef<Vec<u8>> + AsMut<Vec<u8>>> BatchBuilder<B> {
             });
         }
 
+        let fields = RecordFields {
+            body: body as i32,
+            ts_delta,
+            offset_delta,
+            key,
+            value,
+            headers,
+        };
         let v = self.buf.as_mut();
         if total <= Window::LEN && v.capacity() - v.len() >= Window::LEN {
-            let fields = RecordFields {
-                body: body as i32,
-                ts_delta,
-                offset_delta,
-                key,
-                value,
-                headers,
-            };
             write_in_window(v, total, &fields);
         } else {
-            stage_record(v, body as i32, ts_delta, offset_delta, key, value, headers);
+            stage_record(v, &fields);
         }
 
         if self.count == 0 {
@@ -670,31 +670,23 @@ fn put_bytes(out: &mut [u8], at: usize, x: &[u8]) -> usize {
 /// Writes a record through the stack stage: for records too large for the window,
 /// or an arena near its end.
 #[inline(always)]
-fn stage_record(
-    v: &mut Vec<u8>,
-    body: i32,
-    ts_delta: i64,
-    offset_delta: i32,
-    key: Option<&[u8]>,
-    value: Option<&[u8]>,
-    headers: &[Header<'_>],
-) {
+fn stage_record(v: &mut Vec<u8>, f: &RecordFields<'_, '_>) {
     // Small pieces — the varints, short keys, short headers — are staged on the
     // stack and copied into the arena together: per-record cost is dominated by
     // the number of copies, not their size. Large keys and values go straight in.
     let mut st = Stage::new();
-    st.varint(body);
+    st.varint(f.body);
     st.byte(0); // attributes
-    st.varlong(ts_delta);
-    st.varint(offset_delta);
-    st.nullable(key, v);
-    st.varint(value.map_or(-1, |x| x.len() as i32));
-    if let Some(x) = value {
+    st.varlong(f.ts_delta);
+    st.varint(f.offset_delta);
+    st.nullable(f.key, v);
+    st.varint(f.value.map_or(-1, |x| x.len() as i32));
+    if let Some(x) = f.value {
         st.flush(v);
         v.extend_from_slice(x);
     }
-    st.varint(headers.len() as i32);
-    for h in headers {
+    st.varint(f.headers.len() as i32);
+    for h in f.headers {
         if st.room() < 10 {
             st.flush(v);
         }
@@ -1074,15 +1066,7 @@ mod tests {
                             headers,
                         };
                         write_in_window(&mut in_place, total, &fields);
-                        stage_record(
-                            &mut staged,
-                            body as i32,
-                            ts_delta,
-                            offset_delta,
-                            key,
-                            value,
-                            headers,
-                        );
+                        stage_record(&mut staged, &fields);
                         assert_eq!(in_place, staged, "total {total}, key {key:?}, {headers:?}");
                         assert_eq!(in_place.len(), 6 + total);
                         compared += 1;
