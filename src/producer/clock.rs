@@ -1,12 +1,22 @@
 //! Record timestamps: the wall clock in whole milliseconds since the epoch, read once per
 //! record on the sending thread.
 //!
-//! Reading the clock (`SystemTime::now`, a vDSO call) is most of the cost; turning the
-//! reading into milliseconds (`duration_since` and the division) cost a third as much
-//! again. A sender sends thousands of records within one millisecond, so each thread
-//! keeps the millisecond it last computed and the span of wall time it covers: a reading
-//! inside that span is that millisecond, exactly as computing it would give; any other
-//! (the next millisecond, or a clock set back) is computed and kept.
+//! Reading the clock (`SystemTime::now`, a vDSO call: about 24 ns on the 2-core VM the
+//! benchmarks run on, an eighth of a 100-byte record's whole cost) is most of the cost;
+//! turning the reading into milliseconds (`duration_since` and the division) cost a third
+//! as much again. A sender sends thousands of records within one millisecond, so:
+//! - each thread keeps the millisecond it last computed and the span of wall time it
+//!   covers: a reading inside that span is that millisecond, exactly as computing it
+//!   would give; any other (the next millisecond, or a clock set back) is computed and
+//!   kept;
+//! - on x86_64 with an invariant time-stamp counter (one that ticks at a constant rate,
+//!   through sleep states: CPUID 8000_0007h, EDX bit 8), the thread also keeps the span
+//!   of counter values that surely lies inside that millisecond, and a record whose
+//!   counter reading (`RDTSC`, about 10 ns here) falls in it gets that millisecond
+//!   without reading the clock. See [`counter`] for how the span is bounded, and how the
+//!   thread checks itself and gives the counter up if it ever disagrees with the clock.
+
+mod counter;
 
 use std::cell::Cell;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -28,7 +38,24 @@ thread_local! {
 
 /// The wall clock in ms since the epoch (0 before the epoch).
 pub(crate) fn now_ms() -> i64 {
-    ms_at(SystemTime::now())
+    counter::now_ms().unwrap_or_else(|| ms_at(SystemTime::now()))
+}
+
+/// The wall clock read: its millisecond, and the time left until the next one (`None`
+/// where the millisecond's span could not be kept).
+fn read_clock() -> (i64, Option<Duration>) {
+    let now = SystemTime::now();
+    let ms = ms_at(now);
+    let left = LAST
+        .try_with(|last| {
+            let m = last.get();
+            (m.ms == ms && m.from <= now && now < m.until)
+                .then(|| m.until.duration_since(now).ok())
+                .flatten()
+        })
+        .ok()
+        .flatten();
+    (ms, left)
 }
 
 /// `now` in whole ms since the epoch, from this thread's last millisecond when `now`
