@@ -1,8 +1,9 @@
 //! Socket options that neither the standard library, tokio nor socket2 set: today
 //! `SO_RCVLOWAT`, the read wake threshold (a read is not woken before that many bytes
 //! are there, or the peer closes, or an error). One FFI call, used by both backends;
-//! DESIGN.md keeps `unsafe` to `src/buf/` and the io_uring backend, and this is the one
-//! exception: a setsockopt with a pointer to a local integer, valid for the call.
+//! DESIGN.md keeps `unsafe` to `src/buf/` and the io_uring backend, and this is one of
+//! two exceptions (the other: the producer clock's counter read): a setsockopt with a
+//! pointer to a local integer, valid for the call.
 //! Elsewhere than Unix the threshold is not set (a hint only: reads wake as before).
 
 use std::io;
