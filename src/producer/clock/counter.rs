@@ -33,8 +33,8 @@
 //! through sleep states: CPUID 8000_0007h, EDX bit 8), on x86_64.
 //!
 //! `unsafe`: DESIGN.md keeps it to `src/buf/` and the io_uring backend; this module is an
-//! exception (like `io::sockopt`) for two instructions with no operands in memory and no
-//! preconditions, `RDTSC` and `CPUID`, whose intrinsics are `unsafe` only as
+//! exception (like `io::sockopt`) for three instructions with no operands in memory and
+//! no preconditions, `RDTSC`, `LFENCE` and `CPUID`, whose intrinsics are `unsafe` only as
 //! `core::arch` intrinsics are (`__cpuid` is safe from Rust 1.87; the crate builds from
 //! 1.85).
 
@@ -164,7 +164,7 @@ fn span_end(tick: u64, left: Duration, rate: f64) -> u64 {
 /// the span) ends it, and the next reading makes a new one.
 fn check(cell: &Cell<Span>, span: Span) -> i64 {
     let (ms, _) = super::read_clock();
-    let still_in_span = read_counter().is_some_and(|tick| span.holds(tick));
+    let still_in_span = read_counter_after_clock().is_some_and(|tick| span.holds(tick));
     if ms > span.ms && still_in_span {
         missed(cell);
     } else if ms == span.ms {
@@ -273,6 +273,26 @@ fn read_counter() -> Option<u64> {
 #[cfg(not(target_arch = "x86_64"))]
 #[inline]
 fn read_counter() -> Option<u64> {
+    None
+}
+
+/// The counter read only once everything before it has executed (`LFENCE`, then
+/// `RDTSC`): a bare `RDTSC` may run ahead of the clock read just before it, and a check
+/// that read the counter before the clock could find a span that held (a false miss).
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+fn read_counter_after_clock() -> Option<u64> {
+    use std::arch::x86_64::{_mm_lfence, _rdtsc};
+    // SAFETY: LFENCE and RDTSC take no operands and touch no memory; LFENCE is SSE2,
+    // which every x86_64 CPU has. See `read_counter`.
+    Some(unsafe {
+        _mm_lfence();
+        _rdtsc()
+    })
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn read_counter_after_clock() -> Option<u64> {
     None
 }
 
