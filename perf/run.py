@@ -1058,6 +1058,13 @@ def parse_args(argv):
                          "warm-up began: three JVMs on two cores reached their pace only after "
                          "one to two minutes of such load, whatever the record count, and every "
                          "client's first run before that was slow (0: none; default 120, 0 with --quick)")
+    ap.add_argument("--warmup-latency-s", type=float, default=None,
+                    help="before a fixed-rate (latency) workload's first measured run, one "
+                         "unmeasured round of it by the fill client, this many seconds at the "
+                         "workload's rate into a topic of its own: the first measured round "
+                         "was otherwise the worst for whichever client ran it (p99 12.6 and "
+                         "19.0 ms against 9-11 in sessions 44 and 45) (0: none; default 10, 0 "
+                         "with --quick)")
     ap.add_argument("--settle", type=float, default=1.0,
                     help="seconds to pause before each measured run, so the broker's background "
                          "work from the previous run (log flushes, deleting its topic) does not "
@@ -1100,6 +1107,8 @@ def parse_args(argv):
         a.runs = 1 if a.quick else 3
     if a.warmup_many_s is None:
         a.warmup_many_s = 0.0 if a.quick else 120.0
+    if a.warmup_latency_s is None:
+        a.warmup_latency_s = 0.0 if a.quick else 10.0
     if a.runs < 1:
         ap.error("--runs must be at least 1")
     wl = {}
@@ -1279,6 +1288,29 @@ def main(argv):
         log(f"   {rounds} warm-up batch(es) of {WARMUP_MANY_BATCH:,} records, "
             f"{time.monotonic() - began:.0f} s in all")
 
+    def warm_up_latency(name, w, payload, stamp):
+        """One unmeasured round of fixed-rate workload `name` by the fill client,
+        --warmup-latency-s long, into a topic of its own (deleted afterwards)."""
+        warm = dict(w, records=max(1, int(w["rate"] * a.warmup_latency_s)))
+        topic = f"perf-run-{name}-warmup-{stamp}"
+        log(f"== warm-up: {warm['records']:,} records of {name} at {w['rate']:,}/s by "
+            f"{fill_client} (not measured)")
+        try:
+            topics.create(topic, w["partitions"], w["replication"])
+            cmds = {op: client_command(fill_client, bins, java_peer, java_peer_error, op, warm,
+                                       topic, payload)
+                    for op in ("consume", "produce")}
+            rec = latency_run(runner, fill_client, cmds, warm, a.timeout)
+            if rec.get("error"):
+                log(f"   warm-up failed (runs go on): {rec['error']}")
+            else:
+                log(f"   warm-up p99 send→ack {fmt(metrics(rec)['p99'], 1)} ms")
+        except RuntimeError as e:
+            log(f"   warm-up failed (runs go on): {e}")
+        finally:
+            if topic in topics.live:
+                topics.delete(topic)
+
     def warm_up(brokers):
         warm_topic = f"perf-run-warmup-{os.getpid()}-{int(time.time())}"
         warm = dict(first_workload(brokers)[1], records=a.warmup,
@@ -1296,7 +1328,7 @@ def main(argv):
         emit({"type": "meta", "command": command, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "commit": commit, "dirty": dirty, "machine": facts, "versions": client_versions(),
               "clients": a.clients, "workloads": a.wl, "runs": a.runs, "quick": a.quick,
-              "timeout_s": a.timeout, "warmup": a.warmup, "warmup_many_s": a.warmup_many_s, "settle_s": a.settle, "topic_settle_s": a.topic_settle, "pinned_clients": can_pin, "subreaper": runner.subreaper, "broker": broker.description,
+              "timeout_s": a.timeout, "warmup": a.warmup, "warmup_many_s": a.warmup_many_s, "warmup_latency_s": a.warmup_latency_s, "settle_s": a.settle, "topic_settle_s": a.topic_settle, "pinned_clients": can_pin, "subreaper": runner.subreaper, "broker": broker.description,
               "admin": topics.tool(), "admin_note": admin_note, "fill_client": fill_client,
               "fill_note": fill_note, "build_errors": build_errors, "builds": build_notes,
               "load_before": open("/proc/loadavg").read().split()[:3]})
@@ -1332,6 +1364,8 @@ def main(argv):
                         topics.delete(consume_topic)
                     done += a.runs * len(clients_for(w, a.clients))
                     continue
+            if w["op"] == "latency" and a.warmup_latency_s > 0:
+                warm_up_latency(name, w, payload, stamp)
             clients = clients_for(w, a.clients)
             skipped = [c for c in a.clients if c not in clients]
             if skipped:
@@ -1800,6 +1834,10 @@ def report(raw_path, out_dir):
                     f"through it a million at a time until {meta['warmup_many_s']:g} s had "
                     "passed (three JVMs on two cores reach their pace only after a minute or "
                     "two of load)" if meta.get("warmup_many_s") else "")
+                 + (f"; before the first run of a fixed-rate workload, {meta['fill_client']} ran "
+                    f"one round of it unmeasured, {meta['warmup_latency_s']:g} s at its rate "
+                    "into a topic of its own (the first measured round was otherwise the "
+                    "worst for whichever client ran it)" if meta.get("warmup_latency_s") else "")
                  + "; each measured run starts after a pause of "
                  f"{meta.get('settle_s', 0):g} s.")
     L.append("- batch size 1,000,000 bytes in every client (`batch.size` / the contract's "
