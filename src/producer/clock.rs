@@ -13,8 +13,9 @@
 //!   through sleep states: CPUID 8000_0007h, EDX bit 8), the thread also keeps the span
 //!   of counter values that surely lies inside that millisecond, and a record whose
 //!   counter reading (`RDTSC`, about 10 ns here) falls in it gets that millisecond
-//!   without reading the clock. See [`counter`] for how the span is bounded, and how the
-//!   thread checks itself and gives the counter up if it ever disagrees with the clock.
+//!   without reading the clock. See [`counter`] for how the span is bounded, how the
+//!   thread checks it against the clock, measures the counter's rate again when it
+//!   misled, and gives the counter up after three such misses.
 
 mod counter;
 
