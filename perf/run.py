@@ -1293,20 +1293,26 @@ def main(argv):
         --warmup-latency-s long, into a topic of its own (deleted afterwards)."""
         warm = dict(w, records=max(1, int(w["rate"] * a.warmup_latency_s)))
         topic = f"perf-run-{name}-warmup-{stamp}"
+        warm_bin = bins.get(fill_client) or kring_bin
+        if not warm_bin:
+            log(f"== warm-up of {name} skipped: no binary of {fill_client}")
+            return
         log(f"== warm-up: {warm['records']:,} records of {name} at {w['rate']:,}/s by "
             f"{fill_client} (not measured)")
         try:
             topics.create(topic, w["partitions"], w["replication"])
-            cmds = {op: client_command(fill_client, bins, java_peer, java_peer_error, op, warm,
-                                       topic, payload)
+            cmds = {op: peer_command(fill_client, warm_bin, op, warm, topic, payload)
                     for op in ("consume", "produce")}
             rec = latency_run(runner, fill_client, cmds, warm, a.timeout)
             if rec.get("error"):
                 log(f"   warm-up failed (runs go on): {rec['error']}")
             else:
                 log(f"   warm-up p99 send→ack {fmt(metrics(rec)['p99'], 1)} ms")
-        except RuntimeError as e:
+            emit({"type": "warmup", "workload": name, "client": fill_client,
+                  "error": rec.get("error")})
+        except Exception as e:  # a warm-up that fails must not end the run
             log(f"   warm-up failed (runs go on): {e}")
+            emit({"type": "warmup", "workload": name, "client": fill_client, "error": str(e)})
         finally:
             if topic in topics.live:
                 topics.delete(topic)
@@ -1692,6 +1698,7 @@ def report(raw_path, out_dir):
     end = next((r for r in rows if r.get("type") == "end"), {})
     runs = [r for r in rows if r.get("type") == "run"]
     fills = [r for r in rows if r.get("type") == "fill"]
+    warmups = [r for r in rows if r.get("type") == "warmup"]
     summary = summarize(runs, meta)
     versions = dict(meta["versions"])
     lib = next((r["result"].get("version") for r in runs
@@ -1834,12 +1841,14 @@ def report(raw_path, out_dir):
                     f"through it a million at a time until {meta['warmup_many_s']:g} s had "
                     "passed (three JVMs on two cores reach their pace only after a minute or "
                     "two of load)" if meta.get("warmup_many_s") else "")
-                 + (f"; before the first run of a fixed-rate workload, {meta['fill_client']} ran "
-                    f"one round of it unmeasured, {meta['warmup_latency_s']:g} s at its rate "
-                    "into a topic of its own (the first measured round was otherwise the "
-                    "worst for whichever client ran it)" if meta.get("warmup_latency_s") else "")
                  + "; each measured run starts after a pause of "
                  f"{meta.get('settle_s', 0):g} s.")
+    for wu in warmups:
+        outcome = f"failed ({wu['error']}); its runs went on" if wu.get("error") else "ran"
+        L.append(f"- before the first measured run of {wu['workload']}, one unmeasured round of it "
+                 f"by {wu['client']} ({meta.get('warmup_latency_s', 0):g} s at its rate, into a "
+                 f"topic of its own) {outcome}: the first measured round of that workload was "
+                 "otherwise the worst for whichever client ran it.")
     L.append("- batch size 1,000,000 bytes in every client (`batch.size` / the contract's "
              "`--batch-size`), much larger than the Java producer's default 16 KiB, so that no "
              "client is limited by its batch size (65,536 in the 256-partition workloads, "

@@ -1,4 +1,4 @@
-//! Record timestamps: the wall clock in whole milliseconds since the epoch, read once per
+//! Record timestamps: the wall clock in whole milliseconds since the epoch, for each
 //! record on the sending thread.
 //!
 //! Reading the clock (`SystemTime::now`, a vDSO call: about 24 ns on the 2-core VM the

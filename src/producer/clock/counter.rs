@@ -11,7 +11,8 @@
 //! read and the clock's, the uncertainty any clock read this close to a boundary has.
 //!
 //! The rate is measured on each thread against the monotonic clock, from the thread's
-//! first reading to the first new millisecond at least 10 ms later (the clock read
+//! first reading (or its first after a miss, below) to the first new millisecond at least
+//! 10 ms later (the clock read
 //! before the counter at the start and after it at the end, so that a pause between the
 //! two reads can only make the rate lower), and taken 20% lower: the wall clock's rate
 //! against the counter moves as NTP slews it, and chrony slews by up to 8.3% either way
@@ -196,8 +197,9 @@ fn missed(cell: &Cell<Span>) {
 
 /// The counter's rate as this thread knows it: `Known` (ticks per nanosecond, a lower
 /// bound), `Off`, or not yet (`Unknown` or `Measuring`). Measures it, starting at the
-/// thread's first reading and ending at the first new millisecond (`new_ms`) at least
-/// [`MEASURE_OVER`] later, at the reading `tick` (taken before the clock's).
+/// thread's first reading (or its first after a miss) and ending at the first new
+/// millisecond (`new_ms`) at least [`MEASURE_OVER`] later, at the reading `tick` (taken
+/// before the clock's).
 fn rate(tick: u64, new_ms: bool) -> Rate {
     RATE.try_with(|cell| {
         let next = match cell.get() {
