@@ -46,33 +46,34 @@ pub(crate) fn now_ms() -> i64 {
 /// where the millisecond's span could not be kept).
 fn read_clock() -> (i64, Option<Duration>) {
     let now = SystemTime::now();
-    let ms = ms_at(now);
-    let left = LAST
-        .try_with(|last| {
-            let m = last.get();
-            (m.ms == ms && m.from <= now && now < m.until)
-                .then(|| m.until.duration_since(now).ok())
-                .flatten()
-        })
-        .ok()
+    let m = millisecond_at(now);
+    let left = (m.from <= now && now < m.until)
+        .then(|| m.until.duration_since(now).ok())
         .flatten();
-    (ms, left)
+    (m.ms, left)
 }
 
 /// `now` in whole ms since the epoch, from this thread's last millisecond when `now`
 /// falls in it.
 #[inline]
 fn ms_at(now: SystemTime) -> i64 {
+    millisecond_at(now).ms
+}
+
+/// The millisecond `now` falls in: this thread's last one when `now` falls in it, else
+/// computed and kept.
+#[inline]
+fn millisecond_at(now: SystemTime) -> Millisecond {
     LAST.try_with(|last| {
         let m = last.get();
         if m.from <= now && now < m.until {
-            return m.ms;
+            return m;
         }
         let next = millisecond_of(now);
         last.set(next);
-        next.ms
+        next
     })
-    .unwrap_or_else(|_| millisecond_of(now).ms)
+    .unwrap_or_else(|_| millisecond_of(now))
 }
 
 /// The whole millisecond `now` falls in; an empty span where it cannot be kept (before
