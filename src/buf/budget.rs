@@ -8,11 +8,18 @@
 //! its `Waker` in a queue under the budget's mutex and is woken by whichever
 //! [`Permit`] drop frees the bytes — no tokio, no I/O, no timers here.
 //!
+//! [`release_together`] holds back the releases a thread makes while it runs a closure
+//! and makes them at its end, one per budget: a task returning many buffers at once (a
+//! produce response acknowledging many batches) then wakes a waiter once for all of
+//! them, instead of once per buffer, each wake-up taking one buffer's worth and
+//! sleeping again.
+//!
 //! Invariants: `available + Σ outstanding permits + Σ granted-but-unclaimed
-//! waiters == capacity`; a dropped `Acquire` future gives back anything granted to
-//! it; a request larger than the whole capacity fails at once rather than waiting
-//! forever.
+//! waiters + Σ releases held back == capacity`; a dropped `Acquire` future gives back
+//! anything granted to it; a request larger than the whole capacity fails at once
+//! rather than waiting forever.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
@@ -158,13 +165,81 @@ impl MemoryBudget {
         Ok(())
     }
 
-    /// Returns `n` bytes and hands them to waiters in order.
+    /// Returns `n` bytes and hands them to waiters in order (at the end of the
+    /// enclosing [`release_together`], if any).
     fn release(&self, n: usize) {
+        if self.hold_back(n) {
+            return;
+        }
         let mut state = self.lock();
         state.available += n;
         let wake = grant_waiters(&mut state);
         drop(state);
         wake.into_iter().for_each(Waker::wake);
+    }
+
+    /// Adds `n` bytes to this thread's releases held back for this budget, if a
+    /// [`release_together`] is running on it.
+    fn hold_back(&self, n: usize) -> bool {
+        HELD.try_with(|held| {
+            let Ok(mut held) = held.try_borrow_mut() else {
+                return false;
+            };
+            let Some(list) = held.as_mut() else {
+                return false;
+            };
+            match list
+                .iter_mut()
+                .find(|(b, _)| Arc::ptr_eq(&b.inner, &self.inner))
+            {
+                Some((_, bytes)) => *bytes += n,
+                None => list.push((self.clone(), n)),
+            }
+            true
+        })
+        .unwrap_or(false)
+    }
+}
+
+thread_local! {
+    /// The releases held back on this thread by a running [`release_together`]: each
+    /// budget with its bytes. `None` when none runs.
+    static HELD: RefCell<Option<Vec<(MemoryBudget, usize)>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f`, holding back the budget releases this thread makes meanwhile (buffers and
+/// permits dropped) and making them when it ends, one per budget, so that a waiter is
+/// woken once for all of them. Nested calls join the outermost. The bytes are released
+/// however `f` ends, a panic included. `f` must not wait for the bytes it returns:
+/// they are not free until it ends.
+pub fn release_together<R>(f: impl FnOnce() -> R) -> R {
+    let outermost = HELD.with(|held| {
+        let mut held = held.borrow_mut();
+        let outermost = held.is_none();
+        if outermost {
+            *held = Some(Vec::new());
+        }
+        outermost
+    });
+    // Made only by the outermost call: a guard made and dropped by a nested one (as
+    // `then_some` would) would release everything held so far.
+    let _release = if outermost { Some(ReleaseHeld) } else { None };
+    f()
+}
+
+/// Makes the releases held back, when the outermost [`release_together`] ends.
+struct ReleaseHeld;
+
+impl Drop for ReleaseHeld {
+    fn drop(&mut self) {
+        let held = HELD
+            .try_with(|held| held.borrow_mut().take())
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        for (budget, bytes) in held {
+            budget.release(bytes);
+        }
     }
 }
 
@@ -385,6 +460,59 @@ pub(crate) mod tests {
     ) -> Poll<F::Output> {
         let waker = Waker::from(waker.clone());
         Pin::new(f).poll(&mut Context::from_waker(&waker))
+    }
+
+    /// Permits dropped inside `release_together` go back at its end, together: the
+    /// waiter is woken once, with everything they held free by then, and a nested
+    /// call joins the outermost.
+    #[test]
+    fn releases_held_back_go_back_together_at_the_end() {
+        let b = MemoryBudget::new(100);
+        let other = MemoryBudget::new(10);
+        let parts: Vec<Permit> = (0..4).map(|_| b.try_acquire(25).unwrap()).collect();
+        let foreign = other.try_acquire(10).unwrap();
+        let w = Arc::new(CountingWaker(AtomicUsize::new(0)));
+        let mut waiting = b.acquire(25);
+        assert!(poll_once(&mut waiting, &w).is_pending());
+        let mut parts = parts.into_iter();
+        release_together(|| {
+            drop(parts.next());
+            release_together(|| drop(parts.next()));
+            drop(foreign);
+            assert_eq!(b.available(), 0, "held back while it runs");
+            assert_eq!(other.available(), 0);
+            assert_eq!(w.0.load(Ordering::SeqCst), 0, "nobody woken yet");
+        });
+        assert_eq!(w.0.load(Ordering::SeqCst), 1, "woken once, at the end");
+        assert_eq!(other.available(), 10, "each budget gets its own bytes");
+        assert_eq!(b.available(), 25, "50 returned, 25 granted to the waiter");
+        let Poll::Ready(Ok(granted)) = poll_once(&mut waiting, &w) else {
+            panic!("the waiter was granted its bytes");
+        };
+        drop((granted, parts));
+        assert_eq!(
+            b.available(),
+            100,
+            "outside the scope, releases are at once"
+        );
+    }
+
+    /// A panic inside `release_together` still returns what was held back.
+    #[test]
+    fn releases_held_back_go_back_when_the_closure_panics() {
+        let b = MemoryBudget::new(10);
+        let p = b.try_acquire(10).unwrap();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            release_together(|| {
+                drop(p);
+                panic!("in the middle of a turn");
+            })
+        }));
+        assert!(outcome.is_err());
+        assert_eq!(b.available(), 10);
+        // The thread is out of the scope: the next release is at once.
+        drop(b.try_acquire(10).unwrap());
+        assert_eq!(b.available(), 10);
     }
 
     #[test]

@@ -18,5 +18,5 @@
 pub mod budget;
 pub mod pool;
 
-pub use budget::{BudgetError, MemoryBudget, Permit};
+pub use budget::{BudgetError, MemoryBudget, Permit, release_together};
 pub use pool::{BufferPool, ChargedBuf, PooledBuf};

@@ -33,6 +33,7 @@ use tokio::task::JoinSet;
 
 use super::ProducerShared;
 use super::metrics::SinkMetrics;
+use crate::buf::release_together;
 use crate::client::{ClusterMetadata, TopicInfo};
 use crate::engine::connection::RawResponse;
 use crate::engine::error::IoError;
@@ -314,28 +315,21 @@ async fn run_sink(
     );
     let waker: Arc<dyn Wake> = handle.waker.clone();
     let mut answers: JoinSet<Answer> = JoinSet::new();
+    let mut answered = None;
     loop {
-        // Before any partition is looked at (see `engine::produce::wake`).
-        handle.waker.next_drain.draining();
-        for p in handle.take_inbox() {
-            sink.adopt(p, waker.clone());
-        }
-        if shared.abandoned.load(Ordering::Acquire) {
-            sink.fail_unsent(&Error::ProducerDropped, Instant::now());
-        } else if shared.client.is_closed() {
-            // Nothing can be sent any more: fail what waits instead of letting it sit
-            // until delivery.timeout.ms (requests on the wire fail with IoError::Closed).
-            sink.fail_unsent(&Error::ClosedClient, Instant::now());
-        } else if let Some(error) = shared.txn.as_ref().and_then(|t| t.unsent_error()) {
-            // The transaction is being (or must be) aborted: nothing more of it is sent.
-            sink.fail_unsent(&error, Instant::now());
-        }
-        drain(&shared, &mut sink, &mut answers, &addr);
-        if shared.handle_events(&mut sink) {
-            // Leader hints applied: the moved partitions leave at this drain.
-            drain(&shared, &mut sink, &mut answers, &addr);
-            shared.handle_events(&mut sink);
-        }
+        // The arenas this turn frees (batches answered, small batches moved out of
+        // theirs) go back to the budget together at its end: a sender waiting for
+        // memory is woken once for all of them, not once per arena.
+        release_together(|| {
+            if let Some(joined) = answered.take() {
+                settle(&shared, &mut sink, joined);
+                while let Some(joined) = answers.try_join_next() {
+                    settle(&shared, &mut sink, joined);
+                }
+                report(&shared, &mut sink, &mut metrics);
+            }
+            drain_turn(&shared, &handle, &waker, &mut sink, &mut answers, &addr);
+        });
         if shared.closed.load(Ordering::Acquire) && answers.is_empty() && !sink.has_pending() {
             break;
         }
@@ -353,11 +347,7 @@ async fn run_sink(
                 break;
             }
             Some(joined) = answers.join_next(), if !answers.is_empty() => {
-                settle(&shared, &mut sink, joined);
-                while let Some(joined) = answers.try_join_next() {
-                    settle(&shared, &mut sink, joined);
-                }
-                report(&shared, &mut sink, &mut metrics);
+                answered = Some(joined);
             }
             _ = handle.waker.notify.notified() => {}
             _ = sleep_until(timeout) => {}
@@ -423,6 +413,39 @@ fn drain(
 /// `abandoned` before it.
 fn closing_gracefully(shared: &ProducerShared) -> bool {
     shared.closing.load(Ordering::Acquire) && !shared.abandoned.load(Ordering::Acquire)
+}
+
+/// A sink's turn after its wake-up: takes the partitions handed to it, fails what can
+/// no longer be sent, drains, and acts on what the drain asks for.
+fn drain_turn(
+    shared: &Arc<ProducerShared>,
+    handle: &SinkHandle,
+    waker: &Arc<dyn Wake>,
+    sink: &mut Sink,
+    answers: &mut JoinSet<Answer>,
+    addr: &Arc<str>,
+) {
+    // Before any partition is looked at (see `engine::produce::wake`).
+    handle.waker.next_drain.draining();
+    for p in handle.take_inbox() {
+        sink.adopt(p, waker.clone());
+    }
+    if shared.abandoned.load(Ordering::Acquire) {
+        sink.fail_unsent(&Error::ProducerDropped, Instant::now());
+    } else if shared.client.is_closed() {
+        // Nothing can be sent any more: fail what waits instead of letting it sit
+        // until delivery.timeout.ms (requests on the wire fail with IoError::Closed).
+        sink.fail_unsent(&Error::ClosedClient, Instant::now());
+    } else if let Some(error) = shared.txn.as_ref().and_then(|t| t.unsent_error()) {
+        // The transaction is being (or must be) aborted: nothing more of it is sent.
+        sink.fail_unsent(&error, Instant::now());
+    }
+    drain(shared, sink, answers, addr);
+    if shared.handle_events(sink) {
+        // Leader hints applied: the moved partitions leave at this drain.
+        drain(shared, sink, answers, addr);
+        shared.handle_events(sink);
+    }
 }
 
 /// Hands the batches just answered to the metrics and the interceptors.
