@@ -1785,6 +1785,13 @@ def report(raw_path, out_dir):
              "ProducerPerformance reports whole milliseconds). With every client sending flat "
              "out, it is mostly time queued in the client's buffer, so it follows the clients' "
              "buffer sizes more than their speed.")
+    L.append("- delivery reports when sending flat out: every client is told of each record, in "
+             "its own idiom: librdkafka's delivery report callback with the record's index as "
+             "opaque, served by `poll` on the sending thread; Java's send callback; franz-go's "
+             "promise; Sarama's Successes channel; kring's delivery handler with the record's "
+             "index as tag (`Producer::send_tagged`, a batch's reports at a time; `kring perf "
+             "produce --deliveries futures` sends with a delivery future per record instead). "
+             "The fixed-rate latency workload times each record with kring's delivery futures.")
     if any(w.get("txn_records") for w in meta["workloads"].values()):
         L.append("- transactions (`-txn` workloads): each client sets a fresh `transactional.id` "
                  "per run and initialises transactions before its clock starts, then begins, sends "

@@ -231,6 +231,31 @@ fn perf_commands_print_the_contract_json() {
         "{produced}"
     );
     assert!(!produced.contains("\"p50_ms\":null"), "{produced}");
+    // The same with a delivery future per record instead of the delivery handler.
+    let futures_topic = common::unique("cli-perf-futures");
+    ok(&["topics", "create", &futures_topic, "-p", "3"], b"");
+    let with_futures = last_json(ok(
+        &[
+            "perf",
+            "produce",
+            "-t",
+            &futures_topic,
+            "--records",
+            "10000",
+            "--record-size",
+            "64",
+            "--deliveries",
+            "futures",
+        ],
+        b"",
+    ));
+    assert!(
+        with_futures.starts_with(
+            r#"{"client":"kring","op":"produce","records":10000,"bytes":640000,"elapsed_s":"#
+        ),
+        "{with_futures}"
+    );
+    assert!(!with_futures.contains("\"p50_ms\":null"), "{with_futures}");
     let consumed = last_json(ok(
         &["perf", "consume", "-t", &topic, "--records", "20000"],
         b"",

@@ -499,3 +499,117 @@ fn a_send_queues_its_record_when_first_polled() {
     );
     producer.close_blocking().unwrap();
 }
+
+/// Records sent with a tag are reported to the producer's delivery handler, each once,
+/// by the time flush returns, at the offsets the broker holds them at; records sent
+/// with a future in between keep theirs; after close, nothing more is reported.
+#[test]
+fn tagged_records_reach_the_delivery_handler() {
+    use kring::producer::{DeliveredBatch, ProducerBuilder};
+    use std::sync::{Arc, Mutex};
+
+    let mut c = config();
+    c.producer.linger = Duration::from_millis(5);
+    c.producer.batch_size = 4096;
+    let client = client(c);
+    let topic = unique("kring-prod-tagged");
+    let partitions = 3;
+    create_topic(&client, &topic, partitions, 1, &[]);
+    type Reports = Vec<(u64, i32, Result<i64, String>)>;
+    let reports: Arc<Mutex<Reports>> = Arc::default();
+    let batches = Arc::new(Mutex::new(0usize));
+    let handler = {
+        let (reports, batches) = (reports.clone(), batches.clone());
+        move |batch: &DeliveredBatch<'_>| {
+            *batches.lock().unwrap() += 1;
+            let mut all = reports.lock().unwrap();
+            for d in batch.iter() {
+                let result = d.result.map(|m| m.offset).map_err(|e| e.to_string());
+                all.push((d.tag, batch.partition(), result));
+            }
+        }
+    };
+    let producer = ProducerBuilder::new(&client)
+        .delivery_handler(handler)
+        .build_blocking()
+        .unwrap();
+    let n = 3000u64;
+    let mut futures = Vec::new();
+    for i in 0..n {
+        let value = format!("value-{i}");
+        let record = ProducerRecord::new(&topic)
+            .with_key(format!("key-{}", i % 101))
+            .with_value(value);
+        if i % 10 == 0 {
+            futures.push((i, producer.send_blocking(record).unwrap()));
+        } else if i % 10 == 1 {
+            producer.try_send_tagged(record, i).unwrap();
+        } else {
+            producer.send_tagged_blocking(record, i).unwrap();
+        }
+    }
+    producer.flush_blocking().unwrap();
+    let mut by_partition: HashMap<i32, Vec<(i64, u64)>> = HashMap::new();
+    {
+        let all = reports.lock().unwrap();
+        assert_eq!(all.len() as u64, n - n / 10, "every tagged record, once");
+        let mut tags: Vec<u64> = all.iter().map(|r| r.0).collect();
+        tags.sort_unstable();
+        tags.dedup();
+        assert_eq!(tags.len(), all.len(), "no tag twice");
+        assert!(
+            tags.iter().all(|t| t % 10 != 0),
+            "no untagged record reported"
+        );
+        for (tag, partition, result) in all.iter() {
+            let offset = result
+                .clone()
+                .unwrap_or_else(|e| panic!("record {tag}: {e}"));
+            by_partition
+                .entry(*partition)
+                .or_default()
+                .push((offset, *tag));
+        }
+        assert!(
+            *batches.lock().unwrap() < all.len(),
+            "reported a batch at a time"
+        );
+    }
+    for (i, f) in futures {
+        let meta = f.wait().unwrap_or_else(|e| panic!("record {i}: {e}"));
+        by_partition
+            .entry(meta.partition)
+            .or_default()
+            .push((meta.offset, i));
+    }
+    for (partition, mut records) in by_partition {
+        records.sort_unstable();
+        let read = read_partition(&client, &topic, partition, records.len());
+        for ((offset, i), got) in records.iter().zip(&read) {
+            assert_eq!(*offset, got.offset, "partition {partition}");
+            assert_eq!(
+                got.value.as_deref(),
+                Some(format!("value-{i}").as_bytes()),
+                "{partition}-{offset}"
+            );
+        }
+    }
+    producer.close_blocking().unwrap();
+    client.close();
+}
+
+/// A producer without a delivery handler refuses tagged records.
+#[test]
+fn a_tagged_record_needs_a_delivery_handler() {
+    let client = client(config());
+    let topic = unique("kring-prod-untagged");
+    create_topic(&client, &topic, 1, 1, &[]);
+    let producer = Producer::new_blocking(client.clone()).unwrap();
+    let refused = producer.send_tagged_blocking(ProducerRecord::new(&topic).with_value("v"), 1);
+    assert!(
+        matches!(refused, Err(Error::InvalidArgument(_))),
+        "{refused:?}"
+    );
+    producer.close_blocking().unwrap();
+    client.close();
+}

@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use super::{Partitioner, Producer};
+use std::sync::Arc;
+
+use super::{DeliveryHandler, Partitioner, Producer};
 use crate::client::Client;
 use crate::config::{Acks, Compression, Config, ProducerConfig, Role, set_for_role};
 use crate::error::Result;
@@ -47,6 +49,7 @@ pub struct ProducerBuilder {
     /// only that section is taken by `build`.
     config: Config,
     partitioner: Option<Box<dyn Partitioner>>,
+    delivery_handler: Option<Arc<dyn DeliveryHandler>>,
 }
 
 impl std::fmt::Debug for ProducerBuilder {
@@ -54,6 +57,7 @@ impl std::fmt::Debug for ProducerBuilder {
         f.debug_struct("ProducerBuilder")
             .field("producer", &self.config.producer)
             .field("partitioner", &self.partitioner)
+            .field("delivery_handler", &self.delivery_handler.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -65,6 +69,7 @@ impl ProducerBuilder {
             client: client.clone(),
             config: client.config().clone(),
             partitioner: None,
+            delivery_handler: None,
         }
     }
 
@@ -133,6 +138,14 @@ impl ProducerBuilder {
         self
     }
 
+    /// Where the outcomes of records sent with [`Producer::send_tagged`] go: `handler`
+    /// is called once per settled batch holding such records (see [`DeliveryHandler`]).
+    /// Records sent with [`Producer::send`] still get their delivery futures.
+    pub fn delivery_handler(mut self, handler: impl DeliveryHandler) -> Self {
+        self.delivery_handler = Some(Arc::new(handler));
+        self
+    }
+
     /// A custom partitioner instead of the one `partitioner` names
     /// ([`Producer::with_partitioner`]).
     pub fn partitioner(mut self, partitioner: Box<dyn Partitioner>) -> Self {
@@ -143,7 +156,13 @@ impl ProducerBuilder {
     /// Validates the settings and starts the producer (with idempotence, it first
     /// obtains a producer id, as [`Producer::new`] does).
     pub async fn build(self) -> Result<Producer> {
-        Producer::start(self.client, self.config.producer, self.partitioner).await
+        Producer::start(
+            self.client,
+            self.config.producer,
+            self.partitioner,
+            self.delivery_handler,
+        )
+        .await
     }
 
     /// [`ProducerBuilder::build`] for plain threads.

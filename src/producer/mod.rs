@@ -39,6 +39,7 @@
 mod api;
 mod builder;
 mod clock;
+mod delivery;
 mod driver;
 mod interceptor;
 mod metrics;
@@ -58,17 +59,18 @@ use tokio::sync::{Notify, mpsc};
 pub use crate::engine::txn::TransactionError;
 pub use api::{FlushFuture, RecordProducer, SendFuture, SyncRecordProducer};
 pub use builder::ProducerBuilder;
+pub use delivery::{DeliveredBatch, Delivery, DeliveryHandler};
 pub use interceptor::{Acknowledgement, ProducerInterceptor};
 pub use partitioner::{Partitioner, TopicPartitions};
 pub use record::{DeliveryFuture, Payload, ProducerRecord, RecordMetadata};
-pub use sending::Sending;
+pub use sending::{Sending, SendingTagged};
 pub use txn::GroupMetadata;
 
 use crate::buf::MemoryBudget;
 use crate::client::Client;
 use crate::config::{Acks, Config, ProducerConfig};
 use crate::engine::produce::arenas::ArenaPools;
-use crate::engine::produce::completion::{BatchShared, batch_done};
+use crate::engine::produce::completion::{ReportTagged, batch_done};
 use crate::engine::produce::failures::{DeliveryFailures, FailureReport};
 use crate::engine::produce::partition::{
     Appended, Arena, ProducePartition, ProduceSettings, ProducerId, RecordParts,
@@ -93,12 +95,21 @@ struct SendState {
     arena: Option<Arena>,
     /// The class of the arena to wait for next.
     waiting_for: Option<usize>,
+    /// The tag of a record sent with [`Producer::send_tagged`].
+    tag: Option<u64>,
+}
+
+/// A record a send queued: its delivery future, or nothing more for one sent with a
+/// tag (its outcome goes to the producer's delivery handler).
+pub(crate) enum Queued {
+    Future(DeliveryFuture),
+    Tagged,
 }
 
 /// How [`Producer::send_now`] left a record.
 enum SendNow<'a> {
-    /// Appended: its delivery future.
-    Done(DeliveryFuture),
+    /// Appended.
+    Done(Queued),
     /// It must wait (for an arena, or for its topic's metadata): how far it got, and
     /// its place in an open transaction.
     Wait(SendState, Option<txn::SendGuard<'a>>),
@@ -228,7 +239,10 @@ fn codec_of(c: crate::config::Compression) -> Codec {
 
 /// The settings the producer's engines use, from the client's configuration with this
 /// producer's own section.
-fn settings_of(config: &Config) -> ProduceSettings {
+fn settings_of(
+    config: &Config,
+    delivery_handler: Option<Arc<dyn DeliveryHandler>>,
+) -> ProduceSettings {
     let p = &config.producer;
     ProduceSettings {
         acks: match p.acks {
@@ -249,6 +263,8 @@ fn settings_of(config: &Config) -> ProduceSettings {
         transactional_id: p.transactional_id.clone(),
         transaction_timeout: p.transaction_timeout,
         codec: codec_of(p.compression),
+        report_tagged: delivery_handler
+            .map(|h| Arc::new(delivery::HandlerReporter(h)) as Arc<dyn ReportTagged>),
     }
 }
 
@@ -318,7 +334,7 @@ impl Producer {
         partitioner: Option<Box<dyn Partitioner>>,
     ) -> Result<Producer> {
         let own = client.config().producer.clone();
-        Self::start(client, own, partitioner).await
+        Self::start(client, own, partitioner, None).await
     }
 
     /// A producer with settings of its own over `client`'s connections and workers:
@@ -334,6 +350,7 @@ impl Producer {
         client: Client,
         own: ProducerConfig,
         partitioner: Option<Box<dyn Partitioner>>,
+        delivery_handler: Option<Arc<dyn DeliveryHandler>>,
     ) -> Result<Producer> {
         let mut config = client.config().clone();
         config.producer = own;
@@ -344,7 +361,7 @@ impl Producer {
         let shared = Arc::new(ProducerShared {
             id: routes::next_producer_id(),
             client: client.clone(),
-            settings: settings_of(&config),
+            settings: settings_of(&config, delivery_handler),
             partitioner: partitioner
                 .or_else(|| partitioner::from_kind(p.partitioner, p.batch_size, seed)),
             pools,
@@ -603,12 +620,13 @@ impl Producer {
         let shared = self.shared();
         let appended = part.state().append(
             parts,
+            state.tag,
             state.arena.take(),
             &shared.settings,
             &shared.pools,
             Instant::now,
         )?;
-        if let Appended::Done { .. } = appended {
+        if let Appended::Done { .. } | Appended::Tagged = appended {
             shared.register_partition(part);
         }
         Ok(appended)
@@ -621,23 +639,45 @@ impl Producer {
     fn admit(
         &self,
         record: &ProducerRecord<'_>,
+        tag: Option<u64>,
     ) -> Result<(Option<txn::SendGuard<'_>>, SendState)> {
         self.check_open()?;
+        if tag.is_some() && self.shared().settings.report_tagged.is_none() {
+            return Err(Error::InvalidArgument(
+                "a record sent with a tag needs the producer's delivery handler \
+                 (ProducerBuilder::delivery_handler)"
+                    .into(),
+            ));
+        }
         self.shared().intercept(record);
         let guard = self.shared().enter_send()?;
         // The record's own timestamp is read when it is appended, with the clock's: read
         // here, just after the caller wrote the record, the load stalled on its stores.
-        Ok((guard, SendState::default()))
+        Ok((
+            guard,
+            SendState {
+                tag,
+                ..SendState::default()
+            },
+        ))
     }
 
-    /// The delivery future of an appended record.
-    fn delivered(shared: Arc<BatchShared>, index: usize, state: &SendState) -> DeliveryFuture {
-        DeliveryFuture::new(
-            shared,
-            index,
-            state.partition.unwrap_or(-1),
-            state.timestamp.unwrap_or_default(),
-        )
+    /// What an appended record leaves its sender: its delivery future, or nothing for
+    /// one sent with a tag. `None` for an append that still needs an arena.
+    fn queued(appended: Appended, state: &mut SendState) -> Option<Queued> {
+        match appended {
+            Appended::Done { shared, index } => Some(Queued::Future(DeliveryFuture::new(
+                shared,
+                index,
+                state.partition.unwrap_or(-1),
+                state.timestamp.unwrap_or_default(),
+            ))),
+            Appended::Tagged => Some(Queued::Tagged),
+            Appended::NeedArena(class) => {
+                state.waiting_for = Some(class);
+                None
+            }
+        }
     }
 
     /// Queues `record` and returns its delivery future; waits while `buffer.memory` is
@@ -648,17 +688,41 @@ impl Producer {
         Sending::new(self, record)
     }
 
+    /// Queues `record` like [`Producer::send`], without a delivery future: its outcome
+    /// goes, with `tag`, to the producer's [`DeliveryHandler`]
+    /// ([`ProducerBuilder::delivery_handler`]), a batch at a time. Fails with
+    /// [`Error::InvalidArgument`] when the producer has no handler.
+    ///
+    /// For pipelines that track their records themselves (an offset to commit, a slot in
+    /// a ring) and want no per-record future: the tag is theirs to choose, and nothing is
+    /// allocated or shared per record (librdkafka's delivery report callback with a
+    /// message's opaque, the Java client's callback, are the same idea).
+    pub fn send_tagged<'a>(&'a self, record: ProducerRecord<'a>, tag: u64) -> SendingTagged<'a> {
+        SendingTagged::new(self, record, tag)
+    }
+
+    /// [`Producer::send_tagged`] for plain threads (waits for memory).
+    pub fn send_tagged_blocking(&self, record: ProducerRecord<'_>, tag: u64) -> Result<()> {
+        crate::client::block_on(self.send_tagged(record, tag))
+    }
+
+    /// [`Producer::send_tagged`] without ever waiting, as [`Producer::try_send`].
+    pub fn try_send_tagged(&self, record: ProducerRecord<'_>, tag: u64) -> Result<()> {
+        self.try_queue(&record, Some(tag)).map(|_| ())
+    }
+
     /// What every send tries first: appending at once, without waiting. Most records
     /// are appended so; the rest go on in [`Producer::send_waiting`], with the state
     /// and transaction guard this leaves them.
     #[inline]
-    fn send_now(&self, record: &ProducerRecord<'_>) -> Result<SendNow<'_>> {
-        let (in_transaction, mut state) = self.admit(record)?;
+    fn send_now(&self, record: &ProducerRecord<'_>, tag: Option<u64>) -> Result<SendNow<'_>> {
+        let (in_transaction, mut state) = self.admit(record, tag)?;
         match self.append_current(record, &mut state) {
-            Some(Ok(Appended::Done { shared, index })) => {
-                return Ok(SendNow::Done(Self::delivered(shared, index, &state)));
+            Some(Ok(appended)) => {
+                if let Some(queued) = Self::queued(appended, &mut state) {
+                    return Ok(SendNow::Done(queued));
+                }
             }
-            Some(Ok(Appended::NeedArena(class))) => state.waiting_for = Some(class),
             Some(Err(e)) => return Err(e),
             None => {}
         }
@@ -672,7 +736,7 @@ impl Producer {
         record: ProducerRecord<'a>,
         mut state: SendState,
         _in_transaction: Option<txn::SendGuard<'a>>,
-    ) -> Result<DeliveryFuture> {
+    ) -> Result<Queued> {
         let record = &record;
         loop {
             let routed = match state.waiting_for.take() {
@@ -697,11 +761,8 @@ impl Producer {
                     self.append(&part, record, &mut state)?
                 }
             };
-            match appended {
-                Appended::Done { shared, index } => {
-                    return Ok(Self::delivered(shared, index, &state));
-                }
-                Appended::NeedArena(class) => state.waiting_for = Some(class),
+            if let Some(queued) = Self::queued(appended, &mut state) {
+                return Ok(queued);
             }
         }
     }
@@ -709,22 +770,31 @@ impl Producer {
     /// Queues `record` without ever waiting: a full `buffer.memory`, or a topic whose
     /// metadata is not known yet, is an error.
     pub fn try_send(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
-        let (_in_transaction, mut state) = self.admit(&record)?;
-        let appended = match self.append_current(&record, &mut state) {
+        match self.try_queue(&record, None)? {
+            Queued::Future(future) => Ok(future),
+            Queued::Tagged => Err(Error::InvalidArgument(
+                "a record without a tag was taken as tagged".into(),
+            )),
+        }
+    }
+
+    /// [`Producer::try_send`] and [`Producer::try_send_tagged`].
+    fn try_queue(&self, record: &ProducerRecord<'_>, tag: Option<u64>) -> Result<Queued> {
+        let (_in_transaction, mut state) = self.admit(record, tag)?;
+        let appended = match self.append_current(record, &mut state) {
             Some(appended) => appended?,
             None => {
                 let part =
-                    crate::client::block_on(self.route_refreshed(&record, &mut state, false))?;
-                self.append(&part, &record, &mut state)?
+                    crate::client::block_on(self.route_refreshed(record, &mut state, false))?;
+                self.append(&part, record, &mut state)?
             }
         };
-        match appended {
-            Appended::Done { shared, index } => Ok(Self::delivered(shared, index, &state)),
-            Appended::NeedArena(_) => Err(Error::Batch(format!(
+        Self::queued(appended, &mut state).ok_or_else(|| {
+            Error::Batch(format!(
                 "buffer.memory ({} bytes) is full",
                 self.shared().buffer_memory
-            ))),
-        }
+            ))
+        })
     }
 
     /// [`Producer::send`] for plain threads: queues the record (waiting for memory).

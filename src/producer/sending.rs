@@ -1,6 +1,6 @@
-//! The future [`Producer::send`] returns, written out by hand rather than as an
-//! `async fn`: most records are appended at its first poll without waiting, and that
-//! path should cost no more than the append itself.
+//! The futures [`Producer::send`] and [`Producer::send_tagged`] return, written out by
+//! hand rather than as an `async fn`: most records are appended at the first poll
+//! without waiting, and that path should cost no more than the append itself.
 //!
 //! An `async fn` moved its record (about 150 bytes) into its state at the first poll,
 //! a `memcpy` per record on the sending thread. Here the first poll appends from the
@@ -11,26 +11,79 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use super::{DeliveryFuture, Producer, ProducerRecord, SendNow};
-use crate::error::Result;
+use super::{DeliveryFuture, Producer, ProducerRecord, Queued, SendNow};
+use crate::error::{Error, Result};
 
 /// The boxed rest of a send that must wait.
-type Waiting<'a> = Pin<Box<dyn Future<Output = Result<DeliveryFuture>> + Send + 'a>>;
+type Waiting<'a> = Pin<Box<dyn Future<Output = Result<Queued>> + Send + 'a>>;
 
 /// The future of [`Producer::send`]: resolves to the record's [`DeliveryFuture`] once
 /// the record is queued. Like an `async fn`'s future it does nothing until polled, and
 /// panics if polled again after it resolved (or after a poll that panicked, as an
 /// interceptor or partitioner may). It is `Send` and `Unpin`, not `Sync`.
 #[must_use = "the record is queued only when this future is polled"]
-pub struct Sending<'a> {
+#[derive(Debug)]
+pub struct Sending<'a>(SendCore<'a>);
+
+impl<'a> Sending<'a> {
+    pub(super) fn new(producer: &'a Producer, record: ProducerRecord<'a>) -> Self {
+        Sending(SendCore::new(producer, record, None))
+    }
+}
+
+impl Future for Sending<'_> {
+    type Output = Result<DeliveryFuture>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.get_mut()
+            .0
+            .poll_queued(cx)
+            .map(|queued| match queued? {
+                Queued::Future(future) => Ok(future),
+                // Only a record sent with a tag is queued without a future.
+                Queued::Tagged => Err(Error::InvalidArgument(
+                    "a record without a tag was taken as tagged".into(),
+                )),
+            })
+    }
+}
+
+/// The future of [`Producer::send_tagged`]: resolves once the record is queued (its
+/// outcome goes to the producer's delivery handler). Otherwise like [`Sending`].
+#[must_use = "the record is queued only when this future is polled"]
+#[derive(Debug)]
+pub struct SendingTagged<'a>(SendCore<'a>);
+
+impl<'a> SendingTagged<'a> {
+    pub(super) fn new(producer: &'a Producer, record: ProducerRecord<'a>, tag: u64) -> Self {
+        SendingTagged(SendCore::new(producer, record, Some(tag)))
+    }
+}
+
+impl Future for SendingTagged<'_> {
+    type Output = Result<()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.get_mut()
+            .0
+            .poll_queued(cx)
+            .map(|queued| queued.map(|_| ()))
+    }
+}
+
+/// What both futures do: the record, until first polled; then the rest of a send that
+/// must wait, if it must.
+struct SendCore<'a> {
     producer: &'a Producer,
     stage: Stage<'a>,
+    /// The tag of a record sent with a tag.
+    tag: Option<u64>,
     /// The record has been offered to the producer once: a first poll that panicked
     /// (in an interceptor or partitioner) must not offer it again.
     offered: bool,
 }
 
-impl std::fmt::Debug for Sending<'_> {
+impl std::fmt::Debug for SendCore<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let stage = match self.stage {
             Stage::Start(_) if self.offered => "interrupted",
@@ -40,6 +93,7 @@ impl std::fmt::Debug for Sending<'_> {
         };
         f.debug_struct("Sending")
             .field("stage", &stage)
+            .field("tag", &self.tag)
             .finish_non_exhaustive()
     }
 }
@@ -53,21 +107,21 @@ enum Stage<'a> {
     Done,
 }
 
-impl<'a> Sending<'a> {
-    pub(super) fn new(producer: &'a Producer, record: ProducerRecord<'a>) -> Self {
-        Sending {
+impl<'a> SendCore<'a> {
+    fn new(producer: &'a Producer, record: ProducerRecord<'a>, tag: Option<u64>) -> Self {
+        SendCore {
             producer,
             stage: Stage::Start(record),
+            tag,
             offered: false,
         }
     }
-}
 
-impl Future for Sending<'_> {
-    type Output = Result<DeliveryFuture>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
+    /// Inlined into each future's `poll`: one call per record, as before there were two
+    /// futures.
+    #[inline(always)]
+    fn poll_queued(&mut self, cx: &mut Context<'_>) -> Poll<Result<Queued>> {
+        let this = self;
         if let Stage::Waiting(waiting) = &mut this.stage {
             let polled = waiting.as_mut().poll(cx);
             return finish(&mut this.stage, polled);
@@ -78,10 +132,10 @@ impl Future for Sending<'_> {
         assert!(!this.offered, "`Sending` polled after a poll that panicked");
         this.offered = true;
         let producer = this.producer;
-        match producer.send_now(record) {
-            Ok(SendNow::Done(delivery)) => {
+        match producer.send_now(record, this.tag) {
+            Ok(SendNow::Done(queued)) => {
                 this.stage = Stage::Done;
-                Poll::Ready(Ok(delivery))
+                Poll::Ready(Ok(queued))
             }
             Err(e) => {
                 this.stage = Stage::Done;
@@ -102,10 +156,7 @@ impl Future for Sending<'_> {
 }
 
 /// Passes a poll of the waiting part on, marking the send resolved when it is.
-fn finish(
-    stage: &mut Stage<'_>,
-    polled: Poll<Result<DeliveryFuture>>,
-) -> Poll<Result<DeliveryFuture>> {
+fn finish(stage: &mut Stage<'_>, polled: Poll<Result<Queued>>) -> Poll<Result<Queued>> {
     if polled.is_ready() {
         *stage = Stage::Done;
     }
@@ -114,12 +165,13 @@ fn finish(
 
 #[cfg(test)]
 mod tests {
-    use super::Sending;
+    use super::{Sending, SendingTagged};
 
     /// What a user may rely on, as with the `async fn` it replaced.
     #[test]
     fn sending_is_send_and_unpin() {
         fn send_and_unpin<T: Send + Unpin>() {}
         send_and_unpin::<Sending<'static>>();
+        send_and_unpin::<SendingTagged<'static>>();
     }
 }

@@ -1,6 +1,8 @@
-//! Waits for the producer's delivery reports off the sending thread: the sender hands
-//! over its [`DeliveryFuture`]s in chunks and a waiter thread resolves them in order,
-//! counting successes and failures and timing every sampled record from send to ack.
+//! The producer's delivery reports, counted off the sending thread: either the sender
+//! hands over its [`DeliveryFuture`]s in chunks and a waiter thread resolves them in
+//! order ([`Deliveries`]), or records are sent with a tag and the producer's delivery
+//! handler counts each batch's reports as it settles ([`TaggedDeliveries`]); both count
+//! successes and failures and time every sampled record from send to ack.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,7 +10,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use kring::producer::DeliveryFuture;
+use kring::producer::{DeliveredBatch, DeliveryFuture};
 
 /// Futures handed to the waiter at once (one channel message per chunk).
 const CHUNK: usize = 256;
@@ -155,4 +157,125 @@ impl Deliveries {
             .and_then(|w| w.join().ok())
             .unwrap_or_default()
     }
+}
+
+/// Delivery reports of records sent with a tag (their index): the producer's delivery
+/// handler counts each batch's reports as it settles, on the thread that settles it,
+/// and times every sampled record from its send. No future, no waiter thread: the
+/// pattern of librdkafka's delivery report callback with each message's opaque, which
+/// its peer in `perf/` uses.
+pub struct TaggedDeliveries {
+    shared: Arc<TaggedShared>,
+}
+
+struct TaggedShared {
+    /// Times are kept as nanoseconds after this.
+    base: Instant,
+    delivered: AtomicU64,
+    failed: AtomicU64,
+    first_error: std::sync::Mutex<Option<String>>,
+    /// Every `every`-th record is timed: record `k × every` was sent `sent[k]` ns after
+    /// `base`.
+    every: u64,
+    sent: Vec<AtomicU64>,
+    latencies_ns: std::sync::Mutex<Vec<u64>>,
+    /// When the latest report arrived, ns after `base`.
+    last_report_ns: AtomicU64,
+}
+
+impl TaggedDeliveries {
+    /// For records `0..records`, every `every`-th timed.
+    pub fn new(records: u64, every: u64) -> Self {
+        let every = every.max(1);
+        TaggedDeliveries {
+            shared: Arc::new(TaggedShared {
+                base: Instant::now(),
+                delivered: AtomicU64::new(0),
+                failed: AtomicU64::new(0),
+                first_error: std::sync::Mutex::new(None),
+                every,
+                sent: (0..records.div_ceil(every))
+                    .map(|_| AtomicU64::new(0))
+                    .collect(),
+                latencies_ns: std::sync::Mutex::new(Vec::new()),
+                last_report_ns: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The producer's delivery handler: counts a settled batch's reports.
+    pub fn handler(&self) -> impl Fn(&DeliveredBatch<'_>) + Send + Sync + 'static {
+        let shared = self.shared.clone();
+        move |batch: &DeliveredBatch<'_>| shared.count(batch)
+    }
+
+    /// Record `index` (a timed one) is sent now.
+    pub fn sent(&self, index: u64, at: Instant) {
+        let s = &self.shared;
+        if index % s.every == 0
+            && let Some(slot) = s.sent.get((index / s.every) as usize)
+        {
+            slot.store(nanos_between(s.base, at), Ordering::Relaxed);
+        }
+    }
+
+    /// Reports (successes and failures) so far.
+    pub fn reported(&self) -> u64 {
+        let s = &self.shared;
+        s.delivered.load(Ordering::Relaxed) + s.failed.load(Ordering::Relaxed)
+    }
+
+    /// The tally of every report: call once the producer has flushed (a flush returns
+    /// only after the handler has been told of every batch it waited for).
+    pub fn finish(self) -> Tally {
+        let s = &self.shared;
+        let mut latencies_ns =
+            std::mem::take(&mut *s.latencies_ns.lock().unwrap_or_else(|p| p.into_inner()));
+        latencies_ns.sort_unstable();
+        let last = s.last_report_ns.load(Ordering::Relaxed);
+        Tally {
+            delivered: s.delivered.load(Ordering::Relaxed),
+            failed: s.failed.load(Ordering::Relaxed),
+            first_error: s.first_error.lock().ok().and_then(|e| e.clone()),
+            latencies_ns,
+            last_report: (last > 0).then(|| s.base + std::time::Duration::from_nanos(last)),
+        }
+    }
+}
+
+impl TaggedShared {
+    fn count(&self, batch: &DeliveredBatch<'_>) {
+        let now = nanos_between(self.base, Instant::now());
+        let mut delivered = 0;
+        let mut latencies = Vec::new();
+        for d in batch.iter() {
+            match d.result {
+                Ok(_) => {
+                    delivered += 1;
+                    if d.tag % self.every == 0
+                        && let Some(slot) = self.sent.get((d.tag / self.every) as usize)
+                    {
+                        latencies.push(now.saturating_sub(slot.load(Ordering::Relaxed)));
+                    }
+                }
+                Err(e) => {
+                    self.failed.fetch_add(1, Ordering::Relaxed);
+                    if let Ok(mut first) = self.first_error.lock() {
+                        first.get_or_insert_with(|| e.to_string());
+                    }
+                }
+            }
+        }
+        if !latencies.is_empty()
+            && let Ok(mut all) = self.latencies_ns.lock()
+        {
+            all.extend(latencies);
+        }
+        self.last_report_ns.fetch_max(now, Ordering::Relaxed);
+        self.delivered.fetch_add(delivered, Ordering::Relaxed);
+    }
+}
+
+fn nanos_between(base: Instant, at: Instant) -> u64 {
+    u64::try_from(at.saturating_duration_since(base).as_nanos()).unwrap_or(u64::MAX)
 }

@@ -8,11 +8,11 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use kring::consumer::{Consumer, Offset, PartitionConsumer};
-use kring::producer::{Producer, ProducerRecord};
+use kring::producer::{Producer, ProducerBuilder, ProducerRecord};
 use tokio::sync::Notify;
 
 use crate::args::{ClusterArgs, UsageError};
-use crate::deliveries::Deliveries;
+use crate::deliveries::{Deliveries, TaggedDeliveries};
 use crate::produce::{check_topic, check_topic_to_produce};
 use crate::stats::{Progress, cpu_seconds, peak_rss_bytes, percentile_ms, thread_cpu_seconds};
 use crate::{CliError, CliResult, connect, wait};
@@ -85,10 +85,24 @@ pub struct PerfProduceArgs {
     /// epoch) for `perf consume --e2e`
     #[arg(long, value_name = "RECORDS_PER_S")]
     rate: Option<f64>,
+    /// How delivery reports come back (flat out): `handler`, records sent with a tag
+    /// (their index) and reported a batch at a time to the producer's delivery handler;
+    /// or `futures`, a delivery future per record resolved on a thread of its own
+    #[arg(long, value_name = "handler|futures", default_value = "handler")]
+    deliveries: DeliveryReports,
     #[command(flatten)]
     metrics: crate::metrics_view::MetricsArgs,
     #[command(flatten)]
     cluster: ClusterArgs,
+}
+
+/// How `perf produce` learns of its records' fate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeliveryReports {
+    /// `Producer::send_tagged` and a delivery handler.
+    Handler,
+    /// `Producer::send` and a delivery future per record.
+    Futures,
 }
 
 /// `kring perf consume`.
@@ -353,6 +367,7 @@ fn produce(args: PerfProduceArgs) -> CliResult {
         txn_records,
         key_size,
         rate,
+        deliveries: reports,
         cluster,
         metrics: _,
     } = args;
@@ -396,7 +411,13 @@ fn produce(args: PerfProduceArgs) -> CliResult {
     );
     let client = connect(cluster)?;
     check_topic_to_produce(&client, &topic, None)?;
-    let producer = wait(Producer::new(client.clone()))?;
+    let tagged = (reports == DeliveryReports::Handler && rate.is_none())
+        .then(|| TaggedDeliveries::new(records, LATENCY_SAMPLE_EVERY));
+    let mut builder = ProducerBuilder::new(&client);
+    if let Some(t) = &tagged {
+        builder = builder.delivery_handler(t.handler());
+    }
+    let producer = wait(builder.build())?;
     if let Some(txn) = &txn {
         crate::perf_txn::init(&producer, txn)?;
     }
@@ -405,7 +426,10 @@ fn produce(args: PerfProduceArgs) -> CliResult {
         return produce_paced(&producer, &client, &topic, &values, key_size, records, rate);
     }
     let mut progress = Progress::new("acked");
-    let mut deliveries = Deliveries::start();
+    let mut deliveries = match tagged {
+        Some(t) => Reports::Tagged(t),
+        None => Reports::Futures(Deliveries::start()),
+    };
     let cpu_start = cpu_seconds();
     let sender_start = thread_cpu_seconds();
     let started = Instant::now();
@@ -413,7 +437,7 @@ fn produce(args: PerfProduceArgs) -> CliResult {
         producer: &producer,
         topic: &topic,
         values: &values,
-        deliveries: &mut deliveries,
+        reports: &mut deliveries,
         progress: &mut progress,
         key_size,
         bytes: 0,
@@ -508,13 +532,39 @@ fn produce_paced(
     Ok(())
 }
 
-/// perf produce's send loop: hands records to the producer and their delivery futures to
-/// `deliveries` (every [`LATENCY_SAMPLE_EVERY`]th timed), updating the progress line.
+/// Where perf produce's delivery reports go.
+pub(crate) enum Reports {
+    /// Records sent with their index as tag, counted by the producer's delivery handler.
+    Tagged(TaggedDeliveries),
+    /// Each record's delivery future, handed to a waiter thread.
+    Futures(Deliveries),
+}
+
+impl Reports {
+    fn reported(&self) -> u64 {
+        match self {
+            Reports::Tagged(t) => t.reported(),
+            Reports::Futures(d) => d.reported(),
+        }
+    }
+
+    /// The tally, once every record was flushed.
+    fn finish(self) -> crate::deliveries::Tally {
+        match self {
+            Reports::Tagged(t) => t.finish(),
+            Reports::Futures(d) => d.finish(),
+        }
+    }
+}
+
+/// perf produce's send loop: hands records to the producer, tagged or with their
+/// delivery futures handed to a waiter (every [`LATENCY_SAMPLE_EVERY`]th timed), updating
+/// the progress line.
 pub(crate) struct RecordSender<'a> {
     producer: &'a Producer,
     topic: &'a str,
     values: &'a [Vec<u8>],
-    deliveries: &'a mut Deliveries,
+    reports: &'a mut Reports,
     progress: &'a mut Progress,
     /// `--key-size`: record i's key is the first this many bytes of `perf_rate::key_of(i)`.
     key_size: Option<usize>,
@@ -540,15 +590,33 @@ impl RecordSender<'_> {
             }
             let sampled = (i % LATENCY_SAMPLE_EVERY == 0).then(Instant::now);
             let key = self.key_size.map(|k| (crate::perf_rate::key_of(i), k));
-            let mut record = ProducerRecord::new(self.topic).with_value(value.as_slice());
-            if let Some((key, k)) = &key {
-                record = record.with_key(&key[..*k]);
+            // The record is made in each arm, right where it is sent: made before the
+            // match, it was copied (144 bytes, three times) on its way into either.
+            let key = key.as_ref().map(|(key, k)| &key[..*k]);
+            match &mut self.reports {
+                Reports::Tagged(t) => {
+                    if let Some(at) = sampled {
+                        t.sent(i, at);
+                    }
+                    let record = ProducerRecord::new(self.topic).with_value(value.as_slice());
+                    let record = match key {
+                        Some(key) => record.with_key(key),
+                        None => record,
+                    };
+                    self.producer.send_tagged(record, i).await?;
+                }
+                Reports::Futures(d) => {
+                    let mut record = ProducerRecord::new(self.topic).with_value(value.as_slice());
+                    if let Some(key) = key {
+                        record = record.with_key(key);
+                    }
+                    let future = self.producer.send(record).await?;
+                    d.push(future, sampled);
+                }
             }
-            let future = self.producer.send(record).await?;
-            self.deliveries.push(future, sampled);
             self.bytes += value.len() as u64;
             if i % 4096 == 0 {
-                let reported = self.deliveries.reported();
+                let reported = self.reports.reported();
                 self.progress
                     .update(reported, self.bytes * reported / (i + 1));
             }

@@ -1,7 +1,9 @@
 //! The completion all records of one batch share: pending (with the wakers of the
 //! futures waiting on it), done (the broker's answer or the final error), or split
 //! (MESSAGE_TOO_LARGE: record `i` moved to batch `i`). Settled once; the first outcome
-//! stays. It is the handoff from a sink to the users' delivery futures, on any thread.
+//! stays. It is the handoff from a sink to the users' delivery futures, on any thread,
+//! and to the producer's delivery handler for the batch's tagged records (sent with a
+//! tag instead of a future), which is called once, by whoever settles the batch.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,6 +17,92 @@ use crate::error::Error;
 pub(crate) struct BatchAck {
     pub base_offset: i64,
     pub log_append_time: i64,
+}
+
+impl BatchAck {
+    /// The offset and timestamp of record `index` of the batch, whose own timestamp was
+    /// `timestamp`: the broker's log append time where the topic uses it.
+    pub fn record_at(&self, index: usize, timestamp: i64) -> (i64, i64) {
+        let offset = if self.base_offset < 0 {
+            -1
+        } else {
+            self.base_offset + index as i64
+        };
+        let timestamp = if self.log_append_time >= 0 {
+            self.log_append_time
+        } else {
+            timestamp
+        };
+        (offset, timestamp)
+    }
+}
+
+/// A record sent with a tag instead of a delivery future: its place in its batch, its
+/// timestamp and the tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TaggedRecord {
+    pub index: u32,
+    pub timestamp: i64,
+    pub tag: u64,
+}
+
+/// Where the outcome of tagged records goes: called once per settled batch that has
+/// some, with the batch's partition, its outcome and its tagged records.
+pub(crate) trait ReportTagged: Send + Sync + std::fmt::Debug {
+    fn report(
+        &self,
+        topic: &str,
+        partition: i32,
+        outcome: Result<&BatchAck, &Error>,
+        records: &[TaggedRecord],
+    );
+}
+
+/// A batch's tagged records and where to report them.
+pub(crate) struct TaggedBatch {
+    pub reporter: Arc<dyn ReportTagged>,
+    pub topic: Arc<str>,
+    pub partition: i32,
+    pub records: Vec<TaggedRecord>,
+}
+
+impl std::fmt::Debug for TaggedBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaggedBatch")
+            .field("topic", &self.topic)
+            .field("partition", &self.partition)
+            .field("records", &self.records.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TaggedBatch {
+    /// Reports the batch's tagged records with `settled`; a split batch hands each record
+    /// on to the batch it moved to, reported when that one settles.
+    fn settle(self, settled: &Settled) {
+        match settled {
+            Settled::Done(outcome) => {
+                self.reporter
+                    .report(&self.topic, self.partition, outcome.as_ref(), &self.records)
+            }
+            Settled::Split(parts) => {
+                for r in &self.records {
+                    let part = TaggedBatch {
+                        reporter: self.reporter.clone(),
+                        topic: self.topic.clone(),
+                        partition: self.partition,
+                        records: vec![TaggedRecord { index: 0, ..*r }],
+                    };
+                    match parts.get(r.index as usize) {
+                        Some(p) => p.tag(part),
+                        // Cannot happen (a split makes a batch per record); reported
+                        // failed rather than never.
+                        None => part.settle(&Settled::Done(Err(Error::ShuttingDown))),
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// How a batch ended.
@@ -67,6 +155,10 @@ struct Waiting {
     /// Threads asleep on `done`: settling notifies the condition variable (a system
     /// call) only when there are some.
     blocked: usize,
+    /// The batch's tagged records, reported when it settles.
+    tagged: Option<TaggedBatch>,
+    /// A settling has begun: its outcome is the batch's, and a later one is ignored.
+    settling: bool,
 }
 
 impl BatchShared {
@@ -79,12 +171,23 @@ impl BatchShared {
     }
 
     /// Settles the batch; false when it was settled already (the first outcome stays).
+    /// Its tagged records are reported first, so that whoever waits for the batch (a
+    /// flush) is released only once the delivery handler has been told.
     fn settle(&self, outcome: Settled) -> bool {
+        let tagged = match self.waiting.lock() {
+            Ok(mut waiting) if !waiting.settling => {
+                waiting.settling = true;
+                waiting.tagged.take()
+            }
+            _ => return false,
+        };
+        if let Some(tagged) = tagged {
+            tagged.settle(&outcome);
+        }
         let (wakers, blocked) = match self.waiting.lock() {
             Ok(mut waiting) => {
-                if self.settled.set(outcome).is_err() {
-                    return false;
-                }
+                // Only this settling sets it (`settling` kept any other out).
+                let _ = self.settled.set(outcome);
                 (std::mem::take(&mut waiting.wakers), waiting.blocked)
             }
             Err(_) => return false,
@@ -94,6 +197,29 @@ impl BatchShared {
         }
         wake_each_task_once(wakers);
         true
+    }
+
+    /// Gives the batch its tagged records, reported when it settles (at once if it has).
+    pub(crate) fn tag(&self, tagged: TaggedBatch) {
+        if tagged.records.is_empty() {
+            return;
+        }
+        // A batch gets its tags before it is settled (when sealed or failed open, or,
+        // split, before its parts are sent): the other arm is only for safety.
+        let pending = match self.waiting.lock() {
+            Ok(mut waiting) if !waiting.settling => {
+                waiting.tagged = Some(tagged);
+                None
+            }
+            _ => Some(tagged),
+        };
+        if let Some(tagged) = pending {
+            match self.settled.get() {
+                Some(settled) => tagged.settle(settled),
+                // Only with the lock poisoned: reported failed rather than never.
+                None => tagged.settle(&Settled::Done(Err(Error::ShuttingDown))),
+            }
+        }
     }
 
     /// Whether the batch has its outcome (done or split).
@@ -325,5 +451,124 @@ mod tests {
             _ => panic!("a settled batch is ready"),
         }
         assert_eq!(slot, WaitSlot::NONE);
+    }
+
+    /// Every report a delivery handler got: (partition, tag, offset or error), and
+    /// whether the batch looked settled to its waiters while it was told.
+    /// (partition, tag, (offset, timestamp) or the error's text).
+    type Report = (i32, u64, Result<(i64, i64), String>);
+
+    #[derive(Debug, Default)]
+    struct Recorder {
+        reports: Mutex<Vec<Report>>,
+        watching: Mutex<Option<Arc<BatchShared>>>,
+        settled_while_told: Mutex<Vec<bool>>,
+    }
+
+    impl ReportTagged for Recorder {
+        fn report(
+            &self,
+            _topic: &str,
+            partition: i32,
+            outcome: Result<&BatchAck, &Error>,
+            records: &[TaggedRecord],
+        ) {
+            if let Some(b) = self.watching.lock().unwrap().as_ref() {
+                self.settled_while_told.lock().unwrap().push(b.is_settled());
+            }
+            let mut all = self.reports.lock().unwrap();
+            for r in records {
+                let result = outcome
+                    .map(|a| a.record_at(r.index as usize, r.timestamp))
+                    .map_err(|e| e.to_string());
+                all.push((partition, r.tag, result));
+            }
+        }
+    }
+
+    fn tagged(recorder: &Arc<Recorder>, records: &[(u32, i64, u64)]) -> TaggedBatch {
+        TaggedBatch {
+            reporter: recorder.clone(),
+            topic: Arc::from("t"),
+            partition: 3,
+            records: records
+                .iter()
+                .map(|&(index, timestamp, tag)| TaggedRecord {
+                    index,
+                    timestamp,
+                    tag,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn tagged_records_are_reported_once_before_the_batch_settles_for_its_waiters() {
+        let recorder = Arc::new(Recorder::default());
+        let shared = BatchShared::new();
+        *recorder.watching.lock().unwrap() = Some(shared.clone());
+        shared.tag(tagged(&recorder, &[(0, 10, 7), (2, 11, 9)]));
+        assert!(
+            recorder.reports.lock().unwrap().is_empty(),
+            "not before it settles"
+        );
+        assert!(shared.complete(Ok(BatchAck {
+            base_offset: 100,
+            log_append_time: -1,
+        })));
+        assert_eq!(
+            *recorder.reports.lock().unwrap(),
+            vec![(3, 7, Ok((100, 10))), (3, 9, Ok((102, 11)))]
+        );
+        // Told before a flush waiting on the batch could see it settled.
+        assert_eq!(*recorder.settled_while_told.lock().unwrap(), vec![false]);
+        assert!(
+            !shared.complete(Err(Error::ShuttingDown)),
+            "the first outcome stays"
+        );
+        assert_eq!(recorder.reports.lock().unwrap().len(), 2, "reported once");
+        *recorder.watching.lock().unwrap() = None;
+    }
+
+    #[test]
+    fn a_split_batch_hands_each_tagged_record_to_its_part() {
+        let recorder = Arc::new(Recorder::default());
+        let parent = BatchShared::new();
+        parent.tag(tagged(&recorder, &[(1, 5, 41), (2, 6, 42)]));
+        let parts: Vec<_> = (0..3).map(|_| BatchShared::new()).collect();
+        parent.split_into(parts.clone());
+        assert!(
+            recorder.reports.lock().unwrap().is_empty(),
+            "parts not settled yet"
+        );
+        assert!(parts[2].complete(Ok(BatchAck {
+            base_offset: 50,
+            log_append_time: 999,
+        })));
+        assert!(parts[1].complete(Err(Error::Timeout("expired".into()))));
+        assert!(parts[0].complete(Ok(BatchAck {
+            base_offset: 1,
+            log_append_time: -1,
+        })));
+        assert_eq!(
+            *recorder.reports.lock().unwrap(),
+            vec![
+                // Record 2 is record 0 of part 2, stamped with the log append time.
+                (3, 42, Ok((50, 999))),
+                (3, 41, Err(Error::Timeout("expired".into()).to_string())),
+            ]
+        );
+    }
+
+    #[test]
+    fn tags_given_to_a_settled_batch_are_reported_at_once() {
+        let recorder = Arc::new(Recorder::default());
+        let shared = BatchShared::new();
+        assert!(shared.complete(Err(Error::ProducerDropped)));
+        shared.tag(tagged(&recorder, &[(0, 1, 5)]));
+        assert_eq!(
+            *recorder.reports.lock().unwrap(),
+            vec![(3, 5, Err(Error::ProducerDropped.to_string()))]
+        );
     }
 }

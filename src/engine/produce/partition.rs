@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::arenas::{ArenaPools, next_class};
-use super::completion::{BatchAck, BatchShared};
+use super::completion::{BatchAck, BatchShared, ReportTagged, TaggedBatch, TaggedRecord};
 use super::failures::DeliveryFailures;
 use super::wake::Wake;
 use crate::buf::{ChargedBuf, PooledBuf};
@@ -162,6 +162,9 @@ pub(crate) struct ProduceSettings {
     /// How long the coordinator lets a transaction stay open (`transaction.timeout.ms`).
     pub transaction_timeout: Duration,
     pub codec: Compression,
+    /// Where the outcomes of records sent with a tag go (the producer's delivery
+    /// handler), if anywhere.
+    pub report_tagged: Option<Arc<dyn ReportTagged>>,
 }
 
 /// Most batches of one partition in flight with idempotence (what the broker tracks).
@@ -240,6 +243,9 @@ pub(crate) enum Appended {
         shared: Arc<BatchShared>,
         index: usize,
     },
+    /// The record, sent with a tag, is in the batch: its outcome goes to the producer's
+    /// delivery handler.
+    Tagged,
     /// The partition has no open batch and no arena of this class is free right now:
     /// wait for one and append again with it.
     NeedArena(usize),
@@ -251,6 +257,18 @@ struct OpenBatch {
     builder: BatchBuilder<Arena>,
     shared: Arc<BatchShared>,
     created: Instant,
+    /// Its records sent with a tag, handed to `shared` when the batch is sealed or
+    /// failed.
+    tagged: Option<TaggedBatch>,
+}
+
+impl OpenBatch {
+    /// Gives the batch's completion its tagged records, to report when it settles.
+    fn hand_over_tagged(&mut self) {
+        if let Some(tagged) = self.tagged.take() {
+            self.shared.tag(tagged);
+        }
+    }
 }
 
 /// A sealed batch: mutable until first sent (so its producer state can be set), then
@@ -511,6 +529,7 @@ impl PartitionState {
     pub fn append(
         &mut self,
         record: RecordParts<'_>,
+        tag: Option<u64>,
         mut arena: Option<Arena>,
         settings: &ProduceSettings,
         pools: &ArenaPools,
@@ -532,9 +551,19 @@ impl PartitionState {
                 .append(record.timestamp, record.key, record.value, record.headers)
             {
                 Ok(()) => {
-                    let done = Appended::Done {
-                        shared: open.shared.clone(),
-                        index: open.builder.len() - 1,
+                    let index = open.builder.len() - 1;
+                    let done = match tag {
+                        None => Appended::Done {
+                            shared: open.shared.clone(),
+                            index,
+                        },
+                        Some(tag) => {
+                            self.tag_record(index, record.timestamp, tag, settings)?;
+                            Appended::Tagged
+                        }
+                    };
+                    let Some(open) = self.open.as_mut() else {
+                        return Ok(done);
                     };
                     // Nearly full: seal now rather than on the next record.
                     if open.builder.remaining() < 64 {
@@ -570,6 +599,35 @@ impl PartitionState {
                 Err(e) => return Err(Error::Batch(e.to_string())),
             }
         }
+    }
+
+    /// Notes that record `index` of the open batch was sent with `tag`.
+    fn tag_record(
+        &mut self,
+        index: usize,
+        timestamp: i64,
+        tag: u64,
+        settings: &ProduceSettings,
+    ) -> Result<(), Error> {
+        let (Some(open), Some(reporter)) = (self.open.as_mut(), &settings.report_tagged) else {
+            // `Producer::send_tagged` refuses tags without a handler: cannot happen.
+            return Err(Error::InvalidArgument(
+                "a tagged record needs a delivery handler".into(),
+            ));
+        };
+        let tagged = open.tagged.get_or_insert_with(|| TaggedBatch {
+            reporter: reporter.clone(),
+            topic: self.failed.topic.clone(),
+            partition: self.failed.partition,
+            records: Vec::new(),
+        });
+        tagged.records.push(TaggedRecord {
+            // A batch holds at most i32::MAX records.
+            index: index as u32,
+            timestamp,
+            tag,
+        });
+        Ok(())
     }
 
     /// Opens a batch for `record`, in `arena` or a pooled one. `Some(class)` when no
@@ -620,6 +678,7 @@ impl PartitionState {
             builder,
             shared: BatchShared::new(),
             created,
+            tagged: None,
         });
         // The sink may be asleep with no timer, or one later than this batch's linger:
         // let it learn the linger.
@@ -647,10 +706,13 @@ impl PartitionState {
         pools: &ArenaPools,
         now: &impl Fn() -> Instant,
     ) {
-        let Some(open) = self.open.take() else { return };
+        let Some(mut open) = self.open.take() else {
+            return;
+        };
         if open.builder.is_empty() {
             return;
         }
+        open.hand_over_tagged();
         let used = open.builder.size();
         let arena = used + open.builder.remaining();
         self.arena_class = next_class(
@@ -1158,7 +1220,8 @@ impl PartitionState {
 
     /// Fails every batch not on the wire (open and queued) with `error`.
     pub fn fail_unsent(&mut self, error: &Error, now: Instant) {
-        if let Some(open) = self.open.take() {
+        if let Some(mut open) = self.open.take() {
+            open.hand_over_tagged();
             let records = open.builder.len() as i32;
             self.fail_batch(&open.shared, records, error.clone(), now);
         }

@@ -545,6 +545,7 @@ mod tests {
             transactional_id: None,
             transaction_timeout: std::time::Duration::from_secs(60),
             codec: Compression::None,
+            report_tagged: None,
         }
     }
 
@@ -710,7 +711,7 @@ mod tests {
             };
             match partition
                 .state()
-                .append(record, None, settings, pools, || now)
+                .append(record, None, None, settings, pools, || now)
             {
                 Ok(Appended::Done { shared: s, .. }) => shared = Some(s),
                 other => panic!("append: {other:?}"),
@@ -841,7 +842,7 @@ mod tests {
             };
             let appended = partition
                 .state()
-                .append(record, None, &settings, &pools, || now);
+                .append(record, None, None, &settings, &pools, || now);
             assert!(matches!(appended, Ok(Appended::Done { .. })));
         }
         assert_eq!(wakes.count(), woken);

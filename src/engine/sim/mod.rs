@@ -9,7 +9,9 @@
 //! runs, leaders moved, retriable produce errors (with and without the write having
 //! happened), fetch sessions forgotten. After each run it checks that nothing
 //! acknowledged was lost, nothing was written twice, each partition's order held, every
-//! delivery resolved, and the consumer read every offset exactly once.
+//! delivery resolved (every odd record is sent with a tag instead of a future: each was
+//! reported to the delivery handler exactly once, at the offset the log holds it at),
+//! and the consumer read every offset exactly once.
 //!
 //! A failing seed prints itself and the run's last events; `KRING_SIM_SEED=<seed> cargo
 //! test --lib engine::sim::replay -- --nocapture` runs it again, exactly, and prints its
@@ -38,7 +40,9 @@ use crate::engine::error::IoError;
 use crate::engine::fetch::testing::TestTarget;
 use crate::engine::fetch::{FetchSettings, FetchTarget, Fetcher, Next};
 use crate::engine::produce::arenas::ArenaPools;
-use crate::engine::produce::completion::{BatchShared, Resolved};
+use crate::engine::produce::completion::{
+    BatchAck, BatchShared, ReportTagged, Resolved, TaggedRecord,
+};
 use crate::engine::produce::partition::{
     Appended, ProducePartition, ProduceSettings, ProducerId, RecordParts,
 };
@@ -217,6 +221,39 @@ struct SimProducer {
     /// Records not appended yet: (when, partition, index).
     to_send: VecDeque<(Instant, usize, u32)>,
     sent: Vec<Sent>,
+    /// Records sent with a tag (every odd one, tagged with its index): (partition, index).
+    tagged: Vec<(usize, u32)>,
+    /// What the delivery handler was told of them.
+    reports: Arc<SimReports>,
+}
+
+/// The simulation's delivery handler: every report of every tagged record, by tag.
+#[derive(Debug, Default)]
+struct SimReports(std::sync::Mutex<BTreeMap<u64, Vec<Result<i64, Error>>>>);
+
+impl ReportTagged for SimReports {
+    fn report(
+        &self,
+        _topic: &str,
+        _partition: i32,
+        outcome: Result<&BatchAck, &Error>,
+        records: &[TaggedRecord],
+    ) {
+        let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        for r in records {
+            let result = outcome
+                .map(|ack| ack.record_at(r.index as usize, r.timestamp).0)
+                .map_err(Clone::clone);
+            all.entry(r.tag).or_default().push(result);
+        }
+    }
+}
+
+impl SimReports {
+    fn of(&self, tag: u64) -> Vec<Result<i64, Error>> {
+        let all = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        all.get(&tag).cloned().unwrap_or_default()
+    }
 }
 
 struct Sent {
@@ -310,6 +347,7 @@ impl World {
             to_send.push_back((at, rng.below(partitions as u64) as usize, i));
         }
         let batch_size = 256 + rng.below(4096) as usize;
+        let reports = Arc::new(SimReports::default());
         let settings = ProduceSettings {
             acks: -1,
             idempotent: true,
@@ -325,6 +363,7 @@ impl World {
             transactional_id: None,
             transaction_timeout: std::time::Duration::from_secs(60),
             codec: [Compression::None, Compression::Lz4, Compression::Zstd][rng.below(3) as usize],
+            report_tagged: Some(reports.clone()),
         };
         let topic: Arc<str> = Arc::from(cluster.topic.as_str());
         let producer = SimProducer {
@@ -342,6 +381,8 @@ impl World {
             metadata_in_flight: false,
             to_send,
             sent: Vec::new(),
+            tagged: Vec::new(),
+            reports,
         };
         let targets: Vec<Arc<Target>> = (0..partitions)
             .map(|p| TestTarget::new(&topic, p, 0, TARGET_CAPACITY))
@@ -1106,6 +1147,8 @@ impl World {
                     headers: &[],
                     timestamp: 1,
                 },
+                // Every odd record is sent with a tag, its index.
+                (index % 2 == 1).then_some(u64::from(index)),
                 None,
                 &p.settings,
                 &p.pools,
@@ -1122,6 +1165,7 @@ impl World {
                     position,
                 }),
                 Ok(Appended::NeedArena(_)) => panic!("the simulation's arena budget ran out"),
+                Ok(Appended::Tagged) => self.producer.tagged.push((partition, index)),
                 Err(e) => panic!("append failed: {e}"),
             }
         }
@@ -1283,7 +1327,12 @@ impl World {
 
     fn done(&self) -> bool {
         let deliveries_done = self.producer.to_send.is_empty()
-            && self.producer.sent.iter().all(|s| resolved(s).is_some());
+            && self.producer.sent.iter().all(|s| resolved(s).is_some())
+            && self
+                .producer
+                .tagged
+                .iter()
+                .all(|&(_, i)| !self.producer.reports.of(u64::from(i)).is_empty());
         let read_all = (0..self.cluster.partition_count())
             .all(|p| self.consumer.readers[p].position() >= self.cluster.log_end(p));
         deliveries_done && read_all
@@ -1396,6 +1445,33 @@ impl World {
                 }
                 Some(Err(Error::Timeout(_))) => {}
                 Some(Err(e)) => return Err(format!("record {} failed: {e}", s.index)),
+            }
+        }
+        self.verify_tagged()
+    }
+
+    /// Every tagged record was reported once, at the offset the log holds it at.
+    fn verify_tagged(&self) -> Result<(), String> {
+        for &(partition, index) in &self.producer.tagged {
+            let reports = self.producer.reports.of(u64::from(index));
+            match reports.as_slice() {
+                [Ok(offset)] => {
+                    let log = log_of(&self.cluster, partition)?;
+                    let at = log.iter().find(|(o, _)| o == offset).map(|(_, i)| *i);
+                    if at != Some(index) {
+                        return Err(format!(
+                            "tagged record {index} reported at {partition}-{offset}, where the log holds {at:?}"
+                        ));
+                    }
+                }
+                [Err(Error::Timeout(_))] => {}
+                [Err(e)] => return Err(format!("tagged record {index} failed: {e}")),
+                other => {
+                    return Err(format!(
+                        "tagged record {index} reported {} times: {other:?}",
+                        other.len()
+                    ));
+                }
             }
         }
         Ok(())

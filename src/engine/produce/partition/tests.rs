@@ -21,6 +21,7 @@ fn settings() -> ProduceSettings {
         transactional_id: None,
         transaction_timeout: std::time::Duration::from_secs(60),
         codec: Compression::None,
+        report_tagged: None,
     }
 }
 
@@ -42,7 +43,9 @@ fn append_value(
         headers: &[],
         timestamp: 1,
     };
-    let appended = s.append(record, None, settings, pools, || now).unwrap();
+    let appended = s
+        .append(record, None, None, settings, pools, || now)
+        .unwrap();
     assert!(matches!(appended, Appended::Done { .. }));
 }
 
@@ -845,10 +848,12 @@ fn a_record_that_cannot_join_the_open_batch_starts_its_own() {
         headers: &[],
         timestamp,
     };
-    let first = s.append(at(-1), None, &settings, &pools, || now).unwrap();
+    let first = s
+        .append(at(-1), None, None, &settings, &pools, || now)
+        .unwrap();
     // i64::MAX - (-1) overflows the batch's timestamp delta.
     let far = s
-        .append(at(i64::MAX), None, &settings, &pools, || now)
+        .append(at(i64::MAX), None, None, &settings, &pools, || now)
         .unwrap();
     match (first, far) {
         (
@@ -871,8 +876,101 @@ fn a_record_that_cannot_join_the_open_batch_starts_its_own() {
         value: Some(&huge),
         ..at(5)
     };
-    match s.append(too_large, None, &settings, &pools, || now) {
+    match s.append(too_large, None, None, &settings, &pools, || now) {
         Err(Error::MessageTooLarge { .. }) => {}
         other => panic!("{other:?}"),
     }
+}
+
+/// What a delivery handler was told: (tag, offset or error).
+#[derive(Debug, Default)]
+struct TagLog(std::sync::Mutex<Vec<(u64, Result<i64, String>)>>);
+
+impl ReportTagged for TagLog {
+    fn report(
+        &self,
+        _topic: &str,
+        _partition: i32,
+        outcome: Result<&BatchAck, &Error>,
+        records: &[TaggedRecord],
+    ) {
+        let mut log = self.0.lock().unwrap();
+        for r in records {
+            let result = outcome
+                .map(|a| a.record_at(r.index as usize, r.timestamp).0)
+                .map_err(|e| e.to_string());
+            log.push((r.tag, result));
+        }
+    }
+}
+
+/// Tagged and untagged records share batches: the tagged ones are reported when their
+/// batch settles, at their own offsets; those of a batch failed while still open too.
+#[test]
+fn tagged_records_are_reported_with_their_batch() {
+    let log = Arc::new(TagLog::default());
+    let settings = ProduceSettings {
+        report_tagged: Some(log.clone()),
+        ..settings()
+    };
+    let pools = pools();
+    let now = Instant::now();
+    let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
+    let record = |value: &'static [u8]| RecordParts {
+        key: None,
+        value: Some(value),
+        headers: &[],
+        timestamp: 1,
+    };
+    {
+        let mut s = p.state();
+        for (i, tag) in [None, Some(11), Some(12), None].into_iter().enumerate() {
+            let appended = s
+                .append(record(b"v"), tag, None, &settings, &pools, || now)
+                .unwrap();
+            match (tag, appended) {
+                (None, Appended::Done { index, .. }) => assert_eq!(index, i),
+                (Some(_), Appended::Tagged) => {}
+                (tag, other) => panic!("{tag:?}: {other:?}"),
+            }
+        }
+        s.seal(SealReason::Due, &settings, &pools, &|| now);
+        // A second batch, failed while open.
+        s.append(record(b"w"), Some(13), None, &settings, &pools, || now)
+            .unwrap();
+    }
+    let sent = take(&p, now, &settings);
+    assert_eq!(sent.len(), 1);
+    assert!(
+        log.0.lock().unwrap().is_empty(),
+        "nothing before an outcome"
+    );
+    sent[0].shared.complete(Ok(BatchAck {
+        base_offset: 40,
+        log_append_time: -1,
+    }));
+    assert_eq!(*log.0.lock().unwrap(), vec![(11, Ok(41)), (12, Ok(42))]);
+    p.state().fail_unsent(&Error::ProducerDropped, now);
+    assert_eq!(
+        log.0.lock().unwrap().last(),
+        Some(&(13, Err(Error::ProducerDropped.to_string())))
+    );
+}
+
+/// Without a handler a tagged record is refused rather than sent unreported.
+#[test]
+fn a_tagged_record_without_a_handler_is_refused() {
+    let (settings, pools) = (settings(), pools());
+    let mut s = PartitionState::default();
+    let record = RecordParts {
+        key: None,
+        value: Some(b"v"),
+        headers: &[],
+        timestamp: 1,
+    };
+    let refused = s.append(record, Some(1), None, &settings, &pools, Instant::now);
+    assert!(
+        matches!(refused, Err(Error::InvalidArgument(_))),
+        "{refused:?}"
+    );
 }

@@ -1,0 +1,152 @@
+//! Delivery reports for records sent with a tag ([`Producer::send_tagged`]): instead of
+//! a [`DeliveryFuture`](super::DeliveryFuture) per record, the producer's
+//! [`DeliveryHandler`] is told the outcome of each settled batch's tagged records at once,
+//! with the tags they were sent with (librdkafka's delivery report callback with each
+//! message's opaque, and the Java client's send callback, serve the same purpose).
+//!
+//! A tagged record costs the sending thread no allocation and no shared counter: its
+//! tag is noted in its batch, and the batch's outcome is handed to the handler once, on
+//! the thread that settles it (the worker that owns the leader's connection, or the
+//! thread that fails what is left when the producer closes).
+//!
+//! [`Producer::send_tagged`]: super::Producer::send_tagged
+
+use std::sync::Arc;
+
+use super::RecordMetadata;
+use crate::engine::produce::completion::{BatchAck, ReportTagged, TaggedRecord};
+use crate::error::Error;
+
+/// Told the outcome of records sent with [`Producer::send_tagged`]
+/// (set with [`ProducerBuilder::delivery_handler`]).
+///
+/// Called once per batch holding tagged records, when the broker acknowledged it or it
+/// failed for good (a batch that is retried is reported once, at its final outcome;
+/// one split because the broker found it too large is reported per part). It runs on
+/// the thread that settles the batch, usually the worker that owns the leader's
+/// connection: keep it short and never block there (hand the reports to another
+/// thread when there is more to do). A panic in it is caught and logged; the batch's
+/// reports are then lost to the application.
+///
+/// Every record sent with a tag is reported exactly once, the failed ones too: when
+/// the producer closes or is dropped, what it could not send is reported failed.
+/// [`Producer::flush`] returns once every batch sent before it is settled, which
+/// includes its call to the handler.
+///
+/// Any `Fn(&DeliveredBatch<'_>) + Send + Sync + 'static` closure is a handler.
+///
+/// [`Producer::send_tagged`]: super::Producer::send_tagged
+/// [`Producer::flush`]: super::Producer::flush
+/// [`ProducerBuilder::delivery_handler`]: super::ProducerBuilder::delivery_handler
+pub trait DeliveryHandler: Send + Sync + 'static {
+    /// The outcome of one batch's tagged records.
+    fn on_delivery(&self, batch: &DeliveredBatch<'_>);
+}
+
+impl<F> DeliveryHandler for F
+where
+    F: Fn(&DeliveredBatch<'_>) + Send + Sync + 'static,
+{
+    fn on_delivery(&self, batch: &DeliveredBatch<'_>) {
+        self(batch)
+    }
+}
+
+/// One settled batch's tagged records, as a [`DeliveryHandler`] is told them.
+#[derive(Debug, Clone, Copy)]
+pub struct DeliveredBatch<'a> {
+    topic: &'a str,
+    partition: i32,
+    outcome: Result<&'a BatchAck, &'a Error>,
+    records: &'a [TaggedRecord],
+}
+
+impl<'a> DeliveredBatch<'a> {
+    /// The topic.
+    pub fn topic(&self) -> &'a str {
+        self.topic
+    }
+
+    /// The partition.
+    pub fn partition(&self) -> i32 {
+        self.partition
+    }
+
+    /// Why the batch failed for good, or `None` when the broker acknowledged it.
+    pub fn error(&self) -> Option<&'a Error> {
+        self.outcome.err()
+    }
+
+    /// How many tagged records the batch held (records sent without a tag are not
+    /// counted: their futures tell them).
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether it held none (never, as reported).
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Each tagged record's outcome, in the order they were sent.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = Delivery<'a>> + 'a {
+        let (partition, outcome) = (self.partition, self.outcome);
+        self.records.iter().map(move |r| Delivery {
+            tag: r.tag,
+            result: outcome.map(|ack| {
+                let (offset, timestamp) = ack.record_at(r.index as usize, r.timestamp);
+                RecordMetadata {
+                    partition,
+                    offset,
+                    timestamp,
+                }
+            }),
+        })
+    }
+}
+
+/// One tagged record's outcome.
+#[derive(Debug, Clone, Copy)]
+pub struct Delivery<'a> {
+    /// The tag it was sent with.
+    pub tag: u64,
+    /// Where it was written (offset -1 with acks=0), or why it was not.
+    pub result: Result<RecordMetadata, &'a Error>,
+}
+
+/// The engine's way to the producer's handler.
+pub(crate) struct HandlerReporter(pub Arc<dyn DeliveryHandler>);
+
+impl std::fmt::Debug for HandlerReporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HandlerReporter")
+    }
+}
+
+impl ReportTagged for HandlerReporter {
+    fn report(
+        &self,
+        topic: &str,
+        partition: i32,
+        outcome: Result<&BatchAck, &Error>,
+        records: &[TaggedRecord],
+    ) {
+        let batch = DeliveredBatch {
+            topic,
+            partition,
+            outcome,
+            records,
+        };
+        let handler = &self.0;
+        let called =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler.on_delivery(&batch)));
+        if called.is_err() {
+            tracing::error!(
+                topic,
+                partition,
+                records = records.len(),
+                "the producer's delivery handler panicked; these reports are lost"
+            );
+        }
+    }
+}
