@@ -178,6 +178,24 @@ impl MemoryBudget {
         wake.into_iter().for_each(Waker::wake);
     }
 
+    /// Bytes this thread has returned to this budget and holds back until its
+    /// [`release_together`] ends (0 outside one).
+    pub fn held_back(&self) -> usize {
+        HELD.try_with(|held| {
+            held.try_borrow().ok().and_then(|h| {
+                h.as_ref().map(|list| {
+                    list.iter()
+                        .filter(|(b, _)| Arc::ptr_eq(&b.inner, &self.inner))
+                        .map(|(_, bytes)| *bytes)
+                        .sum()
+                })
+            })
+        })
+        .ok()
+        .flatten()
+        .unwrap_or(0)
+    }
+
     /// Adds `n` bytes to this thread's releases held back for this budget, if a
     /// [`release_together`] is running on it.
     fn hold_back(&self, n: usize) -> bool {
@@ -237,9 +255,17 @@ impl Drop for ReleaseHeld {
             .ok()
             .flatten()
             .unwrap_or_default();
-        for (budget, bytes) in held {
-            budget.release(bytes);
-        }
+        // Every budget gets its bytes back before any waiter is woken: a waker that
+        // panicked could not keep the others' bytes from them.
+        let wake: Vec<Waker> = held
+            .into_iter()
+            .flat_map(|(budget, bytes)| {
+                let mut state = budget.lock();
+                state.available += bytes;
+                grant_waiters(&mut state)
+            })
+            .collect();
+        wake.into_iter().for_each(Waker::wake);
     }
 }
 
@@ -480,6 +506,7 @@ pub(crate) mod tests {
             release_together(|| drop(parts.next()));
             drop(foreign);
             assert_eq!(b.available(), 0, "held back while it runs");
+            assert_eq!((b.held_back(), other.held_back()), (50, 10));
             assert_eq!(other.available(), 0);
             assert_eq!(w.0.load(Ordering::SeqCst), 0, "nobody woken yet");
         });

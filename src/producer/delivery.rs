@@ -4,10 +4,10 @@
 //! with the tags they were sent with (librdkafka's delivery report callback with each
 //! message's opaque, and the Java client's send callback, serve the same purpose).
 //!
-//! A tagged record costs the sending thread no allocation and no shared counter: its
-//! tag is noted in its batch, and the batch's outcome is handed to the handler once, on
-//! the thread that settles it (the worker that owns the leader's connection, or the
-//! thread that fails what is left when the producer closes).
+//! A tagged record costs the sending thread no future and no shared counter: its tag is
+//! noted in its batch (24 bytes in a list the batch keeps), and the batch's outcome is
+//! handed to the handler once, on the thread that settles it, after that thread has let
+//! go of every producer lock.
 //!
 //! [`Producer::send_tagged`]: super::Producer::send_tagged
 
@@ -23,10 +23,15 @@ use crate::error::Error;
 /// Called once per batch holding tagged records, when the broker acknowledged it or it
 /// failed for good (a batch that is retried is reported once, at its final outcome;
 /// one split because the broker found it too large is reported per part). It runs on
-/// the thread that settles the batch, usually the worker that owns the leader's
-/// connection: keep it short and never block there (hand the reports to another
-/// thread when there is more to do). A panic in it is caught and logged; the batch's
-/// reports are then lost to the application.
+/// the thread that settles the batch: usually the worker that owns the leader's
+/// connection, at the end of its turn; the thread that closes or drops the producer for
+/// what it fails; a sending thread for a batch that failed as it was sealed. It never
+/// runs with a producer lock held, so it may send again (`try_send_tagged` never
+/// waits); but keep it short and never block in it, as on the worker it holds up every
+/// connection that worker drives (hand the reports to another thread when there is more
+/// to do). A handler that keeps a `Producer` clone keeps the producer alive: close it
+/// with [`Producer::close`]. A panic in it is caught and logged; the batch's reports
+/// are then lost to the application.
 ///
 /// Every record sent with a tag is reported exactly once, the failed ones too: when
 /// the producer closes or is dropped, what it could not send is reported failed.
@@ -37,6 +42,7 @@ use crate::error::Error;
 ///
 /// [`Producer::send_tagged`]: super::Producer::send_tagged
 /// [`Producer::flush`]: super::Producer::flush
+/// [`Producer::close`]: super::Producer::close
 /// [`ProducerBuilder::delivery_handler`]: super::ProducerBuilder::delivery_handler
 pub trait DeliveryHandler: Send + Sync + 'static {
     /// The outcome of one batch's tagged records.

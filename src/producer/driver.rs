@@ -37,6 +37,7 @@ use crate::buf::release_together;
 use crate::client::{ClusterMetadata, TopicInfo};
 use crate::engine::connection::RawResponse;
 use crate::engine::error::IoError;
+use crate::engine::produce::completion::reports_after;
 use crate::engine::produce::partition::{ProducePartition, ProducerId};
 use crate::engine::produce::request::ANY_PRODUCE_VERSION;
 use crate::engine::produce::sink::{Leaders, Sink, SinkContext, SinkEvent};
@@ -92,6 +93,11 @@ impl SinkHandle {
             inbox.push(partition);
         }
         self.wake();
+    }
+
+    /// Whether partitions wait in the inbox.
+    fn has_inbox(&self) -> bool {
+        self.inbox.lock().map(|i| !i.is_empty()).unwrap_or(false)
     }
 
     fn take_inbox(&self) -> Vec<Arc<ProducePartition>> {
@@ -319,18 +325,25 @@ async fn run_sink(
     loop {
         // The arenas this turn frees (batches answered, small batches moved out of
         // theirs) go back to the budget together at its end: a sender waiting for
-        // memory is woken once for all of them, not once per arena.
-        release_together(|| {
-            if let Some(joined) = answered.take() {
-                settle(&shared, &mut sink, joined);
-                while let Some(joined) = answers.try_join_next() {
+        // memory is woken once for all of them, not once per arena. The delivery
+        // handler is told of the turn's tagged records after that, with no lock held.
+        reports_after(|| {
+            release_together(|| {
+                if let Some(joined) = answered.take() {
                     settle(&shared, &mut sink, joined);
+                    while let Some(joined) = answers.try_join_next() {
+                        settle(&shared, &mut sink, joined);
+                    }
+                    report(&shared, &mut sink, &mut metrics);
                 }
-                report(&shared, &mut sink, &mut metrics);
-            }
-            drain_turn(&shared, &handle, &waker, &mut sink, &mut answers, &addr);
+                drain_turn(&shared, &handle, &waker, &mut sink, &mut answers, &addr);
+            })
         });
-        if shared.closed.load(Ordering::Acquire) && answers.is_empty() && !sink.has_pending() {
+        if shared.closed.load(Ordering::Acquire)
+            && answers.is_empty()
+            && !sink.has_pending()
+            && !handle.has_inbox()
+        {
             break;
         }
         metrics.sample(
@@ -344,6 +357,10 @@ async fn run_sink(
             biased;
             _ = shutdown.changed() => {
                 sink.fail_all(&Error::ShuttingDown, Instant::now());
+                // Partitions handed over and not adopted yet have records too.
+                for p in handle.take_inbox() {
+                    p.state().fail_all(&Error::ShuttingDown, Instant::now());
+                }
                 break;
             }
             Some(joined) = answers.join_next(), if !answers.is_empty() => {

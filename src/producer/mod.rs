@@ -694,9 +694,10 @@ impl Producer {
     /// [`Error::InvalidArgument`] when the producer has no handler.
     ///
     /// For pipelines that track their records themselves (an offset to commit, a slot in
-    /// a ring) and want no per-record future: the tag is theirs to choose, and nothing is
-    /// allocated or shared per record (librdkafka's delivery report callback with a
-    /// message's opaque, the Java client's callback, are the same idea).
+    /// a ring) and want no per-record future: the tag is theirs to choose, and a record
+    /// costs a 24-byte entry in its batch's list instead of a future sharing its batch's
+    /// completion (librdkafka's delivery report callback with a message's opaque, the
+    /// Java client's callback, are the same idea).
     pub fn send_tagged<'a>(&'a self, record: ProducerRecord<'a>, tag: u64) -> SendingTagged<'a> {
         SendingTagged::new(self, record, tag)
     }
@@ -809,12 +810,14 @@ impl Producer {
     /// previous flush (or since the producer was made): every record sent before this
     /// flush is settled by then, so a failure among them is never hidden behind `Ok`.
     /// The error counts the failed records and batches and carries the first failure;
-    /// each record's own [`DeliveryFuture`] still has its own error. Records that failed
-    /// at `send` (which returned the error itself) are not counted. Failures of records
-    /// sent by other threads while the flush waits may be counted too, and with
-    /// concurrent flushes each failure is reported by one of them only. (Java's
-    /// `flush` throws nothing and librdkafka's only reports a timeout; both leave
-    /// failures to the delivery callbacks, which here are the delivery futures.)
+    /// each record's own [`DeliveryFuture`] still has its own error, and records sent
+    /// with a tag have been reported to the delivery handler (failed ones included)
+    /// before flush returns. Records that failed at `send` (which returned the error
+    /// itself) are not counted. Failures of records sent by other threads while the
+    /// flush waits may be counted too, and with concurrent flushes each failure is
+    /// reported by one of them only. (Java's `flush` throws nothing and librdkafka's
+    /// only reports a timeout; both leave failures to the delivery callbacks, which here
+    /// are the delivery futures and the delivery handler.)
     pub async fn flush(&self) -> Result<()> {
         match self.shared().settle_batches().await {
             None => Ok(()),

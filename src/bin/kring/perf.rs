@@ -85,9 +85,11 @@ pub struct PerfProduceArgs {
     /// epoch) for `perf consume --e2e`
     #[arg(long, value_name = "RECORDS_PER_S")]
     rate: Option<f64>,
-    /// How delivery reports come back (flat out): `handler`, records sent with a tag
-    /// (their index) and reported a batch at a time to the producer's delivery handler;
-    /// or `futures`, a delivery future per record resolved on a thread of its own
+    /// How delivery reports come back when sending flat out: `handler`, records sent
+    /// with a tag (their index) and reported a batch at a time to the producer's delivery
+    /// handler, each sampled record timed when its batch settles; or `futures`, a
+    /// delivery future per record resolved on a thread of its own and timed there. A
+    /// `--rate` run always times delivery futures
     #[arg(long, value_name = "handler|futures", default_value = "handler")]
     deliveries: DeliveryReports,
     #[command(flatten)]

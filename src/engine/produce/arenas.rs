@@ -86,11 +86,13 @@ impl ArenaPools {
         self.classes[class.min(self.largest())].try_get()
     }
 
-    /// Bytes of the budget in use (arenas lent and cached).
+    /// Bytes of the budget in use (arenas lent and cached), not counting what this thread
+    /// has returned but holds back until its `release_together` ends: those arenas are
+    /// cached already, and counted as used they would be counted twice.
     pub fn budget_used(&self) -> usize {
         self.classes.first().map_or(0, |c| {
             let budget = c.budget();
-            budget.capacity() - budget.available()
+            (budget.capacity() - budget.available()).saturating_sub(budget.held_back())
         })
     }
 

@@ -3,10 +3,16 @@
 //! (MESSAGE_TOO_LARGE: record `i` moved to batch `i`). Settled once; the first outcome
 //! stays. It is the handoff from a sink to the users' delivery futures, on any thread,
 //! and to the producer's delivery handler for the batch's tagged records (sent with a
-//! tag instead of a future), which is called once, by whoever settles the batch.
+//! tag instead of a future), which is called once, by whoever settles the batch, and
+//! never with a producer lock held: a batch with tagged records settled while the thread
+//! holds a partition's lock ([`ReportScope`], which `ProducePartition::state` takes), or
+//! is in a sink's turn, is settled when the last such scope ends; its outcome becomes
+//! visible to its futures and flushes only after the handler returns.
 
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 
@@ -142,6 +148,9 @@ impl WaitSlot {
 #[derive(Debug)]
 pub(crate) struct BatchShared {
     settled: OnceLock<Settled>,
+    /// Its outcome is decided: set when a settling begins (which may finish later, see
+    /// [`ReportScope`]); later settlings are ignored.
+    decided: AtomicBool,
     waiting: Mutex<Waiting>,
     /// Where threads blocked in [`BatchShared::wait_record`] sleep.
     done: Condvar,
@@ -157,46 +166,62 @@ struct Waiting {
     blocked: usize,
     /// The batch's tagged records, reported when it settles.
     tagged: Option<TaggedBatch>,
-    /// A settling has begun: its outcome is the batch's, and a later one is ignored.
-    settling: bool,
 }
 
 impl BatchShared {
     pub fn new() -> Arc<Self> {
         Arc::new(BatchShared {
             settled: OnceLock::new(),
+            decided: AtomicBool::new(false),
             waiting: Mutex::new(Waiting::default()),
             done: Condvar::new(),
         })
     }
 
-    /// Settles the batch; false when it was settled already (the first outcome stays).
-    /// Its tagged records are reported first, so that whoever waits for the batch (a
-    /// flush) is released only once the delivery handler has been told.
-    fn settle(&self, outcome: Settled) -> bool {
+    /// Settles the batch; false when its outcome was decided already (the first one
+    /// stays). Its tagged records are reported first, so that whoever waits for the
+    /// batch (a flush) is released only once the delivery handler has been told; inside
+    /// a [`ReportScope`] all of it waits for the scope's end.
+    fn settle(self: &Arc<Self>, outcome: Settled) -> bool {
         let tagged = match self.waiting.lock() {
-            Ok(mut waiting) if !waiting.settling => {
-                waiting.settling = true;
-                waiting.tagged.take()
-            }
+            Ok(mut waiting) if !self.decided.swap(true, Ordering::AcqRel) => waiting.tagged.take(),
             _ => return false,
         };
+        match tagged {
+            Some(tagged) if DEPTH.with(Cell::get) > 0 => {
+                DEFERRED.with(|d| d.borrow_mut().push((self.clone(), outcome, tagged)));
+                ANY_DEFERRED.with(|a| a.set(true));
+            }
+            tagged => self.finish_settling(outcome, tagged),
+        }
+        true
+    }
+
+    /// Reports `tagged` with `outcome`, then makes the outcome the batch's and wakes
+    /// whoever waits for it; tags the batch was given meanwhile are reported last.
+    fn finish_settling(&self, outcome: Settled, tagged: Option<TaggedBatch>) {
         if let Some(tagged) = tagged {
             tagged.settle(&outcome);
         }
-        let (wakers, blocked) = match self.waiting.lock() {
+        let (wakers, blocked, late) = match self.waiting.lock() {
             Ok(mut waiting) => {
-                // Only this settling sets it (`settling` kept any other out).
+                // Only this settling sets it (`decided` kept any other out).
                 let _ = self.settled.set(outcome);
-                (std::mem::take(&mut waiting.wakers), waiting.blocked)
+                (
+                    std::mem::take(&mut waiting.wakers),
+                    waiting.blocked,
+                    waiting.tagged.take(),
+                )
             }
-            Err(_) => return false,
+            Err(_) => return,
         };
         if blocked > 0 {
             self.done.notify_all();
         }
         wake_each_task_once(wakers);
-        true
+        if let (Some(late), Some(settled)) = (late, self.settled.get()) {
+            late.settle(settled);
+        }
     }
 
     /// Gives the batch its tagged records, reported when it settles (at once if it has).
@@ -205,35 +230,41 @@ impl BatchShared {
             return;
         }
         // A batch gets its tags before it is settled (when sealed or failed open, or,
-        // split, before its parts are sent): the other arm is only for safety.
+        // split, before its parts are sent); one being settled takes them when it
+        // finishes.
         let pending = match self.waiting.lock() {
-            Ok(mut waiting) if !waiting.settling => {
+            Ok(mut waiting) if self.settled.get().is_none() => {
                 waiting.tagged = Some(tagged);
                 None
             }
-            _ => Some(tagged),
+            Ok(_) => Some(Ok(tagged)),
+            Err(_) => Some(Err(tagged)),
         };
-        if let Some(tagged) = pending {
-            match self.settled.get() {
-                Some(settled) => tagged.settle(settled),
-                // Only with the lock poisoned: reported failed rather than never.
-                None => tagged.settle(&Settled::Done(Err(Error::ShuttingDown))),
+        match pending {
+            None => {}
+            Some(Ok(tagged)) => {
+                if let Some(settled) = self.settled.get() {
+                    tagged.settle(settled);
+                }
             }
+            // The lock poisoned (a panic while it was held): reported failed, not never.
+            Some(Err(tagged)) => tagged.settle(&Settled::Done(Err(Error::ShuttingDown))),
         }
     }
 
-    /// Whether the batch has its outcome (done or split).
+    /// Whether the batch's outcome is decided (done or split; its settling may still
+    /// be finishing, see [`ReportScope`]).
     pub fn is_settled(&self) -> bool {
-        self.settled.get().is_some()
+        self.decided.load(Ordering::Acquire)
     }
 
     /// Completes every record of the batch; false when it was settled already.
-    pub fn complete(&self, result: Result<BatchAck, Error>) -> bool {
+    pub fn complete(self: &Arc<Self>, result: Result<BatchAck, Error>) -> bool {
         self.settle(Settled::Done(result))
     }
 
     /// Hands each record over to its own new batch.
-    pub fn split_into(&self, parts: Vec<Arc<BatchShared>>) {
+    pub fn split_into(self: &Arc<Self>, parts: Vec<Arc<BatchShared>>) {
         let _ = self.settle(Settled::Split(parts));
     }
 
@@ -335,6 +366,72 @@ fn wake_each_task_once(wakers: Vec<Waker>) {
         w.wake_by_ref();
         last = Some(w);
     }
+}
+
+thread_local! {
+    /// How many [`ReportScope`]s this thread is in.
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
+    /// Settlings of batches with tagged records begun inside them, to finish when the
+    /// last one ends.
+    static DEFERRED: RefCell<Vec<(Arc<BatchShared>, Settled, TaggedBatch)>> =
+        const { RefCell::new(Vec::new()) };
+    /// Whether `DEFERRED` may hold any: what a scope's end looks at.
+    static ANY_DEFERRED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// While one is alive on a thread, batches with tagged records settled there finish
+/// settling (their handler called, then their outcome made visible) only when the last
+/// one ends: the delivery handler never runs with a producer lock held, so it may send.
+/// `ProducePartition::state` holds one with the partition's lock (dropped after it), and
+/// a sink's turn holds one around everything it settles (so its handler runs after the
+/// turn's freed memory is back in the budget).
+#[must_use = "the scope ends when this is dropped"]
+pub(crate) struct ReportScope(());
+
+impl ReportScope {
+    /// Enters a scope.
+    #[inline]
+    pub fn enter() -> Self {
+        DEPTH.with(|d| d.set(d.get() + 1));
+        ReportScope(())
+    }
+}
+
+impl Drop for ReportScope {
+    #[inline]
+    fn drop(&mut self) {
+        let depth = DEPTH.with(|d| {
+            let depth = d.get().saturating_sub(1);
+            d.set(depth);
+            depth
+        });
+        if depth == 0 && ANY_DEFERRED.with(Cell::get) {
+            finish_deferred();
+        }
+    }
+}
+
+/// Finishes the settlings deferred on this thread (and those their handlers defer).
+#[cold]
+fn finish_deferred() {
+    loop {
+        let _ = ANY_DEFERRED.try_with(|a| a.set(false));
+        let deferred = DEFERRED
+            .try_with(|d| std::mem::take(&mut *d.borrow_mut()))
+            .unwrap_or_default();
+        if deferred.is_empty() {
+            return;
+        }
+        for (shared, outcome, tagged) in deferred {
+            shared.finish_settling(outcome, Some(tagged));
+        }
+    }
+}
+
+/// Runs `f` inside a [`ReportScope`].
+pub(crate) fn reports_after<R>(f: impl FnOnce() -> R) -> R {
+    let _scope = ReportScope::enter();
+    f()
 }
 
 pub(crate) enum Resolved {
@@ -474,7 +571,8 @@ mod tests {
             records: &[TaggedRecord],
         ) {
             if let Some(b) = self.watching.lock().unwrap().as_ref() {
-                self.settled_while_told.lock().unwrap().push(b.is_settled());
+                let visible = b.poll_record(0, None).is_ready();
+                self.settled_while_told.lock().unwrap().push(visible);
             }
             let mut all = self.reports.lock().unwrap();
             for r in records {

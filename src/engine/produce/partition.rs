@@ -31,7 +31,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::arenas::{ArenaPools, next_class};
-use super::completion::{BatchAck, BatchShared, ReportTagged, TaggedBatch, TaggedRecord};
+use super::completion::{
+    BatchAck, BatchShared, ReportScope, ReportTagged, TaggedBatch, TaggedRecord,
+};
 use super::failures::DeliveryFailures;
 use super::wake::Wake;
 use crate::buf::{ChargedBuf, PooledBuf};
@@ -410,9 +412,38 @@ impl ProducePartition {
 
     /// The state, locked. A panic while it was held cannot leave it half-updated in a
     /// way later calls trip over (every method keeps its invariants before it can
-    /// panic), so a poisoned lock is taken as it is.
-    pub fn state(&self) -> MutexGuard<'_, PartitionState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    /// panic), so a poisoned lock is taken as it is. Batches with tagged records settled
+    /// under it finish settling (their delivery handler called) once it is released.
+    #[inline]
+    pub fn state(&self) -> StateGuard<'_> {
+        let reports = ReportScope::enter();
+        StateGuard {
+            state: self.state.lock().unwrap_or_else(PoisonError::into_inner),
+            _reports: reports,
+        }
+    }
+}
+
+/// A partition's state, locked; see [`ProducePartition::state`].
+pub(crate) struct StateGuard<'a> {
+    // Dropped first: the lock is released before the scope ends and runs handlers.
+    state: MutexGuard<'a, PartitionState>,
+    _reports: ReportScope,
+}
+
+impl std::ops::Deref for StateGuard<'_> {
+    type Target = PartitionState;
+
+    #[inline]
+    fn deref(&self) -> &PartitionState {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for StateGuard<'_> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut PartitionState {
+        &mut self.state
     }
 }
 
@@ -486,7 +517,7 @@ impl PartitionState {
     /// logs it) unless it was settled already, then its futures get `error`. Counted
     /// first, so a flush woken by the completion finds it. Every final failure goes
     /// through here, under the partition's lock (which every settling holds).
-    fn fail_batch(&self, shared: &BatchShared, records: i32, error: Error, now: Instant) {
+    fn fail_batch(&self, shared: &Arc<BatchShared>, records: i32, error: Error, now: Instant) {
         if shared.is_settled() {
             return;
         }
@@ -535,6 +566,11 @@ impl PartitionState {
         pools: &ArenaPools,
         now: impl Fn() -> Instant,
     ) -> Result<Appended, Error> {
+        if tag.is_some() && settings.report_tagged.is_none() {
+            return Err(Error::InvalidArgument(
+                "a tagged record needs a delivery handler".into(),
+            ));
+        }
         loop {
             if self.open.is_none() {
                 if let Some(class) = self.open_batch(record, &mut arena, settings, pools, &now)? {
@@ -558,7 +594,7 @@ impl PartitionState {
                             index,
                         },
                         Some(tag) => {
-                            self.tag_record(index, record.timestamp, tag, settings)?;
+                            self.tag_record(index, record.timestamp, tag, settings);
                             Appended::Tagged
                         }
                     };
@@ -602,18 +638,10 @@ impl PartitionState {
     }
 
     /// Notes that record `index` of the open batch was sent with `tag`.
-    fn tag_record(
-        &mut self,
-        index: usize,
-        timestamp: i64,
-        tag: u64,
-        settings: &ProduceSettings,
-    ) -> Result<(), Error> {
+    /// (`append` refused the tag before appending when there is no handler.)
+    fn tag_record(&mut self, index: usize, timestamp: i64, tag: u64, settings: &ProduceSettings) {
         let (Some(open), Some(reporter)) = (self.open.as_mut(), &settings.report_tagged) else {
-            // `Producer::send_tagged` refuses tags without a handler: cannot happen.
-            return Err(Error::InvalidArgument(
-                "a tagged record needs a delivery handler".into(),
-            ));
+            return;
         };
         let tagged = open.tagged.get_or_insert_with(|| TaggedBatch {
             reporter: reporter.clone(),
@@ -627,7 +655,6 @@ impl PartitionState {
             timestamp,
             tag,
         });
-        Ok(())
     }
 
     /// Opens a batch for `record`, in `arena` or a pooled one. `Some(class)` when no

@@ -974,3 +974,62 @@ fn a_tagged_record_without_a_handler_is_refused() {
         "{refused:?}"
     );
 }
+
+/// The delivery handler is called once the partition's lock is released, so it may
+/// send to the same partition: here it finds the lock free each time it is told.
+#[test]
+fn the_delivery_handler_runs_with_the_partition_unlocked() {
+    #[derive(Debug, Default)]
+    struct LockProbe {
+        partition: std::sync::Mutex<Option<Arc<ProducePartition>>>,
+        found_free: std::sync::Mutex<Vec<bool>>,
+    }
+    impl ReportTagged for LockProbe {
+        fn report(
+            &self,
+            _topic: &str,
+            _partition: i32,
+            _outcome: Result<&BatchAck, &Error>,
+            _records: &[TaggedRecord],
+        ) {
+            if let Some(p) = self.partition.lock().unwrap().as_ref() {
+                let free = p.state.try_lock().is_ok();
+                self.found_free.lock().unwrap().push(free);
+            }
+        }
+    }
+    let probe = Arc::new(LockProbe::default());
+    let settings = ProduceSettings {
+        report_tagged: Some(probe.clone()),
+        ..settings()
+    };
+    let pools = pools();
+    let now = Instant::now();
+    let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
+    *probe.partition.lock().unwrap() = Some(p.clone());
+    let record = RecordParts {
+        key: None,
+        value: Some(b"v"),
+        headers: &[],
+        timestamp: 1,
+    };
+    p.state()
+        .append(record, Some(1), None, &settings, &pools, || now)
+        .unwrap();
+    // Failed under the lock (the open batch, then a sealed one).
+    p.state().fail_unsent(&Error::ProducerDropped, now);
+    {
+        let mut s = p.state();
+        s.append(record, Some(2), None, &settings, &pools, || now)
+            .unwrap();
+        s.seal(SealReason::Due, &settings, &pools, &|| now);
+        s.fail_all(&Error::ShuttingDown, now);
+        assert_eq!(
+            probe.found_free.lock().unwrap().len(),
+            1,
+            "not while it is held"
+        );
+    }
+    assert_eq!(*probe.found_free.lock().unwrap(), vec![true, true]);
+    *probe.partition.lock().unwrap() = None;
+}
