@@ -265,7 +265,18 @@ impl Drop for ReleaseHeld {
                 grant_waiters(&mut state)
             })
             .collect();
-        wake.into_iter().for_each(Waker::wake);
+        // Each waiter granted bytes is woken, even if one waker panics (its panic goes
+        // on once the others are woken).
+        let mut panicked = None;
+        for w in wake {
+            let woken = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake()));
+            if let Err(p) = woken {
+                panicked.get_or_insert(p);
+            }
+        }
+        if let Some(p) = panicked {
+            std::panic::resume_unwind(p);
+        }
     }
 }
 

@@ -33,6 +33,10 @@ use crate::error::Error;
 /// with [`Producer::close`]. A panic in it is caught and logged; the batch's reports
 /// are then lost to the application.
 ///
+/// One partition's batches are reported in the order they settle on one thread; a
+/// batch failed on a sending thread as it was sealed may be reported before an older
+/// one the worker settled in the same moment.
+///
 /// Every record sent with a tag is reported exactly once, the failed ones too: when
 /// the producer closes or is dropped, what it could not send is reported failed.
 /// [`Producer::flush`] returns once every batch sent before it is settled, which

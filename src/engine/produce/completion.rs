@@ -188,40 +188,50 @@ impl BatchShared {
             _ => return false,
         };
         match tagged {
-            Some(tagged) if DEPTH.with(Cell::get) > 0 => {
-                DEFERRED.with(|d| d.borrow_mut().push((self.clone(), outcome, tagged)));
-                ANY_DEFERRED.with(|a| a.set(true));
+            Some(tagged) if DEPTH.try_with(Cell::get).unwrap_or(0) > 0 => {
+                let mut deferred = Some((self.clone(), outcome, tagged));
+                let queued = DEFERRED.try_with(|d| {
+                    d.borrow_mut().extend(deferred.take());
+                    let _ = ANY_DEFERRED.try_with(|a| a.set(true));
+                });
+                // The thread's locals being torn down: finished here rather than lost.
+                if let (Err(_), Some((_, outcome, tagged))) = (queued, deferred) {
+                    self.finish_settling(outcome, Some(tagged));
+                }
             }
             tagged => self.finish_settling(outcome, tagged),
         }
         true
     }
 
-    /// Reports `tagged` with `outcome`, then makes the outcome the batch's and wakes
-    /// whoever waits for it; tags the batch was given meanwhile are reported last.
-    fn finish_settling(&self, outcome: Settled, tagged: Option<TaggedBatch>) {
-        if let Some(tagged) = tagged {
-            tagged.settle(&outcome);
-        }
-        let (wakers, blocked, late) = match self.waiting.lock() {
-            Ok(mut waiting) => {
+    /// Whether the batch's outcome is visible to its futures and flushes (its settling
+    /// finished).
+    pub fn is_resolved(&self) -> bool {
+        self.settled.get().is_some()
+    }
+
+    /// Reports `tagged` with `outcome` (and any tags the batch was given meanwhile),
+    /// then makes the outcome the batch's and wakes whoever waits for it.
+    fn finish_settling(&self, outcome: Settled, mut tagged: Option<TaggedBatch>) {
+        let (wakers, blocked) = loop {
+            if let Some(tagged) = tagged.take() {
+                tagged.settle(&outcome);
+            }
+            let Ok(mut waiting) = self.waiting.lock() else {
+                return;
+            };
+            // Tags given while the handler ran are reported before the outcome shows.
+            tagged = waiting.tagged.take();
+            if tagged.is_none() {
                 // Only this settling sets it (`decided` kept any other out).
                 let _ = self.settled.set(outcome);
-                (
-                    std::mem::take(&mut waiting.wakers),
-                    waiting.blocked,
-                    waiting.tagged.take(),
-                )
+                break (std::mem::take(&mut waiting.wakers), waiting.blocked);
             }
-            Err(_) => return,
         };
         if blocked > 0 {
             self.done.notify_all();
         }
         wake_each_task_once(wakers);
-        if let (Some(late), Some(settled)) = (late, self.settled.get()) {
-            late.settle(settled);
-        }
     }
 
     /// Gives the batch its tagged records, reported when it settles (at once if it has).
@@ -377,6 +387,8 @@ thread_local! {
         const { RefCell::new(Vec::new()) };
     /// Whether `DEFERRED` may hold any: what a scope's end looks at.
     static ANY_DEFERRED: Cell<bool> = const { Cell::new(false) };
+    /// `finish_deferred` is running on this thread.
+    static FINISHING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// While one is alive on a thread, batches with tagged records settled there finish
@@ -385,35 +397,46 @@ thread_local! {
 /// `ProducePartition::state` holds one with the partition's lock (dropped after it), and
 /// a sink's turn holds one around everything it settles (so its handler runs after the
 /// turn's freed memory is back in the budget).
+///
+/// Not `Send`: a scope counts on its thread, so it must never be held across an
+/// `.await` (another task on the thread would run inside it).
 #[must_use = "the scope ends when this is dropped"]
-pub(crate) struct ReportScope(());
+pub(crate) struct ReportScope(std::marker::PhantomData<*const ()>);
 
 impl ReportScope {
     /// Enters a scope.
     #[inline]
     pub fn enter() -> Self {
-        DEPTH.with(|d| d.set(d.get() + 1));
-        ReportScope(())
+        let _ = DEPTH.try_with(|d| d.set(d.get() + 1));
+        ReportScope(std::marker::PhantomData)
     }
 }
 
 impl Drop for ReportScope {
     #[inline]
     fn drop(&mut self) {
-        let depth = DEPTH.with(|d| {
-            let depth = d.get().saturating_sub(1);
-            d.set(depth);
-            depth
-        });
-        if depth == 0 && ANY_DEFERRED.with(Cell::get) {
+        let depth = DEPTH
+            .try_with(|d| {
+                let depth = d.get().saturating_sub(1);
+                d.set(depth);
+                depth
+            })
+            .unwrap_or(1);
+        if depth == 0 && ANY_DEFERRED.try_with(Cell::get).unwrap_or(false) {
             finish_deferred();
         }
     }
 }
 
-/// Finishes the settlings deferred on this thread (and those their handlers defer).
+/// Finishes the settlings deferred on this thread, and those their handlers defer, in
+/// the order they were deferred. A handler's own scopes ending inside leave theirs to
+/// this loop rather than start another (no recursion, order kept).
 #[cold]
 fn finish_deferred() {
+    if FINISHING.try_with(|f| f.replace(true)).unwrap_or(true) {
+        return;
+    }
+    let mut finishing = Finishing(Vec::new().into_iter());
     loop {
         let _ = ANY_DEFERRED.try_with(|a| a.set(false));
         let deferred = DEFERRED
@@ -422,9 +445,25 @@ fn finish_deferred() {
         if deferred.is_empty() {
             return;
         }
-        for (shared, outcome, tagged) in deferred {
+        finishing.0 = deferred.into_iter();
+        for (shared, outcome, tagged) in finishing.0.by_ref() {
             shared.finish_settling(outcome, Some(tagged));
         }
+    }
+}
+
+/// The settlings being finished: on a panic (a waker's), those not reached yet go back
+/// to be finished at the thread's next scope end instead of being lost.
+struct Finishing(std::vec::IntoIter<(Arc<BatchShared>, Settled, TaggedBatch)>);
+
+impl Drop for Finishing {
+    fn drop(&mut self) {
+        let rest: Vec<_> = self.0.by_ref().collect();
+        if !rest.is_empty() {
+            let _ = DEFERRED.try_with(|d| d.borrow_mut().extend(rest));
+            let _ = ANY_DEFERRED.try_with(|a| a.set(true));
+        }
+        let _ = FINISHING.try_with(|f| f.set(false));
     }
 }
 

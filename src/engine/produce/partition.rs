@@ -477,6 +477,9 @@ pub(crate) struct PartitionState {
     queue: VecDeque<QueuedBatch>,
     /// Batches on the wire, whether each is a retry, and its record count.
     in_flight: Vec<InFlight>,
+    /// Batches with tagged records whose settling waits for the settling thread to let
+    /// go of its locks (see `completion::ReportScope`): still pending for a flush.
+    finishing: Vec<Arc<BatchShared>>,
     next_sequence: i32,
     acked_in_epoch: bool,
     /// The last sequence the broker acknowledged in this epoch.
@@ -517,7 +520,7 @@ impl PartitionState {
     /// logs it) unless it was settled already, then its futures get `error`. Counted
     /// first, so a flush woken by the completion finds it. Every final failure goes
     /// through here, under the partition's lock (which every settling holds).
-    fn fail_batch(&self, shared: &Arc<BatchShared>, records: i32, error: Error, now: Instant) {
+    fn fail_batch(&mut self, shared: &Arc<BatchShared>, records: i32, error: Error, now: Instant) {
         if shared.is_settled() {
             return;
         }
@@ -525,6 +528,17 @@ impl PartitionState {
         log.failures
             .record(&log.topic, log.partition, records, &error, now);
         shared.complete(Err(error));
+        self.keep_while_finishing(shared);
+    }
+
+    /// Keeps a batch whose settling was deferred among the pending ones until it is
+    /// resolved, so that a flush looking now still waits for it (and its handler).
+    fn keep_while_finishing(&mut self, shared: &Arc<BatchShared>) {
+        if shared.is_resolved() {
+            return;
+        }
+        self.finishing.retain(|b| !b.is_resolved());
+        self.finishing.push(shared.clone());
     }
 
     /// Whether the sink that drains this partition will drain it by `deadline` unwoken.
@@ -1108,6 +1122,7 @@ impl PartitionState {
                 }
                 effects.report.fate = Fate::Acked(ack);
                 b.shared.complete(Ok(ack));
+                self.keep_while_finishing(&b.shared);
             }
             Verdict::Retry { error, .. }
             | Verdict::OutOfOrder(error)
@@ -1160,6 +1175,7 @@ impl PartitionState {
                     let children: Vec<Arc<BatchShared>> =
                         parts.iter().map(|q| q.shared.clone()).collect();
                     b.shared.split_into(children);
+                    self.keep_while_finishing(&b.shared);
                     for q in parts.into_iter().rev() {
                         self.insert_in_order(q);
                     }
@@ -1281,6 +1297,7 @@ impl PartitionState {
             .map(|o| o.shared.clone())
             .chain(self.queue.iter().map(|q| q.shared.clone()))
             .chain(self.in_flight.iter().map(|(f, _, _)| f.clone()))
+            .chain(self.finishing.iter().filter(|b| !b.is_resolved()).cloned())
             .collect()
     }
 }

@@ -1033,3 +1033,45 @@ fn the_delivery_handler_runs_with_the_partition_unlocked() {
     assert_eq!(*probe.found_free.lock().unwrap(), vec![true, true]);
     *probe.partition.lock().unwrap() = None;
 }
+
+/// A batch with tagged records settled inside a sink's turn finishes settling at the
+/// turn's end; meanwhile it is still pending for a flush, which then waits for it (and
+/// so for its handler).
+#[test]
+fn a_batch_finishing_after_the_turn_is_still_pending_for_a_flush() {
+    let log = Arc::new(TagLog::default());
+    let settings = ProduceSettings {
+        report_tagged: Some(log.clone()),
+        ..settings()
+    };
+    let pools = pools();
+    let now = Instant::now();
+    let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
+    let record = RecordParts {
+        key: None,
+        value: Some(b"v"),
+        headers: &[],
+        timestamp: 1,
+    };
+    {
+        let mut s = p.state();
+        s.append(record, Some(7), None, &settings, &pools, || now)
+            .unwrap();
+        s.seal(SealReason::Due, &settings, &pools, &|| now);
+    }
+    let sent = take(&p, now, &settings).pop().unwrap();
+    let shared = sent.shared.clone();
+    crate::engine::produce::completion::reports_after(|| {
+        p.state().settle(sent, ack(), now, &settings);
+        let pending = p.state().pending();
+        assert!(
+            pending.iter().any(|b| Arc::ptr_eq(b, &shared)),
+            "pending until its settling finishes"
+        );
+        assert!(log.0.lock().unwrap().is_empty(), "told at the turn's end");
+        assert!(!shared.is_resolved());
+    });
+    assert_eq!(*log.0.lock().unwrap(), vec![(7, Ok(0))]);
+    assert!(shared.is_resolved());
+    assert!(p.state().pending().is_empty());
+}
