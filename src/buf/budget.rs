@@ -171,11 +171,15 @@ impl MemoryBudget {
         if self.hold_back(n) {
             return;
         }
+        self.credit(n).into_iter().for_each(Waker::wake);
+    }
+
+    /// Adds `n` free bytes and grants them to waiters in order; returns the wakers to
+    /// call (the lock released).
+    fn credit(&self, n: usize) -> Vec<Waker> {
         let mut state = self.lock();
         state.available += n;
-        let wake = grant_waiters(&mut state);
-        drop(state);
-        wake.into_iter().for_each(Waker::wake);
+        grant_waiters(&mut state)
     }
 
     /// Bytes this thread has returned to this budget and holds back until its
@@ -259,11 +263,7 @@ impl Drop for ReleaseHeld {
         // panicked could not keep the others' bytes from them.
         let wake: Vec<Waker> = held
             .into_iter()
-            .flat_map(|(budget, bytes)| {
-                let mut state = budget.lock();
-                state.available += bytes;
-                grant_waiters(&mut state)
-            })
+            .flat_map(|(budget, bytes)| budget.credit(bytes))
             .collect();
         // Each waiter granted bytes is woken, even if one waker panics (its panic goes
         // on once the others are woken).

@@ -104,7 +104,7 @@ impl<'a> DeliveredBatch<'a> {
         self.records.iter().map(move |r| Delivery {
             tag: r.tag,
             result: outcome.map(|ack| {
-                let (offset, timestamp) = ack.record_at(r.index as usize, r.timestamp);
+                let (offset, timestamp) = r.at(ack);
                 RecordMetadata {
                     partition,
                     offset,

@@ -106,6 +106,19 @@ pub(crate) enum Queued {
     Tagged,
 }
 
+impl Queued {
+    /// The delivery future of a record sent without a tag.
+    fn into_future(self) -> Result<DeliveryFuture> {
+        match self {
+            Queued::Future(future) => Ok(future),
+            // Only a record sent with a tag is queued without a future.
+            Queued::Tagged => Err(Error::InvalidArgument(
+                "a record without a tag was taken as tagged".into(),
+            )),
+        }
+    }
+}
+
 /// How [`Producer::send_now`] left a record.
 enum SendNow<'a> {
     /// Appended.
@@ -771,12 +784,7 @@ impl Producer {
     /// Queues `record` without ever waiting: a full `buffer.memory`, or a topic whose
     /// metadata is not known yet, is an error.
     pub fn try_send(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
-        match self.try_queue(&record, None)? {
-            Queued::Future(future) => Ok(future),
-            Queued::Tagged => Err(Error::InvalidArgument(
-                "a record without a tag was taken as tagged".into(),
-            )),
-        }
+        self.try_queue(&record, None)?.into_future()
     }
 
     /// [`Producer::try_send`] and [`Producer::try_send_tagged`].

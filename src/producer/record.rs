@@ -219,19 +219,11 @@ impl DeliveryFuture {
     }
 
     fn finish(&self, ack: Result<BatchAck, Error>) -> Result<RecordMetadata, Error> {
-        let ack = ack?;
+        let (offset, timestamp) = ack?.record_at(self.index, self.timestamp);
         Ok(RecordMetadata {
             partition: self.partition,
-            offset: if ack.base_offset < 0 {
-                -1
-            } else {
-                ack.base_offset + self.index as i64
-            },
-            timestamp: if ack.log_append_time >= 0 {
-                ack.log_append_time
-            } else {
-                self.timestamp
-            },
+            offset,
+            timestamp,
         })
     }
 

@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use super::{DeliveryFuture, Producer, ProducerRecord, Queued, SendNow};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The boxed rest of a send that must wait.
 type Waiting<'a> = Pin<Box<dyn Future<Output = Result<Queued>> + Send + 'a>>;
@@ -38,13 +38,7 @@ impl Future for Sending<'_> {
         self.get_mut()
             .0
             .poll_queued(cx)
-            .map(|queued| match queued? {
-                Queued::Future(future) => Ok(future),
-                // Only a record sent with a tag is queued without a future.
-                Queued::Tagged => Err(Error::InvalidArgument(
-                    "a record without a tag was taken as tagged".into(),
-                )),
-            })
+            .map(|queued| queued?.into_future())
     }
 }
 

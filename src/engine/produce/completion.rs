@@ -52,6 +52,13 @@ pub(crate) struct TaggedRecord {
     pub tag: u64,
 }
 
+impl TaggedRecord {
+    /// Its offset and timestamp in a batch acknowledged with `ack`.
+    pub fn at(&self, ack: &BatchAck) -> (i64, i64) {
+        ack.record_at(self.index as usize, self.timestamp)
+    }
+}
+
 /// Where the outcome of tagged records goes: called once per settled batch that has
 /// some, with the batch's partition, its outcome and its tagged records.
 pub(crate) trait ReportTagged: Send + Sync + std::fmt::Debug {
@@ -615,9 +622,7 @@ mod tests {
             }
             let mut all = self.reports.lock().unwrap();
             for r in records {
-                let result = outcome
-                    .map(|a| a.record_at(r.index as usize, r.timestamp))
-                    .map_err(|e| e.to_string());
+                let result = outcome.map(|a| r.at(a)).map_err(|e| e.to_string());
                 all.push((partition, r.tag, result));
             }
         }

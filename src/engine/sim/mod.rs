@@ -241,9 +241,7 @@ impl ReportTagged for SimReports {
     ) {
         let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
         for r in records {
-            let result = outcome
-                .map(|ack| ack.record_at(r.index as usize, r.timestamp).0)
-                .map_err(Clone::clone);
+            let result = outcome.map(|ack| r.at(ack).0).map_err(Clone::clone);
             all.entry(r.tag).or_default().push(result);
         }
     }

@@ -29,6 +29,16 @@ fn pools() -> ArenaPools {
     ArenaPools::new(16 * 1024, MemoryBudget::new(1 << 20))
 }
 
+/// A record of `value` alone, timestamp 1.
+fn value_record(value: &[u8]) -> RecordParts<'_> {
+    RecordParts {
+        key: None,
+        value: Some(value),
+        headers: &[],
+        timestamp: 1,
+    }
+}
+
 /// Appends one record with `value` (and nothing else) to an open batch.
 fn append_value(
     s: &mut PartitionState,
@@ -37,14 +47,8 @@ fn append_value(
     pools: &ArenaPools,
     now: Instant,
 ) {
-    let record = RecordParts {
-        key: None,
-        value: Some(value),
-        headers: &[],
-        timestamp: 1,
-    };
     let appended = s
-        .append(record, None, None, settings, pools, || now)
+        .append(value_record(value), None, None, settings, pools, || now)
         .unwrap();
     assert!(matches!(appended, Appended::Done { .. }));
 }
@@ -896,9 +900,7 @@ impl ReportTagged for TagLog {
     ) {
         let mut log = self.0.lock().unwrap();
         for r in records {
-            let result = outcome
-                .map(|a| a.record_at(r.index as usize, r.timestamp).0)
-                .map_err(|e| e.to_string());
+            let result = outcome.map(|a| r.at(a).0).map_err(|e| e.to_string());
             log.push((r.tag, result));
         }
     }
@@ -916,17 +918,11 @@ fn tagged_records_are_reported_with_their_batch() {
     let pools = pools();
     let now = Instant::now();
     let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
-    let record = |value: &'static [u8]| RecordParts {
-        key: None,
-        value: Some(value),
-        headers: &[],
-        timestamp: 1,
-    };
     {
         let mut s = p.state();
         for (i, tag) in [None, Some(11), Some(12), None].into_iter().enumerate() {
             let appended = s
-                .append(record(b"v"), tag, None, &settings, &pools, || now)
+                .append(value_record(b"v"), tag, None, &settings, &pools, || now)
                 .unwrap();
             match (tag, appended) {
                 (None, Appended::Done { index, .. }) => assert_eq!(index, i),
@@ -936,8 +932,15 @@ fn tagged_records_are_reported_with_their_batch() {
         }
         s.seal(SealReason::Due, &settings, &pools, &|| now);
         // A second batch, failed while open.
-        s.append(record(b"w"), Some(13), None, &settings, &pools, || now)
-            .unwrap();
+        s.append(
+            value_record(b"w"),
+            Some(13),
+            None,
+            &settings,
+            &pools,
+            || now,
+        )
+        .unwrap();
     }
     let sent = take(&p, now, &settings);
     assert_eq!(sent.len(), 1);
@@ -962,12 +965,7 @@ fn tagged_records_are_reported_with_their_batch() {
 fn a_tagged_record_without_a_handler_is_refused() {
     let (settings, pools) = (settings(), pools());
     let mut s = PartitionState::default();
-    let record = RecordParts {
-        key: None,
-        value: Some(b"v"),
-        headers: &[],
-        timestamp: 1,
-    };
+    let record = value_record(b"v");
     let refused = s.append(record, Some(1), None, &settings, &pools, Instant::now);
     assert!(
         matches!(refused, Err(Error::InvalidArgument(_))),
@@ -1007,12 +1005,7 @@ fn the_delivery_handler_runs_with_the_partition_unlocked() {
     let now = Instant::now();
     let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
     *probe.partition.lock().unwrap() = Some(p.clone());
-    let record = RecordParts {
-        key: None,
-        value: Some(b"v"),
-        headers: &[],
-        timestamp: 1,
-    };
+    let record = value_record(b"v");
     p.state()
         .append(record, Some(1), None, &settings, &pools, || now)
         .unwrap();
@@ -1047,12 +1040,7 @@ fn a_batch_finishing_after_the_turn_is_still_pending_for_a_flush() {
     let pools = pools();
     let now = Instant::now();
     let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
-    let record = RecordParts {
-        key: None,
-        value: Some(b"v"),
-        headers: &[],
-        timestamp: 1,
-    };
+    let record = value_record(b"v");
     {
         let mut s = p.state();
         s.append(record, Some(7), None, &settings, &pools, || now)
