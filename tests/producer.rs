@@ -505,7 +505,7 @@ fn a_send_queues_its_record_when_first_polled() {
 /// with a future in between keep theirs; after close, nothing more is reported.
 #[test]
 fn tagged_records_reach_the_delivery_handler() {
-    use kring::producer::{DeliveredBatch, ProducerBuilder};
+    use kring::producer::{DeliveredBatch, ProducerBuilder, RecordProducer};
     use std::sync::{Arc, Mutex};
 
     let mut c = config();
@@ -544,6 +544,10 @@ fn tagged_records_reach_the_delivery_handler() {
             futures.push((i, producer.send_blocking(record).unwrap()));
         } else if i % 10 == 1 {
             producer.try_send_tagged(record, i).unwrap();
+        } else if i % 10 == 2 {
+            // Through the trait, as code tested with kring-mock's MockProducer sends.
+            let as_trait: &dyn RecordProducer = &producer;
+            kring::client::block_on(as_trait.send_tagged(record, i)).unwrap();
         } else {
             producer.send_tagged_blocking(record, i).unwrap();
         }

@@ -11,7 +11,8 @@
 //!   headers), whatever its outcome.
 //! - Successful sends get offsets 0, 1, 2, ... per topic-partition; failed ones get none.
 //! - Delivery futures are resolved before `send` returns, so `await`, `wait()` and the
-//!   blocking calls never wait.
+//!   blocking calls never wait; a tagged send's outcome is handed to the delivery
+//!   handler ([`MockProducer::with_delivery_handler`]) before `send_tagged` returns.
 //! - Problems are reported by [`MockProducer::verify`] and [`MockProducer::close`] (as a
 //!   [`MockError::Unverified`]); problems still unreported when the last handle is
 //!   dropped panic the test, unless the thread is already panicking.
@@ -24,8 +25,8 @@ use bytes::Bytes;
 use kring::error::{Error, Result};
 use kring::producer::partitioner::murmur2_partition;
 use kring::producer::{
-    DeliveryFuture, FlushFuture, ProducerRecord, RecordMetadata, RecordProducer, SendFuture,
-    SyncRecordProducer,
+    DeliveredBatch, DeliveryFuture, DeliveryHandler, FlushFuture, ProducerRecord, RecordMetadata,
+    RecordProducer, SendFuture, SyncRecordProducer, TaggedSendFuture,
 };
 
 use super::MockError;
@@ -150,6 +151,8 @@ struct State {
     failed_since_flush: u64,
     first_failure: Option<Error>,
     closed: bool,
+    /// Told the outcome of each tagged send.
+    handler: Option<Arc<dyn DeliveryHandler>>,
 }
 
 impl State {
@@ -288,6 +291,7 @@ impl MockProducer {
                 failed_since_flush: 0,
                 first_failure: None,
                 closed: false,
+                handler: None,
             })),
         }
     }
@@ -297,6 +301,17 @@ impl MockProducer {
     /// 0 without a key.
     pub fn with_partitions(self, count: i32) -> MockProducer {
         self.lock().partitions = count.max(1);
+        self
+    }
+
+    /// Tells `handler` the outcome of every tagged send
+    /// ([`RecordProducer::send_tagged`]), as the real producer's delivery handler
+    /// (`ProducerBuilder::delivery_handler`) is told: here one record at a time, on the
+    /// sending thread, before the send returns, and only for records the send queued
+    /// (not those it fails itself: rejected, unexpected or sent after close). A panic
+    /// in the handler reaches the test (the real producer catches and logs it).
+    pub fn with_delivery_handler(self, handler: impl DeliveryHandler) -> MockProducer {
+        self.lock().handler = Some(Arc::new(handler));
         self
     }
 
@@ -370,6 +385,34 @@ impl MockProducer {
     }
 
     fn send_now(&self, record: &ProducerRecord<'_>) -> Result<DeliveryFuture> {
+        let (partition, outcome) = self.answer(record)?;
+        Ok(DeliveryFuture::ready(partition, outcome))
+    }
+
+    /// A tagged send: answered as an untagged one, and its outcome handed to the
+    /// delivery handler before this returns, with no lock of the mock held (the handler
+    /// may send again). Without a handler the record is refused before it is looked at,
+    /// as the real producer refuses it.
+    fn send_tagged_now(&self, record: &ProducerRecord<'_>, tag: u64) -> Result<()> {
+        let (name, handler) = {
+            let s = self.lock();
+            (s.name, s.handler.clone())
+        };
+        let Some(handler) = handler else {
+            return Err(Error::InvalidArgument(format!(
+                "{name}: a record sent with a tag needs a delivery handler \
+                 (MockProducer::with_delivery_handler)"
+            )));
+        };
+        let (partition, outcome) = self.answer(record)?;
+        let batch = DeliveredBatch::of_one(record.topic, partition, tag, outcome.as_ref().copied());
+        handler.on_delivery(&batch);
+        Ok(())
+    }
+
+    /// Records `record` and answers it with the next expectation: its partition and
+    /// delivery outcome, or the error `send` itself fails with.
+    fn answer(&self, record: &ProducerRecord<'_>) -> Result<(i32, Result<RecordMetadata>)> {
         let mut s = self.lock();
         if s.closed {
             return Err(Error::ShuttingDown);
@@ -395,7 +438,7 @@ impl MockProducer {
                 s.problems.push(problem.clone());
                 let error = Error::Batch(format!("{}: {problem}", s.name));
                 s.note_failure(&error);
-                return Ok(DeliveryFuture::ready(partition, Err(error)));
+                return Ok((partition, Err(error)));
             }
         }
         match expectation.outcome {
@@ -403,18 +446,16 @@ impl MockProducer {
                 let next = s.offsets.entry((sent.topic, partition)).or_insert(0);
                 let offset = *next;
                 *next += 1;
-                Ok(DeliveryFuture::ready(
+                let meta = RecordMetadata {
                     partition,
-                    Ok(RecordMetadata {
-                        partition,
-                        offset,
-                        timestamp: record.timestamp.unwrap_or(-1),
-                    }),
-                ))
+                    offset,
+                    timestamp: record.timestamp.unwrap_or(-1),
+                };
+                Ok((partition, Ok(meta)))
             }
             Outcome::Fail(e) => {
                 s.note_failure(&e);
-                Ok(DeliveryFuture::ready(partition, Err(e)))
+                Ok((partition, Err(e)))
             }
             Outcome::Reject(e) => Err(e),
         }
@@ -427,6 +468,11 @@ impl RecordProducer for MockProducer {
         Box::pin(std::future::ready(result))
     }
 
+    fn send_tagged<'a>(&'a self, record: ProducerRecord<'a>, tag: u64) -> TaggedSendFuture<'a> {
+        let result = self.send_tagged_now(&record, tag);
+        Box::pin(std::future::ready(result))
+    }
+
     fn flush(&self) -> FlushFuture<'_> {
         let result = self.lock().flush();
         Box::pin(std::future::ready(result))
@@ -434,6 +480,10 @@ impl RecordProducer for MockProducer {
 
     fn send_blocking(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
         self.send_now(&record)
+    }
+
+    fn send_tagged_blocking(&self, record: ProducerRecord<'_>, tag: u64) -> Result<()> {
+        self.send_tagged_now(&record, tag)
     }
 
     fn flush_blocking(&self) -> Result<()> {

@@ -3,11 +3,14 @@
 //! mocks, and the very same code run through the real `Producer`, `SyncProducer` and
 //! `Consumer` against a `FakeCluster` (so this suite needs no running Kafka).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kring::consumer::{Consumer, MessageSource, Offset, PartitionSource};
-use kring::producer::{Producer, ProducerRecord, RecordProducer, SyncProducer, SyncRecordProducer};
+use kring::producer::{
+    DeliveredBatch, Producer, ProducerBuilder, ProducerRecord, RecordProducer, SyncProducer,
+    SyncRecordProducer,
+};
 use kring::protocol::{ApiKey, KafkaCode};
 use kring::{Error, Result};
 use kring_mock::{FakeCluster, MockConsumer, MockError, MockProducer, MockSyncProducer};
@@ -94,6 +97,37 @@ fn audit(producer: &dyn SyncRecordProducer, topic: &str, lines: &[&str]) -> Resu
         .into_iter()
         .map(|r| r.map(|m| m.offset))
         .collect()
+}
+
+/// An ingest loop that sends each event tagged with its index and learns of the
+/// outcomes through the producer's delivery handler ([`Tally::handler`]); returns what
+/// `flush` said.
+async fn ingest(producer: &impl RecordProducer, topic: &str, events: &[&str]) -> Result<()> {
+    for (i, event) in events.iter().enumerate() {
+        let record = ProducerRecord::new(topic).with_value(*event);
+        producer.send_tagged(record, i as u64).await?;
+    }
+    producer.flush().await
+}
+
+/// What the ingest loop's delivery handler was told: (tag, offset or error text).
+#[derive(Default)]
+struct Tally(Mutex<Vec<(u64, std::result::Result<i64, String>)>>);
+
+impl Tally {
+    fn handler(self: &Arc<Self>) -> impl Fn(&DeliveredBatch<'_>) + Send + Sync + 'static {
+        let tally = self.clone();
+        move |batch: &DeliveredBatch<'_>| {
+            let mut all = tally.0.lock().unwrap();
+            for d in batch.iter() {
+                all.push((d.tag, d.result.map(|m| m.offset).map_err(|e| e.to_string())));
+            }
+        }
+    }
+
+    fn reports(&self) -> Vec<(u64, std::result::Result<i64, String>)> {
+        self.0.lock().unwrap().clone()
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -272,6 +306,115 @@ fn an_ended_stream_ends_the_reader() {
     mock.verify().unwrap();
 }
 
+#[test]
+fn tagged_sends_reach_the_mocks_delivery_handler() {
+    let tally = Arc::new(Tally::default());
+    let mock = MockProducer::new().with_delivery_handler(tally.handler());
+    mock.expect_send_and_succeed();
+    mock.expect_send_and_fail(not_enough_replicas());
+    mock.expect_send_with_checker(|r| match r.value_str() {
+        Some("c") => Err("no c wanted".into()),
+        _ => Ok(()),
+    })
+    .and_succeed();
+    mock.expect_send_and_succeed();
+    let flushed = kring::client::block_on(ingest(&mock, "events", &["a", "b", "c", "d"]));
+    match flushed {
+        Err(Error::DeliveryFailed { records: 2, .. }) => {}
+        other => panic!("expected two failed deliveries, got {other:?}"),
+    }
+    let reports = tally.reports();
+    let tags: Vec<u64> = reports.iter().map(|r| r.0).collect();
+    assert_eq!(
+        tags,
+        [0, 1, 2, 3],
+        "each tagged send reported once, in order"
+    );
+    assert_eq!(reports[0].1, Ok(0));
+    assert!(
+        matches!(&reports[1].1, Err(e) if e.contains("NOT_ENOUGH_REPLICAS")),
+        "{reports:?}"
+    );
+    assert!(
+        matches!(&reports[2].1, Err(e) if e.contains("no c wanted")),
+        "{reports:?}"
+    );
+    assert_eq!(reports[3].1, Ok(1), "the next offset after the one success");
+    let err = mock.verify().unwrap_err().to_string();
+    assert!(err.contains("checker rejected events-0"), "{err}");
+}
+
+#[test]
+fn a_tagged_send_the_mock_refuses_is_not_reported() {
+    let tally = Arc::new(Tally::default());
+    let mock = MockProducer::new().with_delivery_handler(tally.handler());
+    mock.expect_send()
+        .and_reject(Error::MessageTooLarge { size: 10, max: 1 });
+    let rejected = mock.send_tagged_blocking(ProducerRecord::new("t").with_value("x"), 1);
+    assert!(
+        matches!(rejected, Err(Error::MessageTooLarge { .. })),
+        "{rejected:?}"
+    );
+    let unexpected = mock.send_tagged_blocking(ProducerRecord::new("t").with_value("y"), 2);
+    assert!(matches!(unexpected, Err(Error::Batch(_))), "{unexpected:?}");
+    mock.close().unwrap_err();
+    let closed = mock.send_tagged_blocking(ProducerRecord::new("t").with_value("z"), 3);
+    assert!(matches!(closed, Err(Error::ShuttingDown)), "{closed:?}");
+    assert!(tally.reports().is_empty(), "{:?}", tally.reports());
+}
+
+#[test]
+fn a_mock_without_a_delivery_handler_refuses_tags_as_the_real_producer_does() {
+    let mock = MockProducer::new();
+    mock.expect_send_and_succeed();
+    let refused = mock.send_tagged_blocking(ProducerRecord::new("t").with_value("v"), 1);
+    assert!(
+        matches!(refused, Err(Error::InvalidArgument(_))),
+        "{refused:?}"
+    );
+    assert!(mock.sent().is_empty(), "refused before it was looked at");
+    assert_eq!(mock.remaining_expectations(), 1);
+    mock.send_blocking(ProducerRecord::new("t").with_value("v"))
+        .unwrap()
+        .wait()
+        .unwrap();
+    mock.verify().unwrap();
+}
+
+#[test]
+fn the_mocks_delivery_handler_may_send_again() {
+    // The handler re-sends every failed record with its tag + 100, through a clone of
+    // the mock it holds until the test lets go of it.
+    let tally = Arc::new(Tally::default());
+    let resender: Arc<Mutex<Option<MockProducer>>> = Arc::default();
+    let handler = {
+        let (tally_handler, resender) = (tally.handler(), resender.clone());
+        move |batch: &DeliveredBatch<'_>| {
+            tally_handler(batch);
+            let Some(mock) = resender.lock().unwrap().clone() else {
+                return;
+            };
+            for d in batch.iter().filter(|d| d.result.is_err()) {
+                let record = ProducerRecord::new(batch.topic()).with_value("again");
+                mock.send_tagged_blocking(record, d.tag + 100).unwrap();
+            }
+        }
+    };
+    let mock = MockProducer::new().with_delivery_handler(handler);
+    *resender.lock().unwrap() = Some(mock.clone());
+    mock.expect_send_and_fail(not_enough_replicas());
+    mock.expect_send_and_succeed();
+    mock.send_tagged_blocking(ProducerRecord::new("t").with_value("first"), 1)
+        .unwrap();
+    resender.lock().unwrap().take();
+    let reports = tally.reports();
+    let tags: Vec<u64> = reports.iter().map(|r| r.0).collect();
+    assert_eq!(tags, [1, 101]);
+    assert_eq!(reports[1].1, Ok(0));
+    assert_eq!(mock.sent()[1].value_str(), Some("again"));
+    mock.verify().unwrap();
+}
+
 // ---------------------------------------------------------------------------------
 // The same user code on kring's real producer and consumer (against a fake cluster).
 // ---------------------------------------------------------------------------------
@@ -323,6 +466,36 @@ fn the_same_user_code_runs_on_the_real_producer_and_consumer() {
     producer.flush_blocking().unwrap();
     assert_eq!(meta.wait().unwrap().offset, 4);
     publisher.producer.close_blocking().unwrap();
+}
+
+#[test]
+fn the_same_tagged_ingest_runs_on_the_real_producer() {
+    let topic = "kring-mock-tagged".to_string();
+    let cluster = FakeCluster::builder().topic(&topic, 1).build().unwrap();
+    let mut c = kring::Config::new(cluster.bootstrap());
+    c.producer.linger = Duration::from_millis(5);
+    let client = kring::Client::connect_blocking(c).unwrap();
+    let tally = Arc::new(Tally::default());
+    let producer = ProducerBuilder::new(&client)
+        .delivery_handler(tally.handler())
+        .build_blocking()
+        .unwrap();
+    let events = ["a", "b", "c", "d", "e"];
+    kring::client::block_on(ingest(&producer, &topic, &events)).unwrap();
+    let mut reports = tally.reports();
+    reports.sort_by_key(|r| r.0);
+    let expected: Vec<_> = (0..5u64).map(|i| (i, Ok(i as i64))).collect();
+    assert_eq!(
+        reports, expected,
+        "one partition: each event at its index's offset"
+    );
+    let dyn_producer: &dyn RecordProducer = &producer;
+    dyn_producer
+        .send_tagged_blocking(ProducerRecord::new(&topic).with_value("f"), 5)
+        .unwrap();
+    dyn_producer.flush_blocking().unwrap();
+    assert_eq!(tally.reports().last(), Some(&(5, Ok(5))));
+    producer.close_blocking().unwrap();
 }
 
 #[test]

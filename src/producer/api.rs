@@ -4,6 +4,9 @@
 //! [`Producer`] (or [`SyncProducer`]) runs unchanged on the real producer and, in unit
 //! tests, on `kring_mock::MockProducer` / `MockSyncProducer` (the `kring-mock` crate),
 //! which check each send against scripted expectations (Sarama's `mocks` package).
+//! Tagged sends ([`RecordProducer::send_tagged`]) are on the asynchronous trait only: a
+//! [`SyncRecordProducer`] waits for each record's acknowledgement, which a tag's report
+//! to the delivery handler exists to avoid.
 //!
 //! Invariants: both traits are object safe (`&dyn RecordProducer`,
 //! `Arc<dyn RecordProducer>` work), `Send + Sync`, and the real implementations only
@@ -18,6 +21,11 @@ use crate::error::Result;
 /// The future of [`RecordProducer::send`]: nothing happens until it is first polled;
 /// the record is queued by the time it resolves.
 pub type SendFuture<'a> = Pin<Box<dyn Future<Output = Result<DeliveryFuture>> + Send + 'a>>;
+
+/// The future of [`RecordProducer::send_tagged`]: nothing happens until it is first
+/// polled; the record is queued by the time it resolves, and its outcome goes to the
+/// producer's delivery handler.
+pub type TaggedSendFuture<'a> = Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>>;
 
 /// The future of [`RecordProducer::flush`].
 pub type FlushFuture<'a> = Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>>;
@@ -42,12 +50,23 @@ pub trait RecordProducer: Send + Sync {
     /// Queues `record` and returns its delivery future (see [`Producer::send`]).
     fn send<'a>(&'a self, record: ProducerRecord<'a>) -> SendFuture<'a>;
 
+    /// Queues `record` without a delivery future: its outcome goes, with `tag`, to the
+    /// producer's delivery handler (see [`Producer::send_tagged`]). Through the trait
+    /// each call boxes its future; the inherent [`Producer::send_tagged`] does not.
+    fn send_tagged<'a>(&'a self, record: ProducerRecord<'a>, tag: u64) -> TaggedSendFuture<'a>;
+
     /// Sends everything queued and waits for the outcomes (see [`Producer::flush`]).
     fn flush(&self) -> FlushFuture<'_>;
 
     /// [`RecordProducer::send`] for plain threads (not from inside an async runtime).
     fn send_blocking(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
         crate::client::block_on(self.send(record))
+    }
+
+    /// [`RecordProducer::send_tagged`] for plain threads (not from inside an async
+    /// runtime).
+    fn send_tagged_blocking(&self, record: ProducerRecord<'_>, tag: u64) -> Result<()> {
+        crate::client::block_on(self.send_tagged(record, tag))
     }
 
     /// [`RecordProducer::flush`] for plain threads (not from inside an async runtime).
@@ -61,12 +80,20 @@ impl RecordProducer for Producer {
         Box::pin(Producer::send(self, record))
     }
 
+    fn send_tagged<'a>(&'a self, record: ProducerRecord<'a>, tag: u64) -> TaggedSendFuture<'a> {
+        Box::pin(Producer::send_tagged(self, record, tag))
+    }
+
     fn flush(&self) -> FlushFuture<'_> {
         Box::pin(Producer::flush(self))
     }
 
     fn send_blocking(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
         Producer::send_blocking(self, record)
+    }
+
+    fn send_tagged_blocking(&self, record: ProducerRecord<'_>, tag: u64) -> Result<()> {
+        Producer::send_tagged_blocking(self, record, tag)
     }
 
     fn flush_blocking(&self) -> Result<()> {
@@ -114,12 +141,24 @@ macro_rules! forward_record_producer {
                 (**self).send(record)
             }
 
+            fn send_tagged<'a>(
+                &'a self,
+                record: ProducerRecord<'a>,
+                tag: u64,
+            ) -> TaggedSendFuture<'a> {
+                (**self).send_tagged(record, tag)
+            }
+
             fn flush(&self) -> FlushFuture<'_> {
                 (**self).flush()
             }
 
             fn send_blocking(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
                 (**self).send_blocking(record)
+            }
+
+            fn send_tagged_blocking(&self, record: ProducerRecord<'_>, tag: u64) -> Result<()> {
+                (**self).send_tagged_blocking(record, tag)
             }
 
             fn flush_blocking(&self) -> Result<()> {

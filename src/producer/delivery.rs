@@ -67,11 +67,61 @@ where
 pub struct DeliveredBatch<'a> {
     topic: &'a str,
     partition: i32,
-    outcome: Result<&'a BatchAck, &'a Error>,
-    records: &'a [TaggedRecord],
+    outcome: Result<BatchAck, &'a Error>,
+    records: TaggedRecords<'a>,
+}
+
+/// Where a reported batch's tagged records are: the producer's batch lends its list; a
+/// batch of one ([`DeliveredBatch::of_one`]) holds its record.
+#[derive(Debug, Clone, Copy)]
+enum TaggedRecords<'a> {
+    Lent(&'a [TaggedRecord]),
+    One(TaggedRecord),
+}
+
+impl TaggedRecords<'_> {
+    fn len(&self) -> usize {
+        match self {
+            TaggedRecords::Lent(records) => records.len(),
+            TaggedRecords::One(_) => 1,
+        }
+    }
+
+    fn get(&self, i: usize) -> TaggedRecord {
+        match self {
+            TaggedRecords::Lent(records) => records[i],
+            TaggedRecords::One(record) => *record,
+        }
+    }
 }
 
 impl<'a> DeliveredBatch<'a> {
+    /// A batch of one tagged record, `result` its outcome: what a test double of the
+    /// producer reports for each tagged send (`kring_mock::MockProducer` does), and a
+    /// way to call a [`DeliveryHandler`] in the handler's own unit tests. The real
+    /// producer reports its batches whole.
+    pub fn of_one(
+        topic: &'a str,
+        partition: i32,
+        tag: u64,
+        result: Result<RecordMetadata, &'a Error>,
+    ) -> DeliveredBatch<'a> {
+        let timestamp = result.map_or(-1, |m| m.timestamp);
+        DeliveredBatch {
+            topic,
+            partition,
+            outcome: result.map(|m| BatchAck {
+                base_offset: m.offset,
+                log_append_time: -1,
+            }),
+            records: TaggedRecords::One(TaggedRecord {
+                index: 0,
+                timestamp,
+                tag,
+            }),
+        }
+    }
+
     /// The topic.
     pub fn topic(&self) -> &'a str {
         self.topic
@@ -95,22 +145,25 @@ impl<'a> DeliveredBatch<'a> {
 
     /// Whether it held none (never, as reported).
     pub fn is_empty(&self) -> bool {
-        self.records.is_empty()
+        self.records.len() == 0
     }
 
     /// Each tagged record's outcome, in the order they were sent.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = Delivery<'a>> + 'a {
-        let (partition, outcome) = (self.partition, self.outcome);
-        self.records.iter().map(move |r| Delivery {
-            tag: r.tag,
-            result: outcome.map(|ack| {
-                let (offset, timestamp) = r.at(ack);
-                RecordMetadata {
-                    partition,
-                    offset,
-                    timestamp,
-                }
-            }),
+        let (partition, outcome, records) = (self.partition, self.outcome, self.records);
+        (0..records.len()).map(move |i| {
+            let r = records.get(i);
+            Delivery {
+                tag: r.tag,
+                result: outcome.map(|ack| {
+                    let (offset, timestamp) = r.at(&ack);
+                    RecordMetadata {
+                        partition,
+                        offset,
+                        timestamp,
+                    }
+                }),
+            }
         })
     }
 }
@@ -144,8 +197,8 @@ impl ReportTagged for HandlerReporter {
         let batch = DeliveredBatch {
             topic,
             partition,
-            outcome,
-            records,
+            outcome: outcome.copied(),
+            records: TaggedRecords::Lent(records),
         };
         let handler = &self.0;
         let called =
@@ -158,5 +211,37 @@ impl ReportTagged for HandlerReporter {
                 "the producer's delivery handler panicked; these reports are lost"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{DeliveredBatch, RecordMetadata};
+    use crate::error::Error;
+
+    #[test]
+    fn a_batch_of_one_reports_its_tag_and_metadata() {
+        let meta = RecordMetadata {
+            partition: 2,
+            offset: 41,
+            timestamp: 1_700_000_000_123,
+        };
+        let batch = DeliveredBatch::of_one("t", 2, 7, Ok(meta));
+        assert_eq!((batch.topic(), batch.partition(), batch.len()), ("t", 2, 1));
+        assert!(batch.error().is_none());
+        let all: Vec<_> = batch.iter().collect();
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].tag, 7);
+        assert_eq!(all[0].result.unwrap(), meta);
+    }
+
+    #[test]
+    fn a_failed_batch_of_one_reports_its_error() {
+        let error = Error::Timeout("no ack".into());
+        let batch = DeliveredBatch::of_one("t", 0, 9, Err(&error));
+        assert!(matches!(batch.error(), Some(Error::Timeout(_))));
+        let d = batch.iter().next().unwrap();
+        assert_eq!(d.tag, 9);
+        assert!(matches!(d.result, Err(Error::Timeout(_))));
     }
 }

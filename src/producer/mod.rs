@@ -57,7 +57,7 @@ use std::time::Instant;
 use tokio::sync::{Notify, mpsc};
 
 pub use crate::engine::txn::TransactionError;
-pub use api::{FlushFuture, RecordProducer, SendFuture, SyncRecordProducer};
+pub use api::{FlushFuture, RecordProducer, SendFuture, SyncRecordProducer, TaggedSendFuture};
 pub use builder::ProducerBuilder;
 pub use delivery::{DeliveredBatch, Delivery, DeliveryHandler};
 pub use interceptor::{Acknowledgement, ProducerInterceptor};

@@ -496,7 +496,8 @@ impl FakeClusterBuilder {
 }
 
 /// An in-memory Kafka cluster for tests: several brokers on loopback ports, topics,
-/// logs, offsets and groups. See the [module docs](self) for what it implements.
+/// logs, offsets and groups. What it implements is listed at the top of its module's
+/// source (`kring-mock/src/cluster/mod.rs`).
 ///
 /// ```
 /// use std::time::Duration;
