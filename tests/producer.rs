@@ -617,3 +617,39 @@ fn a_tagged_record_needs_a_delivery_handler() {
     producer.close_blocking().unwrap();
     client.close();
 }
+
+/// With `queue.buffering.max.messages` at 50, a producer never holds more than 50
+/// unsettled records: `try_send` past them fails with an error naming the setting,
+/// `send` waits for room, and every record still arrives, in order.
+#[test]
+fn queued_records_are_limited_and_sends_wait_for_room() {
+    let mut c = config();
+    c.producer.max_queued_records = 50;
+    // Long enough that records wait in their batch while the test looks.
+    c.producer.linger = Duration::from_millis(200);
+    let client = client(c);
+    let topic = unique("kring-prod-queued");
+    create_topic(&client, &topic, 1, 1, &[]);
+    let producer = Producer::new_blocking(client.clone()).unwrap();
+    let record = |i: usize| ProducerRecord::new(&topic).with_value(format!("v{i}"));
+    let mut futures: Vec<_> = (0..50)
+        .map(|i| producer.try_send(record(i)).unwrap())
+        .collect();
+    match producer.try_send(record(50)) {
+        Err(Error::Batch(e)) => assert!(e.contains("queue.buffering.max.messages"), "{e}"),
+        other => panic!("the 51st record was taken: {other:?}"),
+    }
+    // send waits for the first 50 to be acknowledged, then goes on.
+    for i in 50..3000 {
+        futures.push(producer.send_blocking(record(i)).unwrap());
+    }
+    producer.flush_blocking().unwrap();
+    for (i, f) in futures.into_iter().enumerate() {
+        assert_eq!(f.wait().unwrap().offset, i as i64, "record {i}");
+    }
+    let read = read_partition(&client, &topic, 0, 3000);
+    assert_eq!(read.len(), 3000);
+    assert_eq!(read[2999].value.as_deref(), Some(&b"v2999"[..]));
+    producer.close_blocking().unwrap();
+    client.close();
+}

@@ -241,6 +241,13 @@ pub struct ProducerConfig {
     /// Memory for records not yet acknowledged (`buffer.memory`, 32 MiB as in the Java
     /// client); `send` waits when it is used up.
     pub buffer_memory: usize,
+    /// How many records may be held not yet acknowledged (nor failed for good)
+    /// (`queue.buffering.max.messages`; 0, the default: no limit, only `buffer.memory`
+    /// counts, as in the Java client; librdkafka's default is 100,000). `send` waits
+    /// while they are reached, with every batch sealed and sent at once, and `try_send`
+    /// fails. With small records a limit binds before `buffer.memory` does, so the
+    /// sender runs less far ahead of the broker.
+    pub max_queued_records: usize,
     /// The largest produce request (`max.request.size`, 1 MiB as in the Java client).
     pub max_request_size: usize,
     /// Batch compression (`compression.type`, none as in both reference clients).
@@ -479,6 +486,7 @@ impl Default for ProducerConfig {
             linger: Duration::from_millis(5),
             batch_size: 1_000_000,
             buffer_memory: 32 * 1024 * 1024,
+            max_queued_records: 0,
             max_request_size: 1024 * 1024,
             compression: Compression::None,
             enable_idempotence: true,

@@ -38,6 +38,7 @@ pub const PROPERTIES: &[&str] = &[
     "batch.size",
     "buffer.memory",
     "queue.buffering.max.kbytes",
+    "queue.buffering.max.messages",
     "max.request.size",
     "message.max.bytes",
     "compression.type",
@@ -251,6 +252,9 @@ impl Config {
                     .checked_mul(1024)
                     .ok_or_else(|| invalid(key, value, "too large"))?
             }
+            "queue.buffering.max.messages" => {
+                self.producer.max_queued_records = parse_usize(key, value)?
+            }
             "max.request.size" | "message.max.bytes" => {
                 self.producer.max_request_size = parse_usize(key, value)?
             }
@@ -433,6 +437,7 @@ mod tests {
             ("compression.type", "zstd"),
             ("enable.idempotence", "true"),
             ("queue.buffering.max.kbytes", "1024"),
+            ("queue.buffering.max.messages", "5000"),
             ("fetch.wait.max.ms", "250"),
             ("auto.offset.reset", "smallest"),
             ("kring.io.workers", "2"),
@@ -446,6 +451,7 @@ mod tests {
         assert_eq!(c.producer.acks, Acks::All);
         assert_eq!(c.producer.compression, Compression::Zstd);
         assert_eq!(c.producer.buffer_memory, 1024 * 1024);
+        assert_eq!(c.producer.max_queued_records, 5000);
         assert_eq!(c.consumer.fetch_max_wait, Duration::from_millis(250));
         assert_eq!(c.consumer.auto_offset_reset, OffsetReset::Earliest);
         assert_eq!(c.net.workers, 2);

@@ -38,6 +38,7 @@ const PRODUCER: &[&str] = &[
     "batch.size",
     "buffer.memory",
     "queue.buffering.max.kbytes",
+    "queue.buffering.max.messages",
     "max.request.size",
     "message.max.bytes",
     "compression.type",

@@ -50,8 +50,10 @@ mod sending;
 mod txn;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::task::Poll;
 use std::time::Instant;
 
 use tokio::sync::{Notify, mpsc};
@@ -73,8 +75,9 @@ use crate::engine::produce::arenas::ArenaPools;
 use crate::engine::produce::completion::{ReportTagged, batch_done};
 use crate::engine::produce::failures::{DeliveryFailures, FailureReport};
 use crate::engine::produce::partition::{
-    Appended, Arena, ProducePartition, ProduceSettings, ProducerId, RecordParts,
+    Appended, Arena, ProducePartition, ProduceSettings, ProducerAccounts, ProducerId, RecordParts,
 };
+use crate::engine::produce::queued::QueuedRecords;
 use crate::error::{Error, Result};
 use crate::protocol::{ApiKey, KafkaCode};
 use crate::record::Compression as Codec;
@@ -93,10 +96,19 @@ struct SendState {
     timestamp: Option<i64>,
     /// An arena waited for after [`Appended::NeedArena`].
     arena: Option<Arena>,
-    /// The class of the arena to wait for next.
-    waiting_for: Option<usize>,
+    /// What to wait for before appending again.
+    waiting_for: Option<WaitFor>,
     /// The tag of a record sent with [`Producer::send_tagged`].
     tag: Option<u64>,
+}
+
+/// What a send waits for before it appends again.
+#[derive(Debug, Clone, Copy)]
+enum WaitFor {
+    /// An arena of this class (`buffer.memory` used up).
+    Arena(usize),
+    /// Room among the queued records (`queue.buffering.max.messages` reached).
+    Room,
 }
 
 /// A record a send queued: its delivery future, or nothing more for one sent with a
@@ -159,6 +171,8 @@ pub(crate) struct ProducerShared {
     pub abandoned: AtomicBool,
     /// Batches that failed for good since the last flush (what flush reports).
     pub failures: Arc<DeliveryFailures>,
+    /// Records sent and not settled yet, and their limit.
+    pub queued: Arc<QueuedRecords>,
     /// A transactional producer's transactions (`transactional.id` set).
     pub txn: Option<txn::TxnShared>,
     /// Run on each record sent and each batch's outcome.
@@ -316,6 +330,24 @@ impl ProducerShared {
         }
     }
 
+    /// Waits until a record may be queued again (`queue.buffering.max.messages`
+    /// reached). While it waits, every sink seals and sends what it has: records in open
+    /// batches would otherwise wait out their linger, with nothing more to join them
+    /// (the Java client's accumulator sends every batch while a sender waits for
+    /// memory, for the same reason).
+    async fn wait_for_room(&self) {
+        let mut room = std::pin::pin!(self.queued.room());
+        let mut hurry = None;
+        std::future::poll_fn(|cx| match room.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(()),
+            Poll::Pending => {
+                hurry.get_or_insert_with(|| self.hurry());
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
     /// Asks every sink to seal and send now (a flush, or a sync send, is waiting).
     fn hurry(&self) -> FlushGuard<'_> {
         self.flushing.fetch_add(1, Ordering::AcqRel);
@@ -390,6 +422,7 @@ impl Producer {
             closed: AtomicBool::new(false),
             abandoned: AtomicBool::new(false),
             failures: Arc::default(),
+            queued: Arc::new(QueuedRecords::new(p.max_queued_records)),
             txn: p.transactional_id.as_deref().map(txn::TxnShared::new),
             interceptors: p.interceptors.clone(),
         });
@@ -573,11 +606,11 @@ impl Producer {
     ) -> Vec<Arc<ProducePartition>> {
         let start = parts.len();
         for index in start..count {
-            parts.push(ProducePartition::new(
-                topic.clone(),
-                index as i32,
-                self.shared().failures.clone(),
-            ));
+            let accounts = ProducerAccounts {
+                failures: self.shared().failures.clone(),
+                queued: self.shared().queued.clone(),
+            };
+            parts.push(ProducePartition::new(topic.clone(), index as i32, accounts));
         }
         parts[start.min(parts.len())..].to_vec()
     }
@@ -687,7 +720,12 @@ impl Producer {
             ))),
             Appended::Tagged => Some(Queued::Tagged),
             Appended::NeedArena(class) => {
-                state.waiting_for = Some(class);
+                state.waiting_for = Some(WaitFor::Arena(class));
+                None
+            }
+            Appended::NeedRoom(arena) => {
+                state.arena = arena;
+                state.waiting_for = Some(WaitFor::Room);
                 None
             }
         }
@@ -754,7 +792,7 @@ impl Producer {
         let record = &record;
         loop {
             let routed = match state.waiting_for.take() {
-                Some(class) => {
+                Some(WaitFor::Arena(class)) => {
                     let buf = self
                         .shared()
                         .pools
@@ -763,6 +801,11 @@ impl Producer {
                         .map_err(|e| Error::Batch(e.to_string()))?;
                     self.check_open()?;
                     state.arena = Some(Arena::Pooled(buf));
+                    self.append_current(record, &mut state)
+                }
+                Some(WaitFor::Room) => {
+                    self.shared().wait_for_room().await;
+                    self.check_open()?;
                     self.append_current(record, &mut state)
                 }
                 // Just found not current: refreshed without looking again.
@@ -798,11 +841,15 @@ impl Producer {
                 self.append(&part, record, &mut state)?
             }
         };
-        Self::queued(appended, &mut state).ok_or_else(|| {
-            Error::Batch(format!(
+        Self::queued(appended, &mut state).ok_or_else(|| match state.waiting_for {
+            Some(WaitFor::Room) => Error::Batch(format!(
+                "queue.buffering.max.messages ({} records) reached",
+                self.shared().queued.limit()
+            )),
+            _ => Error::Batch(format!(
                 "buffer.memory ({} bytes) is full",
                 self.shared().buffer_memory
-            ))
+            )),
         })
     }
 

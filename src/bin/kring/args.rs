@@ -139,6 +139,11 @@ impl ClusterArgs {
 impl ClusterOptions {
     /// Sets producer properties given by their own options (`--acks 1`); like the Java
     /// producer, acks other than `all` turn idempotence off unless it was asked for.
+    /// Whether the property `name` was given with `-X`.
+    pub fn was_given(&self, name: &str) -> bool {
+        self.given.iter().any(|g| g == name)
+    }
+
     pub fn set_producer(&mut self, settings: &[(&str, Option<String>)]) -> Result<(), UsageError> {
         let mut idempotence_given = self.given.iter().any(|g| g == "enable.idempotence");
         for (name, value) in settings {

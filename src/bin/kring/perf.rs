@@ -393,6 +393,13 @@ fn produce(args: PerfProduceArgs) -> CliResult {
     }
     settings.extend(txn.as_ref().map(crate::perf_txn::TxnOptions::setting));
     let mut cluster = cluster.options()?;
+    // The contract's budget is bytes alone (32 MiB, `buffer.memory`'s default): every
+    // peer lifts its record-count limit (librdkafka's `queue.buffering.max.messages`,
+    // franz-go's `MaxBufferedRecords`); kring has none by default, and none here
+    // unless told otherwise.
+    if !cluster.was_given("queue.buffering.max.messages") {
+        settings.push(("queue.buffering.max.messages", Some("0".into())));
+    }
     if records == 0 {
         return Err(UsageError::new("--records must be at least 1").into());
     }

@@ -6,6 +6,8 @@
 //! - [`arenas`]: batch arenas in size classes sharing `buffer.memory`.
 //! - [`completion`]: the completion a batch's records share with their futures.
 //! - [`failures`]: the producer's tally of batches that failed for good (for flush).
+//! - [`queued`]: the count of records not settled yet, and its limit
+//!   (`queue.buffering.max.messages`).
 //! - [`request`]: the hand-encoded Produce request over pre-encoded batches.
 //! - [`wake`]: when an appending thread must wake a partition's sink.
 
@@ -13,6 +15,7 @@ pub(crate) mod arenas;
 pub(crate) mod completion;
 pub(crate) mod failures;
 pub(crate) mod partition;
+pub(crate) mod queued;
 pub(crate) mod request;
 pub(crate) mod sink;
 pub(crate) mod wake;

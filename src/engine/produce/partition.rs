@@ -35,6 +35,7 @@ use super::completion::{
     BatchAck, BatchShared, ReportScope, ReportTagged, TaggedBatch, TaggedRecord,
 };
 use super::failures::DeliveryFailures;
+use super::queued::QueuedRecords;
 use super::wake::Wake;
 use crate::buf::{ChargedBuf, PooledBuf};
 use crate::error::Error;
@@ -251,6 +252,10 @@ pub(crate) enum Appended {
     /// The partition has no open batch and no arena of this class is free right now:
     /// wait for one and append again with it.
     NeedArena(usize),
+    /// The producer holds as many unsettled records as `queue.buffering.max.messages`
+    /// allows: wait for room ([`QueuedRecords::room`]) and append again, with the arena
+    /// handed back (one waited for earlier, if any).
+    NeedRoom(Option<Arena>),
 }
 
 /// The batch currently being filled.
@@ -392,16 +397,16 @@ pub(crate) struct ProducePartition {
 }
 
 impl ProducePartition {
-    /// Partition `index` of `topic`; its final failures are counted in `failures` (the
-    /// producer's, for flush).
-    pub fn new(topic: Arc<str>, index: i32, failures: Arc<DeliveryFailures>) -> Arc<Self> {
+    /// Partition `index` of `topic`, keeping the producer's `accounts`.
+    pub fn new(topic: Arc<str>, index: i32, accounts: ProducerAccounts) -> Arc<Self> {
         Arc::new(ProducePartition {
             topic: topic.clone(),
             index,
             state: Mutex::new(PartitionState {
                 framing: 256 + topic.len(),
-                failed: FailureLog {
-                    failures,
+                accounts: PartitionAccounts {
+                    failures: accounts.failures,
+                    queued: accounts.queued,
                     topic,
                     partition: index,
                 },
@@ -447,18 +452,28 @@ impl std::ops::DerefMut for StateGuard<'_> {
     }
 }
 
-/// Where a partition's final failures go: the producer's tally, named by partition.
+/// The producer-wide accounts every partition keeps: batches failed for good (for
+/// flush) and records not settled yet (for `queue.buffering.max.messages`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProducerAccounts {
+    pub failures: Arc<DeliveryFailures>,
+    pub queued: Arc<QueuedRecords>,
+}
+
+/// A partition's way to the producer's accounts, with its name for the failure log.
 #[derive(Debug)]
-struct FailureLog {
+struct PartitionAccounts {
     failures: Arc<DeliveryFailures>,
+    queued: Arc<QueuedRecords>,
     topic: Arc<str>,
     partition: i32,
 }
 
-impl Default for FailureLog {
+impl Default for PartitionAccounts {
     fn default() -> Self {
-        FailureLog {
+        PartitionAccounts {
             failures: Arc::default(),
+            queued: Arc::default(),
             topic: Arc::from(""),
             partition: -1,
         }
@@ -498,7 +513,7 @@ pub(crate) struct PartitionState {
     waker: Option<Arc<dyn Wake>>,
     /// Bytes of a Produce request around one batch of this partition (header, topic).
     framing: usize,
-    failed: FailureLog,
+    accounts: PartitionAccounts,
     /// A transactional producer's partition is in the open transaction (the coordinator
     /// added it): only then may its batches go out.
     in_transaction: bool,
@@ -517,17 +532,31 @@ impl std::fmt::Debug for PartitionState {
 
 impl PartitionState {
     /// Fails a batch of `records` records for good: the producer's tally counts it (and
-    /// logs it) unless it was settled already, then its futures get `error`. Counted
-    /// first, so a flush woken by the completion finds it. Every final failure goes
-    /// through here, under the partition's lock (which every settling holds).
+    /// logs it) unless it was settled already, then its futures get `error` and its
+    /// records are no longer queued. Counted first, so a flush woken by the completion
+    /// finds it. Every final failure goes through here, under the partition's lock
+    /// (which every settling holds).
     fn fail_batch(&mut self, shared: &Arc<BatchShared>, records: i32, error: Error, now: Instant) {
         if shared.is_settled() {
             return;
         }
-        let log = &self.failed;
+        let log = &self.accounts;
         log.failures
             .record(&log.topic, log.partition, records, &error, now);
-        shared.complete(Err(error));
+        self.complete(shared, records, Err(error));
+    }
+
+    /// Settles a batch of `records` records with `outcome`, once: its records are then
+    /// no longer queued (a later settling is ignored and gives back nothing).
+    fn complete(
+        &mut self,
+        shared: &Arc<BatchShared>,
+        records: i32,
+        outcome: Result<BatchAck, Error>,
+    ) {
+        if shared.complete(outcome) {
+            self.accounts.queued.give_back(records.max(0) as usize);
+        }
         self.keep_while_finishing(shared);
     }
 
@@ -570,6 +599,10 @@ impl PartitionState {
     /// Appends a record (on the appending thread). `arena` is one waited for after an
     /// earlier [`Appended::NeedArena`]; `now` is read only when a batch opens. Inlined:
     /// this is the per-record path, and the record encoder belongs inside it.
+    ///
+    /// The record is counted among the producer's queued records first; when their
+    /// limit is reached nothing is appended ([`Appended::NeedRoom`]), and a record
+    /// that is not appended after all is given back at once.
     #[inline]
     pub fn append(
         &mut self,
@@ -585,10 +618,17 @@ impl PartitionState {
                 "a tagged record needs a delivery handler".into(),
             ));
         }
-        loop {
+        if !self.accounts.queued.try_take() {
+            return Ok(Appended::NeedRoom(arena));
+        }
+        // Counted: every way out but an append gives the record back (one function
+        // still, so that the record encoder stays inlined into the sender's path).
+        let not_appended = loop {
             if self.open.is_none() {
-                if let Some(class) = self.open_batch(record, &mut arena, settings, pools, &now)? {
-                    return Ok(Appended::NeedArena(class));
+                match self.open_batch(record, &mut arena, settings, pools, &now) {
+                    Ok(None) => {}
+                    Ok(Some(class)) => break Ok(Appended::NeedArena(class)),
+                    Err(e) => break Err(e),
                 }
             }
             let Some(open) = self.open.as_mut() else {
@@ -629,7 +669,7 @@ impl PartitionState {
                     BuildError::Full { .. } | BuildError::TooLarge(_) | BuildError::Timestamp(_),
                 ) if !open.builder.is_empty() => self.seal(SealReason::Full, settings, pools, &now),
                 Err(BuildError::Full { needed, remaining }) => {
-                    return Err(Error::MessageTooLarge {
+                    break Err(Error::MessageTooLarge {
                         size: needed,
                         max: remaining,
                     });
@@ -641,14 +681,16 @@ impl PartitionState {
                         record.value,
                         record.headers,
                     );
-                    return Err(Error::MessageTooLarge {
+                    break Err(Error::MessageTooLarge {
                         size,
                         max: open.builder.remaining(),
                     });
                 }
-                Err(e) => return Err(Error::Batch(e.to_string())),
+                Err(e) => break Err(Error::Batch(e.to_string())),
             }
-        }
+        };
+        self.accounts.queued.give_back(1);
+        not_appended
     }
 
     /// Notes that record `index` of the open batch was sent with `tag`.
@@ -659,8 +701,8 @@ impl PartitionState {
         };
         let tagged = open.tagged.get_or_insert_with(|| TaggedBatch {
             reporter: reporter.clone(),
-            topic: self.failed.topic.clone(),
-            partition: self.failed.partition,
+            topic: self.accounts.topic.clone(),
+            partition: self.accounts.partition,
             records: Vec::new(),
         });
         tagged.records.push(TaggedRecord {
@@ -1121,8 +1163,7 @@ impl PartitionState {
                     self.note_acked(increment_sequence(seq, b.records - 1));
                 }
                 effects.report.fate = Fate::Acked(ack);
-                b.shared.complete(Ok(ack));
-                self.keep_while_finishing(&b.shared);
+                self.complete(&b.shared, b.records, Ok(ack));
             }
             Verdict::Retry { error, .. }
             | Verdict::OutOfOrder(error)
@@ -1154,14 +1195,22 @@ impl PartitionState {
                 // is being retried, or still on the wire): retry behind it. A gap is when
                 // this batch is the very next after the last one acknowledged, and still
                 // refused (the Java client's rule).
-                if idempotent && self.is_next_sequence(b.base_sequence) {
+                let gap = idempotent && self.is_next_sequence(b.base_sequence);
+                if gap {
                     tracing::warn!(topic = %b.partition.topic, partition = b.partition.index, %error, "sequence gap: bumping the producer epoch");
                     effects.bump = true;
                 }
-                // Refused: not written now, nor by an earlier attempt (that would still
-                // be among the five batches the broker remembers, and be answered as a
-                // duplicate: while retrying, nothing new goes out).
-                self.requeue(b, false);
+                // Refused: not written now, nor by an earlier attempt the broker has
+                // handled (that would still be among the five batches it remembers, and
+                // be answered as a duplicate: while retrying, nothing new goes out). An
+                // earlier attempt that ended without an answer may still be on its way,
+                // though (a broken connection's request handled late), and be written
+                // once the batches before it are: such a batch stays "maybe written",
+                // so that an epoch bump does not renumber it and write it twice; it is
+                // resolved under its own epoch or expires. A gap is the broker having
+                // lost the sequence: nothing before it is coming.
+                let maybe_written = b.maybe_written && !gap;
+                self.requeue(b, maybe_written);
             }
             Verdict::UnknownProducer(error) => {
                 tracing::warn!(topic = %b.partition.topic, partition = b.partition.index, %error, "bumping the producer epoch");

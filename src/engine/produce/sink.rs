@@ -512,7 +512,7 @@ mod tests {
     use crate::buf::MemoryBudget;
     use crate::engine::produce::completion::{BatchShared, Resolved};
     use crate::engine::produce::failures::DeliveryFailures;
-    use crate::engine::produce::partition::{Appended, RecordParts};
+    use crate::engine::produce::partition::{Appended, ProducerAccounts, RecordParts};
     use crate::record::Compression;
 
     const BROKER: i32 = 1;
@@ -557,7 +557,11 @@ mod tests {
         let (settings, now) = (settings(), Instant::now());
         let pools = ArenaPools::new(16 * 1024, MemoryBudget::new(1 << 20));
         let failures = Arc::new(DeliveryFailures::default());
-        let partition = ProducePartition::new(Arc::from("t"), 0, failures.clone());
+        let accounts = ProducerAccounts {
+            failures: failures.clone(),
+            ..Default::default()
+        };
+        let partition = ProducePartition::new(Arc::from("t"), 0, accounts);
         let shared = append(&partition, records, &settings, &pools, now);
         let mut sink = Sink::new(BROKER, Arc::from("127.0.0.1:9"));
         sink.adopt(partition, Arc::new(NoWake));
@@ -737,7 +741,13 @@ mod tests {
         let pools = ArenaPools::new(16 * 1024, MemoryBudget::new(1 << 20));
         let failures = Arc::new(DeliveryFailures::default());
         let partitions: Vec<_> = (0..n)
-            .map(|i| ProducePartition::new(Arc::from("t"), i, failures.clone()))
+            .map(|i| {
+                let accounts = ProducerAccounts {
+                    failures: failures.clone(),
+                    ..Default::default()
+                };
+                ProducePartition::new(Arc::from("t"), i, accounts)
+            })
             .collect();
         let mut sink = Sink::new(BROKER, Arc::from("127.0.0.1:9"));
         for p in &partitions {

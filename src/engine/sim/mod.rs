@@ -44,8 +44,9 @@ use crate::engine::produce::completion::{
     BatchAck, BatchShared, ReportTagged, Resolved, TaggedRecord,
 };
 use crate::engine::produce::partition::{
-    Appended, ProducePartition, ProduceSettings, ProducerId, RecordParts,
+    Appended, ProducePartition, ProduceSettings, ProducerAccounts, ProducerId, RecordParts,
 };
+use crate::engine::produce::queued::QueuedRecords;
 use crate::engine::produce::sink::{Leaders, Sink, SinkContext, SinkEvent};
 use crate::engine::produce::wake::Wake;
 use crate::error::Error;
@@ -220,6 +221,11 @@ struct SimProducer {
     metadata_in_flight: bool,
     /// Records not appended yet: (when, partition, index).
     to_send: VecDeque<(Instant, usize, u32)>,
+    /// Records appended and not settled yet, and their limit.
+    queued: Arc<QueuedRecords>,
+    /// The next record was refused for want of room among the queued records: it
+    /// waits for a settling, not for its time.
+    waiting_for_room: bool,
     sent: Vec<Sent>,
     /// Records sent with a tag (every odd one, tagged with its index): (partition, index).
     tagged: Vec<(usize, u32)>,
@@ -364,11 +370,19 @@ impl World {
             report_tagged: Some(reports.clone()),
         };
         let topic: Arc<str> = Arc::from(cluster.topic.as_str());
+        // A limit on queued records: none, or one the run's records reach.
+        let queued = Arc::new(QueuedRecords::new([0, 8, 32, 1000][rng.below(4) as usize]));
+        let accounts = ProducerAccounts {
+            failures: Default::default(),
+            queued: queued.clone(),
+        };
         let producer = SimProducer {
             pools: ArenaPools::new(batch_size, MemoryBudget::new(64 << 20)),
             partitions: (0..partitions)
-                .map(|p| ProducePartition::new(topic.clone(), p, Default::default()))
+                .map(|p| ProducePartition::new(topic.clone(), p, accounts.clone()))
                 .collect(),
+            queued,
+            waiting_for_room: false,
             settings,
             sinks: BTreeMap::new(),
             leaders: vec![None; partitions as usize],
@@ -1130,11 +1144,11 @@ impl World {
     }
 
     fn append_due(&mut self) {
+        self.producer.waiting_for_room = false;
         while let Some(&(at, partition, index)) = self.producer.to_send.front() {
             if at > self.now {
                 break;
             }
-            self.producer.to_send.pop_front();
             let value = index.to_be_bytes();
             let now = self.now;
             let p = &self.producer;
@@ -1152,7 +1166,19 @@ impl World {
                 &p.pools,
                 || now,
             );
+            if let Ok(Appended::NeedRoom(_)) = appended {
+                self.producer.waiting_for_room = true;
+                break;
+            }
+            self.producer.to_send.pop_front();
+            let limit = self.producer.queued.limit();
+            assert!(
+                limit == 0 || self.producer.queued.queued() <= limit,
+                "{} records queued past the limit of {limit}",
+                self.producer.queued.queued()
+            );
             match appended {
+                Ok(Appended::NeedRoom(_)) => unreachable!("handled above"),
                 Ok(Appended::Done {
                     shared,
                     index: position,
@@ -1303,7 +1329,9 @@ impl World {
         for sink in self.producer.sinks.values() {
             at(sink.poll_timeout());
         }
-        at(self.producer.to_send.front().map(|(t, _, _)| *t));
+        if !self.producer.waiting_for_room {
+            at(self.producer.to_send.front().map(|(t, _, _)| *t));
+        }
         for slot in self.slots.values() {
             at(slot.retry_at.filter(|t| *t > self.now));
         }
@@ -1445,7 +1473,14 @@ impl World {
                 Some(Err(e)) => return Err(format!("record {} failed: {e}", s.index)),
             }
         }
-        self.verify_tagged()
+        self.verify_tagged()?;
+        // Every record settled gave its count back, once.
+        match self.producer.queued.queued() {
+            0 => Ok(()),
+            n => Err(format!(
+                "{n} records still counted as queued after all settled"
+            )),
+        }
     }
 
     /// Every tagged record was reported once, at the offset the log holds it at.

@@ -1063,3 +1063,170 @@ fn a_batch_finishing_after_the_turn_is_still_pending_for_a_flush() {
     assert!(shared.is_resolved());
     assert!(p.state().pending().is_empty());
 }
+
+/// A partition counting into a limit of `limit` queued records.
+fn limited_partition(limit: usize) -> (Arc<ProducePartition>, Arc<QueuedRecords>) {
+    let queued = Arc::new(QueuedRecords::new(limit));
+    let accounts = ProducerAccounts {
+        queued: queued.clone(),
+        ..Default::default()
+    };
+    (ProducePartition::new(Arc::from("t"), 0, accounts), queued)
+}
+
+#[test]
+fn records_past_the_queued_limit_are_refused_and_given_back_as_batches_settle() {
+    let now = Instant::now();
+    let (settings, pools) = (settings(), pools());
+    let (p, queued) = limited_partition(6);
+    {
+        let mut s = p.state();
+        for i in 0..6 {
+            append_value(&mut s, format!("r{i}").as_bytes(), &settings, &pools, now);
+            if i % 2 == 1 {
+                s.seal(SealReason::Due, &settings, &pools, &|| now);
+            }
+        }
+        let refused = s
+            .append(value_record(b"r6"), None, None, &settings, &pools, || now)
+            .unwrap();
+        assert!(matches!(refused, Appended::NeedRoom(None)), "{refused:?}");
+    }
+    assert_eq!(queued.queued(), 6, "a refused record is not counted");
+    // Three batches of two: acknowledged, failed for good, out of time.
+    let mut out = take(&p, now, &settings);
+    assert_eq!(out.len(), 1, "one batch on the wire until the first answer");
+    p.state().settle(out.remove(0), ack(), now, &settings);
+    assert_eq!(
+        queued.queued(),
+        4,
+        "an acknowledged batch gives its records back"
+    );
+    let mut out = take(&p, now, &settings);
+    assert_eq!(out.len(), 2);
+    let fatal = Verdict::Fatal(Error::ShuttingDown);
+    p.state().settle(out.remove(0), fatal, now, &settings);
+    assert_eq!(queued.queued(), 2, "a failed batch gives its records back");
+    let later = now + settings.delivery_timeout + Duration::from_secs(1);
+    let retry = Verdict::Retry {
+        error: Error::Timeout("no answer".into()),
+        stale: false,
+    };
+    p.state().settle(out.remove(0), retry, later, &settings);
+    assert_eq!(
+        queued.queued(),
+        0,
+        "a batch out of time gives its records back"
+    );
+}
+
+#[test]
+fn an_expired_batch_gives_its_records_back() {
+    let now = Instant::now();
+    let (settings, pools) = (settings(), pools());
+    let (p, queued) = limited_partition(100);
+    {
+        let mut s = p.state();
+        append_value(&mut s, b"r0", &settings, &pools, now);
+        s.seal(SealReason::Due, &settings, &pools, &|| now);
+        append_value(&mut s, b"r1", &settings, &pools, now);
+    }
+    assert_eq!(queued.queued(), 2);
+    let later = now + settings.delivery_timeout + Duration::from_secs(1);
+    p.state().expire(later, &settings);
+    assert_eq!(
+        queued.queued(),
+        1,
+        "the queued batch expired; the open one waits"
+    );
+}
+
+#[test]
+fn a_split_batch_gives_its_records_back_through_its_parts() {
+    let now = Instant::now();
+    let (settings, pools) = (settings(), pools());
+    let (p, queued) = limited_partition(100);
+    {
+        let mut s = p.state();
+        for i in 0..3 {
+            append_value(&mut s, format!("r{i}").as_bytes(), &settings, &pools, now);
+        }
+        s.seal(SealReason::Due, &settings, &pools, &|| now);
+    }
+    let mut out = take(&p, now, &settings);
+    let too_large = Verdict::TooLarge(Error::MessageTooLarge { size: 10, max: 1 });
+    p.state().settle(out.remove(0), too_large, now, &settings);
+    assert_eq!(queued.queued(), 3, "split, not settled");
+    let mut answered = 0;
+    while answered < 3 {
+        let parts = take(&p, now, &settings);
+        assert!(!parts.is_empty(), "the parts go out");
+        for part in parts {
+            p.state().settle(part, ack(), now, &settings);
+            answered += 1;
+        }
+    }
+    assert_eq!(queued.queued(), 0, "every part gave its record back");
+}
+
+#[test]
+fn closing_gives_back_the_open_batch_and_the_queue() {
+    let now = Instant::now();
+    let (settings, pools) = (settings(), pools());
+    let (p, queued) = limited_partition(100);
+    let mut s = p.state();
+    for i in 0..5 {
+        append_value(&mut s, format!("r{i}").as_bytes(), &settings, &pools, now);
+        if i == 2 {
+            s.seal(SealReason::Due, &settings, &pools, &|| now);
+        }
+    }
+    assert_eq!(queued.queued(), 5);
+    s.fail_all(&Error::ShuttingDown, now);
+    assert_eq!(queued.queued(), 0);
+}
+
+#[test]
+fn out_of_order_does_not_clear_an_earlier_attempt_that_may_still_be_written() {
+    // Two batches' attempts end with the connection (either may still reach the
+    // broker, late). The first then runs out of time and fails; the second, retried,
+    // is refused out of order (the broker waits for the first). The refusal says
+    // nothing of the second's lost attempt, which would be written once the first's
+    // lands: an epoch bump must not renumber it (written under both epochs, it would be
+    // written twice). What the simulation found with a limit on queued records.
+    let now = Instant::now();
+    let (settings, pools) = (settings(), pools());
+    let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
+    // The third batch is younger: it is still in time when the second runs out.
+    let made = [now, now, now + Duration::from_secs(10)];
+    for (i, at) in made.into_iter().enumerate() {
+        let mut s = p.state();
+        append_value(&mut s, format!("r{i}").as_bytes(), &settings, &pools, at);
+        s.seal(SealReason::Due, &settings, &pools, &|| at);
+    }
+    let first = take(&p, now, &settings).remove(0);
+    p.state().settle(first, ack(), now, &settings);
+    let mut two = take(&p, now, &settings);
+    assert_eq!(two.len(), 2);
+    let (third, second) = (two.remove(1), two.remove(0));
+    let lost = || Verdict::Retry {
+        error: Error::Timeout("connection lost".into()),
+        stale: false,
+    };
+    p.state().settle(third, lost(), now, &settings);
+    let out_of_time = now + settings.delivery_timeout + Duration::from_secs(1);
+    p.state().settle(second, lost(), out_of_time, &settings);
+    let mut retried = take(&p, out_of_time, &settings);
+    assert_eq!(retried.len(), 1, "the third, alone");
+    assert_eq!(sequence_of(&retried[0]), 2);
+    p.state().settle(
+        retried.remove(0),
+        Verdict::OutOfOrder(Error::ShuttingDown),
+        out_of_time,
+        &settings,
+    );
+    assert!(
+        !p.state().ready_for_bump(),
+        "its lost attempt may still be written: not renumbered"
+    );
+}
