@@ -1022,11 +1022,20 @@ fn producers_and_transactions() {
             &format!("bootstrap.servers={}", bootstrap()),
         ],
     );
-    let listed = block_on(admin.list_transactions(&[])).unwrap();
-    let listing = listed
-        .iter()
-        .find(|t| t.transactional_id == txn)
-        .expect("listed");
+    // The tool exits once its last commit is prepared; the coordinator completes it
+    // (writes the markers) on its own time: PrepareCommit is seen until then.
+    let mut listing = None;
+    for _ in 0..100 {
+        let listed = block_on(admin.list_transactions(&[])).unwrap();
+        let found = listed.into_iter().find(|t| t.transactional_id == txn);
+        let preparing = found.as_ref().is_some_and(|t| t.state == "PrepareCommit");
+        listing = found;
+        if !preparing {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let listing = listing.expect("listed");
     assert_eq!(listing.state, "CompleteCommit");
     let only_ongoing = block_on(admin.list_transactions(&["Ongoing"])).unwrap();
     assert!(!only_ongoing.iter().any(|t| t.transactional_id == txn));
