@@ -396,6 +396,9 @@ impl MockProducer {
     fn send_tagged_now(&self, record: &ProducerRecord<'_>, tag: u64) -> Result<()> {
         let (name, handler) = {
             let s = self.lock();
+            if s.closed {
+                return Err(Error::ShuttingDown);
+            }
             (s.name, s.handler.clone())
         };
         let Some(handler) = handler else {

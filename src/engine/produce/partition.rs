@@ -517,6 +517,10 @@ pub(crate) struct PartitionState {
     /// A transactional producer's partition is in the open transaction (the coordinator
     /// added it): only then may its batches go out.
     in_transaction: bool,
+    /// The lowest sequence of this epoch whose batch failed for good after it was sent,
+    /// and whether that batch's fate is unknown (an attempt of it may still be written).
+    /// The broker takes nothing past it in this epoch unless that attempt lands.
+    lowest_failure: Option<(i32, bool)>,
 }
 
 impl std::fmt::Debug for PartitionState {
@@ -908,10 +912,18 @@ impl PartitionState {
                 "delivery.timeout.ms ({timeout:?}) expired after {} attempt(s)",
                 q.attempts + u32::from(q.sent)
             ));
-            expired.push((q.shared.clone(), q.records, error));
+            let sequence = q.base_sequence.filter(|_| q.sent);
+            expired.push((
+                q.shared.clone(),
+                q.records,
+                error,
+                sequence,
+                q.maybe_written,
+            ));
             false
         });
-        for (shared, records, error) in expired {
+        for (shared, records, error, sequence, maybe_written) in expired {
+            self.note_failed_sequence(sequence, maybe_written);
             self.fail_batch(&shared, records, error, now);
         }
         match self.queue.iter().map(|q| q.created).min() {
@@ -919,6 +931,13 @@ impl PartitionState {
             None => self.forget_queue_state(),
         }
         unknown_fate && settings.idempotent
+    }
+
+    /// When the oldest batch queued runs out of time (no later: it may be earlier), so
+    /// that the sink drains then even if nothing else wakes it.
+    pub fn expiry_due(&self, settings: &ProduceSettings) -> Option<Instant> {
+        let oldest = self.oldest_queued.filter(|_| !self.queue.is_empty())?;
+        Some(oldest + settings.delivery_timeout)
     }
 
     /// The coordinator added the partition to the open transaction: its batches may go.
@@ -1156,6 +1175,10 @@ impl PartitionState {
             },
             ..Effects::default()
         };
+        // An attempt that ended without the broker refusing it may have been written (an
+        // out-of-order or unknown-producer refusal writes nothing).
+        let unanswered =
+            matches!(&verdict, Verdict::Retry { error, .. } if !refused_before_writing(error));
         match verdict {
             Verdict::Acked(ack) => {
                 self.acked_in_epoch = true;
@@ -1180,6 +1203,7 @@ impl PartitionState {
                 } else {
                     error
                 };
+                self.note_failed_sequence(b.base_sequence, b.maybe_written || unanswered);
                 effects.report.fate = Fate::Failed(error.clone());
                 self.fail_batch(&b.shared, b.records, error, now);
             }
@@ -1205,12 +1229,33 @@ impl PartitionState {
                 // be answered as a duplicate: while retrying, nothing new goes out). An
                 // earlier attempt that ended without an answer may still be on its way,
                 // though (a broken connection's request handled late), and be written
-                // once the batches before it are: such a batch stays "maybe written",
-                // so that an epoch bump does not renumber it and write it twice; it is
-                // resolved under its own epoch or expires. A gap is the broker having
-                // lost the sequence: nothing before it is coming.
-                let maybe_written = b.maybe_written && !gap;
-                self.requeue(b, maybe_written);
+                // once the batches before it are. What the batches before it became
+                // decides (a gap: the broker lost the sequence, nothing is coming):
+                let lost_attempt = b.maybe_written && !gap;
+                match self.failure_below(b.base_sequence) {
+                    // One failed with its fate unknown: this one is written if, and only
+                    // if, that one's lost attempt lands. That cannot be learned, and
+                    // renumbered by an epoch bump it could be written twice: it fails
+                    // (as a batch expiring on the wire does), and the epoch is bumped.
+                    // Reported as a timeout: like that batch's, its fate is unknown.
+                    Some(true) if lost_attempt => {
+                        tracing::warn!(topic = %b.partition.topic, partition = b.partition.index, %error, "a batch's fate cannot be learned: failing it");
+                        let error = Error::Timeout(format!(
+                            "an earlier batch of the partition failed with its fate unknown, \
+                             and this one may be written only with it (last error: {error})"
+                        ));
+                        effects.bump = idempotent;
+                        effects.report.fate = Fate::Failed(error.clone());
+                        self.note_failed_sequence(b.base_sequence, true);
+                        self.fail_batch(&b.shared, b.records, error, now);
+                    }
+                    // One was refused for good: nothing past it is taken in this epoch,
+                    // a lost attempt of this one included; the bump renumbers it.
+                    Some(_) => self.requeue(b, false),
+                    // Those before it are still on their way: it stays "maybe written",
+                    // resolved under its own epoch once they are (an epoch bump waits).
+                    None => self.requeue(b, lost_attempt),
+                }
             }
             Verdict::UnknownProducer(error) => {
                 tracing::warn!(topic = %b.partition.topic, partition = b.partition.index, %error, "bumping the producer epoch");
@@ -1219,27 +1264,32 @@ impl PartitionState {
                 // no longer be learned; the batch goes again under the new epoch.
                 self.requeue(b, false);
             }
-            Verdict::TooLarge(error) if b.records > 1 => match split(&b, settings) {
-                Ok(parts) => {
-                    let children: Vec<Arc<BatchShared>> =
-                        parts.iter().map(|q| q.shared.clone()).collect();
-                    b.shared.split_into(children);
-                    self.keep_while_finishing(&b.shared);
-                    for q in parts.into_iter().rev() {
-                        self.insert_in_order(q);
+            // (A batch already failed, by a close, is not split into parts to send.)
+            Verdict::TooLarge(error) if b.records > 1 && !b.shared.is_settled() => {
+                match split(&b, settings) {
+                    Ok(parts) => {
+                        let children: Vec<Arc<BatchShared>> =
+                            parts.iter().map(|q| q.shared.clone()).collect();
+                        b.shared.split_into(children);
+                        self.keep_while_finishing(&b.shared);
+                        for q in parts.into_iter().rev() {
+                            self.insert_in_order(q);
+                        }
+                        self.hold_until_drained = true;
                     }
-                    self.hold_until_drained = true;
+                    Err(e) => {
+                        tracing::warn!(%e, "could not split an oversized batch");
+                        effects.bump = idempotent;
+                        effects.report.fate = Fate::Failed(error.clone());
+                        self.note_failed_sequence(b.base_sequence, b.maybe_written);
+                        self.fail_batch(&b.shared, b.records, error, now);
+                    }
                 }
-                Err(e) => {
-                    tracing::warn!(%e, "could not split an oversized batch");
-                    effects.bump = idempotent;
-                    effects.report.fate = Fate::Failed(error.clone());
-                    self.fail_batch(&b.shared, b.records, error, now);
-                }
-            },
+            }
             Verdict::TooLarge(error) | Verdict::Fatal(error) => {
                 effects.bump = idempotent;
                 effects.report.fate = Fate::Failed(error.clone());
+                self.note_failed_sequence(b.base_sequence, b.maybe_written);
                 self.fail_batch(&b.shared, b.records, error, now);
             }
         }
@@ -1267,6 +1317,26 @@ impl PartitionState {
         if self.last_acked.is_none_or(|current| ahead(last, current)) {
             self.last_acked = Some(last);
         }
+    }
+
+    /// Notes that the batch sent at `base` failed for good (`lost`: an attempt of it may
+    /// still be written), keeping the lowest such sequence of the epoch.
+    fn note_failed_sequence(&mut self, base: Option<i32>, lost: bool) {
+        let Some(base) = base else {
+            return;
+        };
+        match self.lowest_failure {
+            Some((lowest, _)) if !sequence_before(base, lowest) => {}
+            _ => self.lowest_failure = Some((base, lost)),
+        }
+    }
+
+    /// Whether a batch of this epoch before `base` failed for good after it was sent,
+    /// and if so whether its fate is unknown.
+    fn failure_below(&self, base: Option<i32>) -> Option<bool> {
+        let (lowest, lost) = self.lowest_failure?;
+        base.is_some_and(|b| sequence_before(lowest, b))
+            .then_some(lost)
     }
 
     /// Whether a batch starting at `base` is the next the broker should take: right
@@ -1308,6 +1378,7 @@ impl PartitionState {
         self.hold_until_drained = false;
         self.acked_in_epoch = false;
         self.last_acked = None;
+        self.lowest_failure = None;
     }
 
     /// Fails every batch not on the wire (open and queued) with `error`.
@@ -1354,6 +1425,12 @@ impl PartitionState {
 /// Whether a produce error means the broker did not write the batch. Connection errors,
 /// timeouts and answers that were lost or garbled leave its fate unknown; so do
 /// REQUEST_TIMED_OUT and NOT_ENOUGH_REPLICAS_AFTER_APPEND, which come after the write.
+/// Whether sequence `a` comes before `b` (sequences wrap at `i32::MAX`; two of one
+/// epoch in flight are never a quarter of the range apart).
+fn sequence_before(a: i32, b: i32) -> bool {
+    a != b && (b.wrapping_sub(a) as u32) < (1 << 30)
+}
+
 fn refused_before_writing(error: &Error) -> bool {
     matches!(
         error.code(),

@@ -216,6 +216,8 @@ impl Sink {
                 // Every slot taken: the next answer drains again.
                 Some(_) => {}
             }
+            // Back when what stays queued runs out of time, should nothing else come.
+            wake_at = earliest(wake_at, s.expiry_due(cx.settings));
             true
         });
         if bump {

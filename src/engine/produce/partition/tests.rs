@@ -1186,18 +1186,12 @@ fn closing_gives_back_the_open_batch_and_the_queue() {
     assert_eq!(queued.queued(), 0);
 }
 
-#[test]
-fn out_of_order_does_not_clear_an_earlier_attempt_that_may_still_be_written() {
-    // Two batches' attempts end with the connection (either may still reach the
-    // broker, late). The first then runs out of time and fails; the second, retried,
-    // is refused out of order (the broker waits for the first). The refusal says
-    // nothing of the second's lost attempt, which would be written once the first's
-    // lands: an epoch bump must not renumber it (written under both epochs, it would be
-    // written twice). What the simulation found with a limit on queued records.
-    let now = Instant::now();
+/// Three batches of one record; the third made ten seconds after the others (still in
+/// time when they run out). The first is acknowledged; the second and third are on the
+/// wire.
+fn second_and_third_on_the_wire(now: Instant) -> (Arc<ProducePartition>, Outgoing, Outgoing) {
     let (settings, pools) = (settings(), pools());
     let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
-    // The third batch is younger: it is still in time when the second runs out.
     let made = [now, now, now + Duration::from_secs(10)];
     for (i, at) in made.into_iter().enumerate() {
         let mut s = p.state();
@@ -1209,24 +1203,109 @@ fn out_of_order_does_not_clear_an_earlier_attempt_that_may_still_be_written() {
     let mut two = take(&p, now, &settings);
     assert_eq!(two.len(), 2);
     let (third, second) = (two.remove(1), two.remove(0));
-    let lost = || Verdict::Retry {
+    (p, second, third)
+}
+
+fn connection_lost() -> Verdict {
+    Verdict::Retry {
         error: Error::Timeout("connection lost".into()),
         stale: false,
-    };
-    p.state().settle(third, lost(), now, &settings);
-    let out_of_time = now + settings.delivery_timeout + Duration::from_secs(1);
-    p.state().settle(second, lost(), out_of_time, &settings);
-    let mut retried = take(&p, out_of_time, &settings);
+    }
+}
+
+/// The third batch's attempt is lost with its connection, then it is retried alone and
+/// refused out of order; returns the effects of that refusal and the third's completion.
+fn refuse_the_retried_third(
+    p: &Arc<ProducePartition>,
+    third: Outgoing,
+    at: Instant,
+) -> (Effects, Arc<BatchShared>) {
+    let settings = settings();
+    p.state().settle(third, connection_lost(), at, &settings);
+    let after_backoff = at + Duration::from_secs(2);
+    let mut retried = take(p, after_backoff, &settings);
     assert_eq!(retried.len(), 1, "the third, alone");
     assert_eq!(sequence_of(&retried[0]), 2);
-    p.state().settle(
+    let shared = retried[0].shared.clone();
+    let effects = p.state().settle(
         retried.remove(0),
         Verdict::OutOfOrder(Error::ShuttingDown),
-        out_of_time,
+        after_backoff,
         &settings,
     );
+    (effects, shared)
+}
+
+#[test]
+fn behind_a_batch_of_unknown_fate_a_lost_attempt_fails_rather_than_being_renumbered() {
+    // The second batch's attempt is lost too, and it runs out of time: its fate is
+    // unknown. The third, refused out of order, is written if and only if the second's
+    // lost attempt lands (its own lost attempt with it): renumbered by an epoch bump, it
+    // could be written twice; kept, it would wait out its own timeout with everything
+    // else held by the bump. It fails. What the simulation found with a limit on queued
+    // records.
+    let now = Instant::now();
+    let settings = settings();
+    let (p, second, third) = second_and_third_on_the_wire(now);
+    let out_of_time = now + settings.delivery_timeout + Duration::from_secs(1);
+    p.state()
+        .settle(second, connection_lost(), out_of_time, &settings);
+    let (effects, shared) = refuse_the_retried_third(&p, third, out_of_time);
+    assert!(
+        effects.bump,
+        "failed with its fate unknown: the epoch is bumped"
+    );
+    assert!(matches!(
+        shared.poll_record(0, None),
+        std::task::Poll::Ready(super::super::completion::Resolved::Done(Err(_)))
+    ));
+    assert!(p.state().ready_for_bump(), "nothing left to hold the bump");
+}
+
+#[test]
+fn behind_a_batch_refused_for_good_a_lost_attempt_cannot_land_and_is_renumbered() {
+    // The second is refused for good (the broker never wrote it): nothing past its
+    // sequence is taken in this epoch, a lost attempt of the third included.
+    let now = Instant::now();
+    let settings = settings();
+    let (p, second, third) = second_and_third_on_the_wire(now);
+    let refused = Verdict::Fatal(Error::ShuttingDown);
+    p.state().settle(second, refused, now, &settings);
+    let (_, shared) = refuse_the_retried_third(&p, third, now);
+    assert!(!shared.is_settled(), "queued again");
+    assert!(p.state().ready_for_bump(), "renumbered by the bump");
+}
+
+#[test]
+fn behind_a_batch_still_on_its_way_a_lost_attempt_stays_maybe_written() {
+    // The second is still being retried: once it is written, a lost attempt of the
+    // third may be too. The third is resolved under its own epoch, not renumbered.
+    let now = Instant::now();
+    let settings = settings();
+    let (p, second, third) = second_and_third_on_the_wire(now);
+    let refused_before_writing = Verdict::Retry {
+        error: Error::broker(
+            KafkaCode::NOT_LEADER_OR_FOLLOWER,
+            crate::protocol::ApiKey::Produce,
+            Some("t"),
+            Some(0),
+        ),
+        stale: true,
+    };
+    p.state()
+        .settle(second, refused_before_writing, now, &settings);
+    p.state().settle(third, connection_lost(), now, &settings);
+    let later = now + Duration::from_secs(2);
+    let mut retried = take(&p, later, &settings);
+    assert_eq!(retried.len(), 1, "the second, alone");
+    assert_eq!(sequence_of(&retried[0]), 1);
+    let second = retried.remove(0);
     assert!(
         !p.state().ready_for_bump(),
-        "its lost attempt may still be written: not renumbered"
+        "the third may have been written: not renumbered"
     );
+    p.state().settle(second, ack(), later, &settings);
+    let third = take(&p, later, &settings).remove(0);
+    p.state().settle(third, ack(), later, &settings);
+    assert!(p.state().ready_for_bump());
 }
