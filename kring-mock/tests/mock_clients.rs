@@ -419,13 +419,19 @@ fn the_mocks_delivery_handler_may_send_again() {
 // The same user code on kring's real producer and consumer (against a fake cluster).
 // ---------------------------------------------------------------------------------
 
-#[test]
-fn the_same_user_code_runs_on_the_real_producer_and_consumer() {
-    let topic = "kring-mock-clients".to_string();
-    let cluster = FakeCluster::builder().topic(&topic, 1).build().unwrap();
+/// A fake cluster holding `topic` (one partition), and a client of it (linger 5 ms).
+fn fake_cluster_client(topic: &str) -> (FakeCluster, kring::Client) {
+    let cluster = FakeCluster::builder().topic(topic, 1).build().unwrap();
     let mut c = kring::Config::new(cluster.bootstrap());
     c.producer.linger = Duration::from_millis(5);
     let client = kring::Client::connect_blocking(c).unwrap();
+    (cluster, client)
+}
+
+#[test]
+fn the_same_user_code_runs_on_the_real_producer_and_consumer() {
+    let topic = "kring-mock-clients".to_string();
+    let (_cluster, client) = fake_cluster_client(&topic);
 
     let publisher = OrderPublisher {
         producer: Producer::new_blocking(client.clone()).unwrap(),
@@ -471,10 +477,7 @@ fn the_same_user_code_runs_on_the_real_producer_and_consumer() {
 #[test]
 fn the_same_tagged_ingest_runs_on_the_real_producer() {
     let topic = "kring-mock-tagged".to_string();
-    let cluster = FakeCluster::builder().topic(&topic, 1).build().unwrap();
-    let mut c = kring::Config::new(cluster.bootstrap());
-    c.producer.linger = Duration::from_millis(5);
-    let client = kring::Client::connect_blocking(c).unwrap();
+    let (_cluster, client) = fake_cluster_client(&topic);
     let tally = Arc::new(Tally::default());
     let producer = ProducerBuilder::new(&client)
         .delivery_handler(tally.handler())

@@ -1064,6 +1064,25 @@ fn a_batch_finishing_after_the_turn_is_still_pending_for_a_flush() {
     assert!(p.state().pending().is_empty());
 }
 
+/// Appends `count` records (values `r{first}`, `r{first+1}`, ...) made at `at`, and seals
+/// them into a batch when `seal`.
+fn append_records(
+    s: &mut PartitionState,
+    first: usize,
+    count: usize,
+    seal: bool,
+    settings: &ProduceSettings,
+    pools: &ArenaPools,
+    at: Instant,
+) {
+    for i in first..first + count {
+        append_value(s, format!("r{i}").as_bytes(), settings, pools, at);
+    }
+    if seal {
+        s.seal(SealReason::Due, settings, pools, &|| at);
+    }
+}
+
 /// A partition counting into a limit of `limit` queued records.
 fn limited_partition(limit: usize) -> (Arc<ProducePartition>, Arc<QueuedRecords>) {
     let queued = Arc::new(QueuedRecords::new(limit));
@@ -1081,11 +1100,8 @@ fn records_past_the_queued_limit_are_refused_and_given_back_as_batches_settle() 
     let (p, queued) = limited_partition(6);
     {
         let mut s = p.state();
-        for i in 0..6 {
-            append_value(&mut s, format!("r{i}").as_bytes(), &settings, &pools, now);
-            if i % 2 == 1 {
-                s.seal(SealReason::Due, &settings, &pools, &|| now);
-            }
+        for batch in 0..3 {
+            append_records(&mut s, 2 * batch, 2, true, &settings, &pools, now);
         }
         let refused = s
             .append(value_record(b"r6"), None, None, &settings, &pools, || now)
@@ -1127,9 +1143,8 @@ fn an_expired_batch_gives_its_records_back() {
     let (p, queued) = limited_partition(100);
     {
         let mut s = p.state();
-        append_value(&mut s, b"r0", &settings, &pools, now);
-        s.seal(SealReason::Due, &settings, &pools, &|| now);
-        append_value(&mut s, b"r1", &settings, &pools, now);
+        append_records(&mut s, 0, 1, true, &settings, &pools, now);
+        append_records(&mut s, 1, 1, false, &settings, &pools, now);
     }
     assert_eq!(queued.queued(), 2);
     let later = now + settings.delivery_timeout + Duration::from_secs(1);
@@ -1148,10 +1163,7 @@ fn a_split_batch_gives_its_records_back_through_its_parts() {
     let (p, queued) = limited_partition(100);
     {
         let mut s = p.state();
-        for i in 0..3 {
-            append_value(&mut s, format!("r{i}").as_bytes(), &settings, &pools, now);
-        }
-        s.seal(SealReason::Due, &settings, &pools, &|| now);
+        append_records(&mut s, 0, 3, true, &settings, &pools, now);
     }
     let mut out = take(&p, now, &settings);
     let too_large = Verdict::TooLarge(Error::MessageTooLarge { size: 10, max: 1 });
@@ -1175,12 +1187,8 @@ fn closing_gives_back_the_open_batch_and_the_queue() {
     let (settings, pools) = (settings(), pools());
     let (p, queued) = limited_partition(100);
     let mut s = p.state();
-    for i in 0..5 {
-        append_value(&mut s, format!("r{i}").as_bytes(), &settings, &pools, now);
-        if i == 2 {
-            s.seal(SealReason::Due, &settings, &pools, &|| now);
-        }
-    }
+    append_records(&mut s, 0, 3, true, &settings, &pools, now);
+    append_records(&mut s, 3, 2, false, &settings, &pools, now);
     assert_eq!(queued.queued(), 5);
     s.fail_all(&Error::ShuttingDown, now);
     assert_eq!(queued.queued(), 0);
@@ -1194,9 +1202,7 @@ fn second_and_third_on_the_wire(now: Instant) -> (Arc<ProducePartition>, Outgoin
     let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
     let made = [now, now, now + Duration::from_secs(10)];
     for (i, at) in made.into_iter().enumerate() {
-        let mut s = p.state();
-        append_value(&mut s, format!("r{i}").as_bytes(), &settings, &pools, at);
-        s.seal(SealReason::Due, &settings, &pools, &|| at);
+        append_records(&mut p.state(), i, 1, true, &settings, &pools, at);
     }
     let first = take(&p, now, &settings).remove(0);
     p.state().settle(first, ack(), now, &settings);
