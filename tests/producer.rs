@@ -618,6 +618,74 @@ fn a_tagged_record_needs_a_delivery_handler() {
     client.close();
 }
 
+/// The blocking sends append at once when they can and wait only when they must: with
+/// 64 KiB of `buffer.memory` and 2 MB of records, most of them wait for memory, and
+/// every record, tagged or not, still arrives once, in order, at the offset reported.
+#[test]
+fn blocking_sends_wait_for_buffer_memory() {
+    use kring::producer::ProducerBuilder;
+    use std::sync::{Arc, Mutex};
+
+    let mut c = config();
+    c.producer.buffer_memory = 64 << 10;
+    c.producer.batch_size = 16 << 10;
+    c.producer.linger = Duration::from_millis(5);
+    let client = client(c);
+    let topic = unique("kring-prod-blocking-memory");
+    create_topic(&client, &topic, 1, 1, &[]);
+    let reported: Arc<Mutex<Vec<(u64, i64)>>> = Arc::default();
+    let handler = {
+        let reported = reported.clone();
+        move |batch: &kring::producer::DeliveredBatch<'_>| {
+            let mut all = reported.lock().unwrap();
+            for d in batch.iter() {
+                all.push((d.tag, d.result.as_ref().map(|m| m.offset).unwrap_or(-1)));
+            }
+        }
+    };
+    let producer = ProducerBuilder::new(&client)
+        .delivery_handler(handler)
+        .build_blocking()
+        .unwrap();
+    let n = 2_000u64;
+    let value = |i: u64| format!("{i:0>1000}");
+    let mut futures = Vec::new();
+    for i in 0..n {
+        let record = ProducerRecord::new(&topic).with_value(value(i));
+        if i % 2 == 0 {
+            producer.send_tagged_blocking(record, i).unwrap();
+        } else {
+            futures.push((i, producer.send_blocking(record).unwrap()));
+        }
+    }
+    producer.flush_blocking().unwrap();
+    let mut offsets: Vec<(u64, i64)> = reported.lock().unwrap().clone();
+    assert_eq!(offsets.len() as u64, n / 2, "every tagged record, once");
+    for (i, f) in futures {
+        offsets.push((
+            i,
+            f.wait()
+                .unwrap_or_else(|e| panic!("record {i}: {e}"))
+                .offset,
+        ));
+    }
+    offsets.sort_unstable();
+    for (i, offset) in &offsets {
+        assert_eq!(*offset, *i as i64, "record {i} at the offset of its place");
+    }
+    let read = read_partition(&client, &topic, 0, n as usize);
+    assert_eq!(read.len() as u64, n);
+    for (i, got) in read.iter().enumerate() {
+        assert_eq!(
+            got.value.as_deref(),
+            Some(value(i as u64).as_bytes()),
+            "{i}"
+        );
+    }
+    producer.close_blocking().unwrap();
+    client.close();
+}
+
 /// With `queue.buffering.max.messages` at 50, a producer never holds more than 50
 /// unsettled records: `try_send` past them fails with an error naming the setting,
 /// `send` waits for room, and every record still arrives, in order.

@@ -755,7 +755,20 @@ impl Producer {
 
     /// [`Producer::send_tagged`] for plain threads (waits for memory).
     pub fn send_tagged_blocking(&self, record: ProducerRecord<'_>, tag: u64) -> Result<()> {
-        crate::client::block_on(self.send_tagged(record, tag))
+        self.queue_blocking(record, Some(tag)).map(|_| ())
+    }
+
+    /// What the blocking sends do: appends at once when it can, as the first poll of a
+    /// send's future would, and only a record that must wait (for memory or metadata)
+    /// goes on in a future run to its end on this thread. Most records need no future,
+    /// no waker and no executor.
+    fn queue_blocking(&self, record: ProducerRecord<'_>, tag: Option<u64>) -> Result<Queued> {
+        match self.send_now(&record, tag)? {
+            SendNow::Done(queued) => Ok(queued),
+            SendNow::Wait(state, in_transaction) => {
+                crate::client::block_on(self.send_waiting(record, state, in_transaction))
+            }
+        }
     }
 
     /// [`Producer::send_tagged`] without ever waiting, as [`Producer::try_send`].
@@ -855,7 +868,7 @@ impl Producer {
 
     /// [`Producer::send`] for plain threads: queues the record (waiting for memory).
     pub fn send_blocking(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
-        crate::client::block_on(self.send(record))
+        self.queue_blocking(record, None)?.into_future()
     }
 
     /// Sends every record queued so far without waiting for linger, and waits until each

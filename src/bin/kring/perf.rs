@@ -612,7 +612,13 @@ impl RecordSender<'_> {
                         Some(key) => record.with_key(key),
                         None => record,
                     };
-                    self.producer.send_tagged(record, i).await?;
+                    // The blocking call, as a sending thread of a pipeline makes it: this
+                    // loop is the only future of the main thread's `block_on`, so a send
+                    // that waits for memory holds up nothing else, and a record appended
+                    // at once costs no future (`send_tagged().await` moved this record
+                    // into one, then that into the loop's state: about 80 instructions
+                    // per record, 6.5% of the sending thread's, under callgrind).
+                    self.producer.send_tagged_blocking(record, i)?;
                 }
                 Reports::Futures(d) => {
                     let mut record = ProducerRecord::new(self.topic).with_value(value.as_slice());
