@@ -1789,7 +1789,7 @@ def report(raw_path, out_dir):
              "its own idiom: librdkafka's delivery report callback with the record's index as "
              "opaque, served by `poll` on the sending thread; Java's send callback; franz-go's "
              "promise; Sarama's Successes channel; kring's delivery handler with the record's "
-             "index as tag (`Producer::send_tagged`, a batch's reports at a time; `kring perf "
+             "index as tag (`Producer::send_tagged_blocking`, a batch's reports at a time; `kring perf "
              "produce --deliveries futures` sends with a delivery future per record instead). "
              "The fixed-rate latency workload times each record with kring's delivery futures.")
     if any(w.get("txn_records") for w in meta["workloads"].values()):
