@@ -753,7 +753,10 @@ impl Producer {
         SendingTagged::new(self, record, tag)
     }
 
-    /// [`Producer::send_tagged`] for plain threads (waits for memory).
+    /// [`Producer::send_tagged`] for plain threads (waits for memory). A record appended
+    /// at once is appended without a future, so on a sending thread of its own this is
+    /// cheaper per record than `send_tagged(..).await` (about 80 instructions of some
+    /// 1,200 for a 100-byte record, `perf/instructions`).
     pub fn send_tagged_blocking(&self, record: ProducerRecord<'_>, tag: u64) -> Result<()> {
         self.queue_blocking(record, Some(tag)).map(|_| ())
     }
@@ -866,7 +869,8 @@ impl Producer {
         })
     }
 
-    /// [`Producer::send`] for plain threads: queues the record (waiting for memory).
+    /// [`Producer::send`] for plain threads: queues the record (waiting for memory),
+    /// without a future of its own when it can be appended at once.
     pub fn send_blocking(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
         self.queue_blocking(record, None)?.into_future()
     }
