@@ -1252,9 +1252,16 @@ impl PartitionState {
                     // One was refused for good: nothing past it is taken in this epoch,
                     // a lost attempt of this one included; the bump renumbers it.
                     Some(_) => self.requeue(b, false),
-                    // Those before it are still on their way: it stays "maybe written",
-                    // resolved under its own epoch once they are (an epoch bump waits).
-                    None => self.requeue(b, lost_attempt),
+                    // Nothing before it failed: those before it are still on their way
+                    // (then this was its first attempt, never written: a batch sent
+                    // again goes out alone, with nothing in flight), or all were
+                    // acknowledged (a gap, above). So a lost attempt does not come this
+                    // way; were it to, it would stay "maybe written", resolved under its
+                    // own epoch (an epoch bump waits), never renumbered.
+                    None => {
+                        debug_assert!(!lost_attempt, "a batch sent again went out beside others");
+                        self.requeue(b, lost_attempt)
+                    }
                 }
             }
             Verdict::UnknownProducer(error) => {

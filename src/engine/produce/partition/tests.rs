@@ -1283,7 +1283,7 @@ fn behind_a_batch_refused_for_good_a_lost_attempt_cannot_land_and_is_renumbered(
 }
 
 #[test]
-fn behind_a_batch_still_on_its_way_a_lost_attempt_stays_maybe_written() {
+fn a_lost_attempt_queued_behind_a_retried_batch_holds_the_bump() {
     // The second is still being retried: once it is written, a lost attempt of the
     // third may be too. The third is resolved under its own epoch, not renumbered.
     let now = Instant::now();
@@ -1314,4 +1314,37 @@ fn behind_a_batch_still_on_its_way_a_lost_attempt_stays_maybe_written() {
     let third = take(&p, later, &settings).remove(0);
     p.state().settle(third, ack(), later, &settings);
     assert!(p.state().ready_for_bump());
+}
+
+#[test]
+fn a_retried_batch_goes_out_alone_once_those_before_it_have_answered() {
+    // Why a retried batch refused out of order finds every batch before it answered
+    // (acknowledged, or failed and noted): a batch sent again goes out only with nothing
+    // else in flight, and nothing goes out beside it. So such a refusal with nothing
+    // failed before it is always a gap (the batch right after the last acknowledged).
+    let now = Instant::now();
+    let (settings, pools) = (settings(), pools());
+    let (p, second, third) = second_and_third_on_the_wire(now);
+    p.state().settle(third, connection_lost(), now, &settings);
+    append_records(&mut p.state(), 3, 1, true, &settings, &pools, now);
+    let later = now + Duration::from_secs(2);
+    assert!(
+        take(&p, later, &settings).is_empty(),
+        "held while the second is on the wire"
+    );
+    p.state().settle(second, ack(), later, &settings);
+    let mut retried = take(&p, later, &settings);
+    assert_eq!(retried.len(), 1, "the third alone, the fourth behind it");
+    assert_eq!(sequence_of(&retried[0]), 2);
+    assert!(retried[0].maybe_written);
+    let shared = retried[0].shared.clone();
+    let effects = p.state().settle(
+        retried.remove(0),
+        Verdict::OutOfOrder(Error::ShuttingDown),
+        later,
+        &settings,
+    );
+    assert!(effects.bump, "right after the last acknowledged: a gap");
+    assert!(!shared.is_settled(), "queued again for the new epoch");
+    assert!(p.state().ready_for_bump(), "renumbered by the bump");
 }
