@@ -85,6 +85,12 @@ use clock::now_ms;
 use driver::Sinks;
 use routes::{TopicRoutes, TopicState, TopicTable};
 
+/// A result on the per-record path, its error boxed: 16 bytes, where an [`Error`] (80
+/// bytes) made every `Result` at least 80. Those were copied through memory at each call
+/// on the path, and read back by loads wider than the stores that wrote them: a
+/// store-forwarding stall per call, on every record (`perf annotate` of produce-100).
+type Hot<T> = std::result::Result<T, Box<Error>>;
+
 /// What one `send` has settled so far, kept while it waits (for an arena, or for the
 /// topic's metadata) and tries again.
 #[derive(Default)]
@@ -481,7 +487,7 @@ impl Producer {
         &self,
         record: &ProducerRecord<'_>,
         state: &mut SendState,
-    ) -> Option<Result<Appended>> {
+    ) -> Option<Hot<Appended>> {
         let shared = self.shared();
         let generation = shared.client.metadata_generation();
         routes::with_current_routes(
@@ -504,7 +510,7 @@ impl Producer {
         routes: &'r TopicRoutes,
         record: &ProducerRecord<'_>,
         state: &mut SendState,
-    ) -> Result<&'r Arc<ProducePartition>> {
+    ) -> Hot<&'r Arc<ProducePartition>> {
         let partition = match state.partition {
             Some(p) => p,
             None => {
@@ -519,10 +525,12 @@ impl Producer {
             .partitions
             .get(partition as usize)
             .filter(|_| (partition as usize) < routes.count)
-            .ok_or_else(|| Error::InvalidPartition {
-                topic: record.topic.to_string(),
-                partition,
-                count: routes.count,
+            .ok_or_else(|| {
+                Box::new(Error::InvalidPartition {
+                    topic: record.topic.to_string(),
+                    partition,
+                    count: routes.count,
+                })
             })
     }
 
@@ -536,7 +544,9 @@ impl Producer {
     ) -> Result<Arc<ProducePartition>> {
         let topic = self.refresh_topic(record.topic, fetch).await?;
         let routes = topic.routes().ok_or(Error::ShuttingDown)?;
-        self.partition_for(&topic, &routes, record, state).cloned()
+        self.partition_for(&topic, &routes, record, state)
+            .cloned()
+            .map_err(|e| *e)
     }
 
     /// Brings the routes of topic `name` up to date with the current metadata snapshot.
@@ -654,7 +664,7 @@ impl Producer {
         part: &ProducePartition,
         record: &ProducerRecord<'_>,
         state: &mut SendState,
-    ) -> Result<Appended> {
+    ) -> Hot<Appended> {
         let parts = RecordParts {
             key: record.key.as_ref().map(Payload::as_bytes),
             value: record.value.as_ref().map(Payload::as_bytes),
@@ -667,7 +677,7 @@ impl Producer {
         let appended = part.state().append(
             parts,
             state.tag,
-            state.arena.take(),
+            &mut state.arena,
             &shared.settings,
             &shared.pools,
             Instant::now,
@@ -714,17 +724,16 @@ impl Producer {
         match appended {
             Appended::Done { shared, index } => Some(Queued::Future(DeliveryFuture::new(
                 shared,
-                index,
+                index as usize,
                 state.partition.unwrap_or(-1),
                 state.timestamp.unwrap_or_default(),
             ))),
             Appended::Tagged => Some(Queued::Tagged),
             Appended::NeedArena(class) => {
-                state.waiting_for = Some(WaitFor::Arena(class));
+                state.waiting_for = Some(WaitFor::Arena(class as usize));
                 None
             }
-            Appended::NeedRoom(arena) => {
-                state.arena = arena;
+            Appended::NeedRoom => {
                 state.waiting_for = Some(WaitFor::Room);
                 None
             }
@@ -758,19 +767,28 @@ impl Producer {
     /// cheaper per record than `send_tagged(..).await` (about 80 instructions of some
     /// 1,200 for a 100-byte record, `perf/instructions`).
     pub fn send_tagged_blocking(&self, record: ProducerRecord<'_>, tag: u64) -> Result<()> {
-        self.queue_blocking(record, Some(tag)).map(|_| ())
+        self.queue_blocking(record, Some(tag), |_| Ok(()))
     }
 
     /// What the blocking sends do: appends at once when it can, as the first poll of a
     /// send's future would, and only a record that must wait (for memory or metadata)
     /// goes on in a future run to its end on this thread. Most records need no future,
     /// no waker and no executor.
-    fn queue_blocking(&self, record: ProducerRecord<'_>, tag: Option<u64>) -> Result<Queued> {
+    ///
+    /// The record's [`Queued`] goes straight to `out`, compiled into each caller's copy:
+    /// returned instead, it came back through memory in stores narrower than the
+    /// caller's loads, a store-forwarding stall on every record sent with a tag.
+    fn queue_blocking<T>(
+        &self,
+        record: ProducerRecord<'_>,
+        tag: Option<u64>,
+        out: impl FnOnce(Queued) -> Result<T>,
+    ) -> Result<T> {
         match self.send_now(&record, tag)? {
-            SendNow::Done(queued) => Ok(queued),
-            SendNow::Wait(state, in_transaction) => {
-                crate::client::block_on(self.send_waiting(record, state, in_transaction))
-            }
+            SendNow::Done(queued) => out(queued),
+            SendNow::Wait(state, in_transaction) => out(crate::client::block_on(
+                self.send_waiting(record, state, in_transaction),
+            )?),
         }
     }
 
@@ -782,7 +800,7 @@ impl Producer {
     /// What every send tries first: appending at once, without waiting. Most records
     /// are appended so; the rest go on in [`Producer::send_waiting`], with the state
     /// and transaction guard this leaves them.
-    #[inline]
+    #[inline(always)]
     fn send_now(&self, record: &ProducerRecord<'_>, tag: Option<u64>) -> Result<SendNow<'_>> {
         let (in_transaction, mut state) = self.admit(record, tag)?;
         match self.append_current(record, &mut state) {
@@ -791,7 +809,7 @@ impl Producer {
                     return Ok(SendNow::Done(queued));
                 }
             }
-            Some(Err(e)) => return Err(e),
+            Some(Err(e)) => return Err(*e),
             None => {}
         }
         Ok(SendNow::Wait(state, in_transaction))
@@ -828,10 +846,10 @@ impl Producer {
                 None => None,
             };
             let appended = match routed {
-                Some(appended) => appended?,
+                Some(appended) => appended.map_err(|e| *e)?,
                 None => {
                     let part = self.route_refreshed(record, &mut state, true).await?;
-                    self.append(&part, record, &mut state)?
+                    self.append(&part, record, &mut state).map_err(|e| *e)?
                 }
             };
             if let Some(queued) = Self::queued(appended, &mut state) {
@@ -850,11 +868,11 @@ impl Producer {
     fn try_queue(&self, record: &ProducerRecord<'_>, tag: Option<u64>) -> Result<Queued> {
         let (_in_transaction, mut state) = self.admit(record, tag)?;
         let appended = match self.append_current(record, &mut state) {
-            Some(appended) => appended?,
+            Some(appended) => appended.map_err(|e| *e)?,
             None => {
                 let part =
                     crate::client::block_on(self.route_refreshed(record, &mut state, false))?;
-                self.append(&part, record, &mut state)?
+                self.append(&part, record, &mut state).map_err(|e| *e)?
             }
         };
         Self::queued(appended, &mut state).ok_or_else(|| match state.waiting_for {
@@ -872,7 +890,7 @@ impl Producer {
     /// [`Producer::send`] for plain threads: queues the record (waiting for memory),
     /// without a future of its own when it can be appended at once.
     pub fn send_blocking(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture> {
-        self.queue_blocking(record, None)?.into_future()
+        self.queue_blocking(record, None, Queued::into_future)
     }
 
     /// Sends every record queued so far without waiting for linger, and waits until each

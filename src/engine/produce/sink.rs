@@ -717,7 +717,7 @@ mod tests {
             };
             match partition
                 .state()
-                .append(record, None, None, settings, pools, || now)
+                .append(record, None, &mut None, settings, pools, || now)
             {
                 Ok(Appended::Done { shared: s, .. }) => shared = Some(s),
                 other => panic!("append: {other:?}"),
@@ -852,9 +852,10 @@ mod tests {
                 headers: &[],
                 timestamp: 1,
             };
-            let appended = partition
-                .state()
-                .append(record, None, None, &settings, &pools, || now);
+            let appended =
+                partition
+                    .state()
+                    .append(record, None, &mut None, &settings, &pools, || now);
             assert!(matches!(appended, Ok(Appended::Done { .. })));
         }
         assert_eq!(wakes.count(), woken);

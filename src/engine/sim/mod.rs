@@ -1161,12 +1161,12 @@ impl World {
                 },
                 // Every odd record is sent with a tag, its index.
                 (index % 2 == 1).then_some(u64::from(index)),
-                None,
+                &mut None,
                 &p.settings,
                 &p.pools,
                 || now,
             );
-            if let Ok(Appended::NeedRoom(_)) = appended {
+            if let Ok(Appended::NeedRoom) = appended {
                 self.producer.waiting_for_room = true;
                 break;
             }
@@ -1178,7 +1178,7 @@ impl World {
                 self.producer.queued.queued()
             );
             match appended {
-                Ok(Appended::NeedRoom(_)) => unreachable!("handled above"),
+                Ok(Appended::NeedRoom) => unreachable!("handled above"),
                 Ok(Appended::Done {
                     shared,
                     index: position,
@@ -1186,7 +1186,7 @@ impl World {
                     partition,
                     index,
                     shared,
-                    position,
+                    position: position as usize,
                 }),
                 Ok(Appended::NeedArena(_)) => panic!("the simulation's arena budget ran out"),
                 Ok(Appended::Tagged) => self.producer.tagged.push((partition, index)),

@@ -48,7 +48,14 @@ fn append_value(
     now: Instant,
 ) {
     let appended = s
-        .append(value_record(value), None, None, settings, pools, || now)
+        .append(
+            value_record(value),
+            None,
+            &mut None,
+            settings,
+            pools,
+            || now,
+        )
         .unwrap();
     assert!(matches!(appended, Appended::Done { .. }));
 }
@@ -853,11 +860,11 @@ fn a_record_that_cannot_join_the_open_batch_starts_its_own() {
         timestamp,
     };
     let first = s
-        .append(at(-1), None, None, &settings, &pools, || now)
+        .append(at(-1), None, &mut None, &settings, &pools, || now)
         .unwrap();
     // i64::MAX - (-1) overflows the batch's timestamp delta.
     let far = s
-        .append(at(i64::MAX), None, None, &settings, &pools, || now)
+        .append(at(i64::MAX), None, &mut None, &settings, &pools, || now)
         .unwrap();
     match (first, far) {
         (
@@ -880,7 +887,7 @@ fn a_record_that_cannot_join_the_open_batch_starts_its_own() {
         value: Some(&huge),
         ..at(5)
     };
-    match s.append(too_large, None, None, &settings, &pools, || now) {
+    match s.append(too_large, None, &mut None, &settings, &pools, || now) {
         Err(Error::MessageTooLarge { .. }) => {}
         other => panic!("{other:?}"),
     }
@@ -922,10 +929,17 @@ fn tagged_records_are_reported_with_their_batch() {
         let mut s = p.state();
         for (i, tag) in [None, Some(11), Some(12), None].into_iter().enumerate() {
             let appended = s
-                .append(value_record(b"v"), tag, None, &settings, &pools, || now)
+                .append(
+                    value_record(b"v"),
+                    tag,
+                    &mut None,
+                    &settings,
+                    &pools,
+                    || now,
+                )
                 .unwrap();
             match (tag, appended) {
-                (None, Appended::Done { index, .. }) => assert_eq!(index, i),
+                (None, Appended::Done { index, .. }) => assert_eq!(index as usize, i),
                 (Some(_), Appended::Tagged) => {}
                 (tag, other) => panic!("{tag:?}: {other:?}"),
             }
@@ -935,7 +949,7 @@ fn tagged_records_are_reported_with_their_batch() {
         s.append(
             value_record(b"w"),
             Some(13),
-            None,
+            &mut None,
             &settings,
             &pools,
             || now,
@@ -966,7 +980,7 @@ fn a_tagged_record_without_a_handler_is_refused() {
     let (settings, pools) = (settings(), pools());
     let mut s = PartitionState::default();
     let record = value_record(b"v");
-    let refused = s.append(record, Some(1), None, &settings, &pools, Instant::now);
+    let refused = s.append(record, Some(1), &mut None, &settings, &pools, Instant::now);
     assert!(
         matches!(refused, Err(Error::InvalidArgument(_))),
         "{refused:?}"
@@ -1007,13 +1021,13 @@ fn the_delivery_handler_runs_with_the_partition_unlocked() {
     *probe.partition.lock().unwrap() = Some(p.clone());
     let record = value_record(b"v");
     p.state()
-        .append(record, Some(1), None, &settings, &pools, || now)
+        .append(record, Some(1), &mut None, &settings, &pools, || now)
         .unwrap();
     // Failed under the lock (the open batch, then a sealed one).
     p.state().fail_unsent(&Error::ProducerDropped, now);
     {
         let mut s = p.state();
-        s.append(record, Some(2), None, &settings, &pools, || now)
+        s.append(record, Some(2), &mut None, &settings, &pools, || now)
             .unwrap();
         s.seal(SealReason::Due, &settings, &pools, &|| now);
         s.fail_all(&Error::ShuttingDown, now);
@@ -1043,7 +1057,7 @@ fn a_batch_finishing_after_the_turn_is_still_pending_for_a_flush() {
     let record = value_record(b"v");
     {
         let mut s = p.state();
-        s.append(record, Some(7), None, &settings, &pools, || now)
+        s.append(record, Some(7), &mut None, &settings, &pools, || now)
             .unwrap();
         s.seal(SealReason::Due, &settings, &pools, &|| now);
     }
@@ -1104,9 +1118,16 @@ fn records_past_the_queued_limit_are_refused_and_given_back_as_batches_settle() 
             append_records(&mut s, 2 * batch, 2, true, &settings, &pools, now);
         }
         let refused = s
-            .append(value_record(b"r6"), None, None, &settings, &pools, || now)
+            .append(
+                value_record(b"r6"),
+                None,
+                &mut None,
+                &settings,
+                &pools,
+                || now,
+            )
             .unwrap();
-        assert!(matches!(refused, Appended::NeedRoom(None)), "{refused:?}");
+        assert!(matches!(refused, Appended::NeedRoom), "{refused:?}");
     }
     assert_eq!(queued.queued(), 6, "a refused record is not counted");
     // Three batches of two: acknowledged, failed for good, out of time.
