@@ -894,8 +894,10 @@ impl PartitionState {
         }
     }
 
-    /// Fails queued batches past the delivery timeout. Returns whether one of them had
-    /// been sent (its fate is unknown, so with idempotence the epoch must be bumped).
+    /// Fails queued batches past the delivery timeout. Returns whether one of them had a
+    /// sequence (it was sent, and its fate is unknown; or it is part of a batch split
+    /// after it was sent): its sequence will not be written in this epoch, so with
+    /// idempotence the epoch must be bumped to renumber those after it.
     pub fn expire(&mut self, now: Instant, settings: &ProduceSettings) -> bool {
         let timeout = settings.delivery_timeout;
         // Every drain asks: most of the time the oldest batch queued is far from it.
@@ -905,19 +907,19 @@ impl PartitionState {
         {
             return false;
         }
-        let mut unknown_fate = false;
+        let mut numbered = false;
         // In place: this runs on every drain and should not reallocate the queue.
         let mut expired = Vec::new();
         self.queue.retain(|q| {
             if now < q.created + timeout {
                 return true;
             }
-            unknown_fate |= q.sent;
+            numbered |= q.base_sequence.is_some();
             let error = Error::Timeout(format!(
                 "delivery.timeout.ms ({timeout:?}) expired after {} attempt(s)",
                 q.attempts + u32::from(q.sent)
             ));
-            let sequence = q.base_sequence.filter(|_| q.sent);
+            let sequence = q.base_sequence;
             expired.push((
                 q.shared.clone(),
                 q.records,
@@ -935,7 +937,7 @@ impl PartitionState {
             Some(oldest) => self.oldest_queued = Some(oldest),
             None => self.forget_queue_state(),
         }
-        unknown_fate && settings.idempotent
+        numbered && settings.idempotent
     }
 
     /// When the oldest batch queued runs out of time (no later: it may be earlier), so
@@ -1004,9 +1006,11 @@ impl PartitionState {
             self.retry = None;
         }
         self.hold_until_drained = false;
-        let limit = self.in_flight_limit(bumping, settings);
         let mut round = 0;
-        while self.in_flight.len() < limit && round < rounds {
+        // The limit is looked at again for each batch: parts of a split batch (not sent
+        // yet) may go out several at a time, but a batch sent again behind them waits
+        // until it can go alone.
+        while self.in_flight.len() < self.in_flight_limit(bumping, settings) && round < rounds {
             let Some(mut q) = self.queue.pop_front() else {
                 break;
             };
@@ -1257,16 +1261,12 @@ impl PartitionState {
                     // One was refused for good: nothing past it is taken in this epoch,
                     // a lost attempt of this one included; the bump renumbers it.
                     Some(_) => self.requeue(b, false),
-                    // Nothing before it failed: those before it are still on their way
-                    // (then this was its first attempt, never written: a batch sent
-                    // again goes out alone, with nothing in flight), or all were
-                    // acknowledged (a gap, above). So a lost attempt does not come this
-                    // way; were it to, it would stay "maybe written", resolved under its
-                    // own epoch (an epoch bump waits), never renumbered.
-                    None => {
-                        debug_assert!(!lost_attempt, "a batch sent again went out beside others");
-                        self.requeue(b, lost_attempt)
-                    }
+                    // Nothing before it failed: those before it are still on their way,
+                    // and a lost attempt of it stays "maybe written", resolved under its
+                    // own epoch once they are (an epoch bump waits). (A batch sent again
+                    // goes out alone once those before it answered, so this is mostly a
+                    // first attempt's refusal, never written.)
+                    None => self.requeue(b, lost_attempt),
                 }
             }
             Verdict::UnknownProducer(error) => {

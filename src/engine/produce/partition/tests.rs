@@ -1339,10 +1339,9 @@ fn a_lost_attempt_queued_behind_a_retried_batch_holds_the_bump() {
 
 #[test]
 fn a_retried_batch_goes_out_alone_once_those_before_it_have_answered() {
-    // Why a retried batch refused out of order finds every batch before it answered
-    // (acknowledged, or failed and noted): a batch sent again goes out only with nothing
-    // else in flight, and nothing goes out beside it. So such a refusal with nothing
-    // failed before it is always a gap (the batch right after the last acknowledged).
+    // A batch sent again goes out alone: not while the batch before it is on the wire,
+    // and not with those behind it. Refused out of order with nothing failed before it,
+    // it is the batch right after the last acknowledged: a gap.
     let now = Instant::now();
     let (settings, pools) = (settings(), pools());
     let (p, second, third) = second_and_third_on_the_wire(now);
@@ -1366,6 +1365,84 @@ fn a_retried_batch_goes_out_alone_once_those_before_it_have_answered() {
         &settings,
     );
     assert!(effects.bump, "right after the last acknowledged: a gap");
+    assert!(!shared.is_settled(), "queued again for the new epoch");
+    assert!(p.state().ready_for_bump(), "renumbered by the bump");
+}
+
+/// The first batch (one record) acknowledged; then a batch of two records (sequences 1
+/// and 2) made at `now` and one of one record (sequence 3) made at `third_made`, both on
+/// the wire; the first of them answered too large, so it is split into two parts not
+/// sent yet. Returns the partition and the second batch, still on the wire.
+fn split_ahead_of_one_on_the_wire(
+    now: Instant,
+    third_made: Instant,
+) -> (Arc<ProducePartition>, Outgoing) {
+    let (settings, pools) = (settings(), pools());
+    let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
+    append_records(&mut p.state(), 0, 1, true, &settings, &pools, now);
+    let first = take(&p, now, &settings).remove(0);
+    p.state().settle(first, ack(), now, &settings);
+    append_records(&mut p.state(), 1, 2, true, &settings, &pools, now);
+    append_records(&mut p.state(), 3, 1, true, &settings, &pools, third_made);
+    let mut two = take(&p, now, &settings);
+    assert_eq!(two.len(), 2);
+    let (behind, split) = (two.remove(1), two.remove(0));
+    let too_large = Verdict::TooLarge(Error::MessageTooLarge { size: 10, max: 1 });
+    p.state().settle(split, too_large, now, &settings);
+    (p, behind)
+}
+
+#[test]
+fn a_batch_sent_again_waits_for_the_split_parts_ahead_of_it() {
+    // The parts (never sent) may go out together; the batch behind them, whose attempt
+    // was lost, goes again only once they answered, and alone.
+    let now = Instant::now();
+    let settings = settings();
+    let (p, behind) = split_ahead_of_one_on_the_wire(now, now);
+    p.state().settle(behind, connection_lost(), now, &settings);
+    let later = now + Duration::from_secs(2);
+    let parts = take(&p, later, &settings);
+    let sequences: Vec<i32> = parts.iter().map(sequence_of).collect();
+    assert_eq!(
+        sequences,
+        vec![1, 2],
+        "the parts, not the batch sent again beside them"
+    );
+    for part in parts {
+        p.state().settle(part, ack(), later, &settings);
+    }
+    let again = take(&p, later, &settings);
+    assert_eq!(again.len(), 1);
+    assert_eq!(sequence_of(&again[0]), 3);
+    assert!(again[0].maybe_written);
+}
+
+#[test]
+fn split_parts_that_expire_leave_a_hole_the_epoch_bump_renumbers() {
+    // The parts run out of time before they are sent: their sequences will never be
+    // written, so everything after them waits for an epoch bump. The batch behind them,
+    // refused out of order after a lost attempt, cannot land in this epoch either: it
+    // is renumbered by the bump, not held as maybe written until its own timeout.
+    let now = Instant::now();
+    let settings = settings();
+    let (p, behind) = split_ahead_of_one_on_the_wire(now, now + Duration::from_secs(10));
+    let out_of_time = now + settings.delivery_timeout + Duration::from_secs(1);
+    assert!(
+        p.state().expire(out_of_time, &settings),
+        "expired parts had sequences: the epoch is bumped"
+    );
+    p.state()
+        .settle(behind, connection_lost(), out_of_time, &settings);
+    let later = out_of_time + Duration::from_secs(2);
+    let mut again = take(&p, later, &settings);
+    assert_eq!(again.len(), 1);
+    let shared = again[0].shared.clone();
+    p.state().settle(
+        again.remove(0),
+        Verdict::OutOfOrder(Error::ShuttingDown),
+        later,
+        &settings,
+    );
     assert!(!shared.is_settled(), "queued again for the new epoch");
     assert!(p.state().ready_for_bump(), "renumbered by the bump");
 }
