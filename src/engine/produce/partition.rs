@@ -519,10 +519,22 @@ pub(crate) struct PartitionState {
     /// A transactional producer's partition is in the open transaction (the coordinator
     /// added it): only then may its batches go out.
     in_transaction: bool,
-    /// The lowest sequence of this epoch whose batch failed for good after it was sent,
-    /// and whether that batch's fate is unknown (an attempt of it may still be written).
-    /// The broker takes nothing past it in this epoch unless that attempt lands.
-    lowest_failure: Option<(i32, bool)>,
+    /// The lowest sequences of this epoch whose batches failed for good (see
+    /// [`EpochFailures`]).
+    failures: EpochFailures,
+}
+
+/// The batches of the current epoch that failed for good after they got their sequences,
+/// by what the broker may still do with them. The broker takes a batch only right after
+/// the last one it wrote, so it takes nothing past a sequence that is never written.
+#[derive(Debug, Default, Clone, Copy)]
+struct EpochFailures {
+    /// The lowest one surely not written (refused, or never sent): nothing past it is
+    /// written in this epoch.
+    unwritten: Option<i32>,
+    /// The lowest one whose fate is unknown (an attempt of it may still be written):
+    /// what is past it is written if, and only if, that attempt lands.
+    lost: Option<i32>,
 }
 
 impl std::fmt::Debug for PartitionState {
@@ -1317,9 +1329,13 @@ impl PartitionState {
     }
 
     /// Whether an epoch bump may renumber this partition now: nothing on the wire, and
-    /// nothing queued that may have been written under the current epoch.
+    /// the first batch queued not one that may have been written under the current epoch.
+    /// Those behind a batch surely not written cannot be, whatever became of their own
+    /// attempts: the broker takes no sequence past a missing one (and during a bump only a
+    /// batch that may have been written goes out, at the head of the queue, to learn its
+    /// fate; waiting for those behind it would hold every partition until it expired).
     pub fn ready_for_bump(&self) -> bool {
-        self.in_flight.is_empty() && !self.queue.iter().any(|q| q.maybe_written)
+        self.in_flight.is_empty() && !self.queue.front().is_some_and(|q| q.maybe_written)
     }
 
     /// Records that the broker acknowledged up to sequence `last` (acknowledgements of
@@ -1331,24 +1347,35 @@ impl PartitionState {
         }
     }
 
-    /// Notes that the batch sent at `base` failed for good (`lost`: an attempt of it may
-    /// still be written), keeping the lowest such sequence of the epoch.
+    /// Notes that the batch numbered from `base` failed for good (`lost`: an attempt of it
+    /// may still be written), keeping the lowest such sequence of each kind.
     fn note_failed_sequence(&mut self, base: Option<i32>, lost: bool) {
         let Some(base) = base else {
             return;
         };
-        match self.lowest_failure {
-            Some((lowest, _)) if !sequence_before(base, lowest) => {}
-            _ => self.lowest_failure = Some((base, lost)),
+        let slot = if lost {
+            &mut self.failures.lost
+        } else {
+            &mut self.failures.unwritten
+        };
+        if slot.is_none_or(|lowest| sequence_before(base, lowest)) {
+            *slot = Some(base);
         }
     }
 
-    /// Whether a batch of this epoch before `base` failed for good after it was sent,
-    /// and if so whether its fate is unknown.
+    /// Whether a batch of this epoch before `base` failed for good: `Some(false)` when
+    /// one surely not written is among them (nothing at `base` can be written in this
+    /// epoch), `Some(true)` when only ones of unknown fate are.
     fn failure_below(&self, base: Option<i32>) -> Option<bool> {
-        let (lowest, lost) = self.lowest_failure?;
-        base.is_some_and(|b| sequence_before(lowest, b))
-            .then_some(lost)
+        let base = base?;
+        let below = |failed: Option<i32>| failed.is_some_and(|f| sequence_before(f, base));
+        if below(self.failures.unwritten) {
+            Some(false)
+        } else if below(self.failures.lost) {
+            Some(true)
+        } else {
+            None
+        }
     }
 
     /// Whether a batch starting at `base` is the next the broker should take: right
@@ -1390,7 +1417,7 @@ impl PartitionState {
         self.hold_until_drained = false;
         self.acked_in_epoch = false;
         self.last_acked = None;
-        self.lowest_failure = None;
+        self.failures = EpochFailures::default();
     }
 
     /// Fails every batch not on the wire (open and queued) with `error`.

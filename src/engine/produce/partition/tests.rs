@@ -1400,6 +1400,7 @@ fn a_batch_sent_again_waits_for_the_split_parts_ahead_of_it() {
     let settings = settings();
     let (p, behind) = split_ahead_of_one_on_the_wire(now, now);
     p.state().settle(behind, connection_lost(), now, &settings);
+    append_records(&mut p.state(), 4, 1, true, &settings, &pools(), now);
     let later = now + Duration::from_secs(2);
     let parts = take(&p, later, &settings);
     let sequences: Vec<i32> = parts.iter().map(sequence_of).collect();
@@ -1412,7 +1413,7 @@ fn a_batch_sent_again_waits_for_the_split_parts_ahead_of_it() {
         p.state().settle(part, ack(), later, &settings);
     }
     let again = take(&p, later, &settings);
-    assert_eq!(again.len(), 1);
+    assert_eq!(again.len(), 1, "alone: the batch behind it waits");
     assert_eq!(sequence_of(&again[0]), 3);
     assert!(again[0].maybe_written);
 }
@@ -1444,5 +1445,91 @@ fn split_parts_that_expire_leave_a_hole_the_epoch_bump_renumbers() {
         &settings,
     );
     assert!(!shared.is_settled(), "queued again for the new epoch");
+    assert!(p.state().ready_for_bump(), "renumbered by the bump");
+}
+
+#[test]
+fn a_lost_attempt_behind_a_batch_surely_not_written_does_not_hold_the_bump() {
+    // The second is refused before it was written, the third's attempt is lost. During a
+    // bump only a batch that may have been written goes out, at the head of the queue:
+    // the second is not one, so nothing goes. The third cannot land (the broker takes no
+    // sequence past the second's, which is not written): the bump renumbers both now
+    // rather than wait for the second's delivery timeout.
+    let now = Instant::now();
+    let settings = settings();
+    let (p, second, third) = second_and_third_on_the_wire(now);
+    let refused_before_writing = Verdict::Retry {
+        error: Error::broker(
+            KafkaCode::NOT_LEADER_OR_FOLLOWER,
+            crate::protocol::ApiKey::Produce,
+            Some("t"),
+            Some(0),
+        ),
+        stale: true,
+    };
+    p.state()
+        .settle(second, refused_before_writing, now, &settings);
+    p.state().settle(third, connection_lost(), now, &settings);
+    let mut out = Vec::new();
+    let later = now + Duration::from_secs(2);
+    p.state().take_sendable(
+        &p,
+        later,
+        Some(PRODUCER),
+        true,
+        &settings,
+        usize::MAX,
+        &mut out,
+    );
+    assert!(out.is_empty(), "during the bump nothing goes");
+    assert!(p.state().ready_for_bump());
+}
+
+#[test]
+fn behind_a_failure_surely_not_written_a_lost_attempt_is_renumbered_not_failed() {
+    // Below the fourth batch: the second failed with its fate unknown (its attempt lost,
+    // then out of time), the third was refused for good. The fourth, refused out of
+    // order after a lost attempt, cannot land in this epoch whatever became of the
+    // second (the third is never written): it is renumbered by the bump, not failed.
+    let now = Instant::now();
+    let (settings, pools) = (settings(), pools());
+    let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
+    let made = [
+        now,
+        now,
+        now + Duration::from_secs(10),
+        now + Duration::from_secs(10),
+    ];
+    for (i, at) in made.into_iter().enumerate() {
+        append_records(&mut p.state(), i, 1, true, &settings, &pools, at);
+    }
+    let first = take(&p, now, &settings).remove(0);
+    p.state().settle(first, ack(), now, &settings);
+    let mut three = take(&p, now, &settings);
+    assert_eq!(three.len(), 3);
+    let (fourth, third, second) = (three.remove(2), three.remove(1), three.remove(0));
+    p.state().settle(second, connection_lost(), now, &settings);
+    p.state()
+        .settle(third, Verdict::Fatal(Error::ShuttingDown), now, &settings);
+    p.state().settle(fourth, connection_lost(), now, &settings);
+    let out_of_time = now + settings.delivery_timeout + Duration::from_secs(1);
+    assert!(
+        p.state().expire(out_of_time, &settings),
+        "the second ran out of time"
+    );
+    let mut again = take(&p, out_of_time, &settings);
+    assert_eq!(again.len(), 1);
+    assert_eq!(sequence_of(&again[0]), 3);
+    let shared = again[0].shared.clone();
+    p.state().settle(
+        again.remove(0),
+        Verdict::OutOfOrder(Error::ShuttingDown),
+        out_of_time,
+        &settings,
+    );
+    assert!(
+        !shared.is_settled(),
+        "queued again for the new epoch, not failed"
+    );
     assert!(p.state().ready_for_bump(), "renumbered by the bump");
 }
