@@ -102,6 +102,18 @@ fn take(p: &Arc<ProducePartition>, now: Instant, settings: &ProduceSettings) -> 
     out
 }
 
+/// What the partition sends while an epoch bump is pending.
+fn take_while_bumping(
+    p: &Arc<ProducePartition>,
+    now: Instant,
+    settings: &ProduceSettings,
+) -> Vec<Outgoing> {
+    let mut out = Vec::new();
+    p.state()
+        .take_sendable(p, now, Some(PRODUCER), true, settings, usize::MAX, &mut out);
+    out
+}
+
 fn sequence_of(o: &Outgoing) -> i32 {
     RecordBatchRef::new(&o.batch).unwrap().base_sequence()
 }
@@ -656,16 +668,7 @@ fn a_batch_that_may_have_been_written_is_resolved_before_a_bump_renumbers_it() {
     );
     // While a bump is pending, only that batch goes out, under the old epoch.
     let later = now + Duration::from_secs(5);
-    let mut out = Vec::new();
-    p.state().take_sendable(
-        &p,
-        later,
-        Some(PRODUCER),
-        true,
-        &settings,
-        usize::MAX,
-        &mut out,
-    );
+    let mut out = take_while_bumping(&p, later, &settings);
     assert_eq!(out.iter().map(sequence_of).collect::<Vec<_>>(), vec![1]);
     assert_eq!(
         RecordBatchRef::new(&out[0].batch).unwrap().producer_epoch(),
@@ -1233,6 +1236,25 @@ fn second_and_third_on_the_wire(now: Instant) -> (Arc<ProducePartition>, Outgoin
     (p, second, third)
 }
 
+/// [`second_and_third_on_the_wire`], then the second refused before it was written (not
+/// its leader: certainly not written) and the third's attempt lost with its connection.
+fn second_refused_before_writing_third_lost(now: Instant) -> Arc<ProducePartition> {
+    let settings = settings();
+    let (p, second, third) = second_and_third_on_the_wire(now);
+    let not_leader = Verdict::Retry {
+        error: Error::broker(
+            KafkaCode::NOT_LEADER_OR_FOLLOWER,
+            crate::protocol::ApiKey::Produce,
+            Some("t"),
+            Some(0),
+        ),
+        stale: true,
+    };
+    p.state().settle(second, not_leader, now, &settings);
+    p.state().settle(third, connection_lost(), now, &settings);
+    p
+}
+
 fn connection_lost() -> Verdict {
     Verdict::Retry {
         error: Error::Timeout("connection lost".into()),
@@ -1309,19 +1331,7 @@ fn a_lost_attempt_queued_behind_a_retried_batch_holds_the_bump() {
     // third may be too. The third is resolved under its own epoch, not renumbered.
     let now = Instant::now();
     let settings = settings();
-    let (p, second, third) = second_and_third_on_the_wire(now);
-    let refused_before_writing = Verdict::Retry {
-        error: Error::broker(
-            KafkaCode::NOT_LEADER_OR_FOLLOWER,
-            crate::protocol::ApiKey::Produce,
-            Some("t"),
-            Some(0),
-        ),
-        stale: true,
-    };
-    p.state()
-        .settle(second, refused_before_writing, now, &settings);
-    p.state().settle(third, connection_lost(), now, &settings);
+    let p = second_refused_before_writing_third_lost(now);
     let later = now + Duration::from_secs(2);
     let mut retried = take(&p, later, &settings);
     assert_eq!(retried.len(), 1, "the second, alone");
@@ -1435,17 +1445,7 @@ fn split_parts_that_expire_leave_a_hole_the_epoch_bump_renumbers() {
     p.state()
         .settle(behind, connection_lost(), out_of_time, &settings);
     let later = out_of_time + Duration::from_secs(2);
-    let mut again = take(&p, later, &settings);
-    assert_eq!(again.len(), 1);
-    let shared = again[0].shared.clone();
-    p.state().settle(
-        again.remove(0),
-        Verdict::OutOfOrder(Error::ShuttingDown),
-        later,
-        &settings,
-    );
-    assert!(!shared.is_settled(), "queued again for the new epoch");
-    assert!(p.state().ready_for_bump(), "renumbered by the bump");
+    resent_alone_refused_out_of_order_is_renumbered(&p, 3, later);
 }
 
 #[test]
@@ -1457,30 +1457,9 @@ fn a_lost_attempt_behind_a_batch_surely_not_written_does_not_hold_the_bump() {
     // rather than wait for the second's delivery timeout.
     let now = Instant::now();
     let settings = settings();
-    let (p, second, third) = second_and_third_on_the_wire(now);
-    let refused_before_writing = Verdict::Retry {
-        error: Error::broker(
-            KafkaCode::NOT_LEADER_OR_FOLLOWER,
-            crate::protocol::ApiKey::Produce,
-            Some("t"),
-            Some(0),
-        ),
-        stale: true,
-    };
-    p.state()
-        .settle(second, refused_before_writing, now, &settings);
-    p.state().settle(third, connection_lost(), now, &settings);
-    let mut out = Vec::new();
+    let p = second_refused_before_writing_third_lost(now);
     let later = now + Duration::from_secs(2);
-    p.state().take_sendable(
-        &p,
-        later,
-        Some(PRODUCER),
-        true,
-        &settings,
-        usize::MAX,
-        &mut out,
-    );
+    let out = take_while_bumping(&p, later, &settings);
     assert!(out.is_empty(), "during the bump nothing goes");
     assert!(p.state().ready_for_bump());
 }
@@ -1517,16 +1496,25 @@ fn behind_a_failure_surely_not_written_a_lost_attempt_is_renumbered_not_failed()
         p.state().expire(out_of_time, &settings),
         "the second ran out of time"
     );
-    let mut again = take(&p, out_of_time, &settings);
+    resent_alone_refused_out_of_order_is_renumbered(&p, 3, out_of_time);
+}
+
+/// Takes the partition's one batch to send at `at` (sent again, at `sequence`), has it
+/// refused out of order, and checks it is queued again for the epoch bump to renumber,
+/// not failed.
+fn resent_alone_refused_out_of_order_is_renumbered(
+    p: &Arc<ProducePartition>,
+    sequence: i32,
+    at: Instant,
+) {
+    let settings = settings();
+    let mut again = take(p, at, &settings);
     assert_eq!(again.len(), 1);
-    assert_eq!(sequence_of(&again[0]), 3);
+    assert_eq!(sequence_of(&again[0]), sequence);
+    assert!(again[0].maybe_written, "its last attempt was lost");
     let shared = again[0].shared.clone();
-    p.state().settle(
-        again.remove(0),
-        Verdict::OutOfOrder(Error::ShuttingDown),
-        out_of_time,
-        &settings,
-    );
+    let refused = Verdict::OutOfOrder(Error::ShuttingDown);
+    p.state().settle(again.remove(0), refused, at, &settings);
     assert!(
         !shared.is_settled(),
         "queued again for the new epoch, not failed"
