@@ -1269,20 +1269,27 @@ fn refuse_the_retried_third(
     third: Outgoing,
     at: Instant,
 ) -> (Effects, Arc<BatchShared>) {
-    let settings = settings();
-    p.state().settle(third, connection_lost(), at, &settings);
-    let after_backoff = at + Duration::from_secs(2);
-    let mut retried = take(p, after_backoff, &settings);
-    assert_eq!(retried.len(), 1, "the third, alone");
-    assert_eq!(sequence_of(&retried[0]), 2);
-    let shared = retried[0].shared.clone();
-    let effects = p.state().settle(
-        retried.remove(0),
-        Verdict::OutOfOrder(Error::ShuttingDown),
-        after_backoff,
-        &settings,
-    );
+    p.state().settle(third, connection_lost(), at, &settings());
+    let (effects, shared, _) = refuse_the_one_to_send(p, 2, at + Duration::from_secs(2));
     (effects, shared)
+}
+
+/// Takes the partition's one batch to send at `at` (numbered `sequence`: the third,
+/// alone) and has it refused out of order; returns the effects of that refusal, its
+/// completion, and whether it went out as maybe written.
+fn refuse_the_one_to_send(
+    p: &Arc<ProducePartition>,
+    sequence: i32,
+    at: Instant,
+) -> (Effects, Arc<BatchShared>, bool) {
+    let settings = settings();
+    let mut retried = take(p, at, &settings);
+    assert_eq!(retried.len(), 1, "alone");
+    assert_eq!(sequence_of(&retried[0]), sequence);
+    let (shared, maybe_written) = (retried[0].shared.clone(), retried[0].maybe_written);
+    let refused = Verdict::OutOfOrder(Error::ShuttingDown);
+    let effects = p.state().settle(retried.remove(0), refused, at, &settings);
+    (effects, shared, maybe_written)
 }
 
 #[test]
@@ -1507,14 +1514,8 @@ fn resent_alone_refused_out_of_order_is_renumbered(
     sequence: i32,
     at: Instant,
 ) {
-    let settings = settings();
-    let mut again = take(p, at, &settings);
-    assert_eq!(again.len(), 1);
-    assert_eq!(sequence_of(&again[0]), sequence);
-    assert!(again[0].maybe_written, "its last attempt was lost");
-    let shared = again[0].shared.clone();
-    let refused = Verdict::OutOfOrder(Error::ShuttingDown);
-    p.state().settle(again.remove(0), refused, at, &settings);
+    let (_, shared, maybe_written) = refuse_the_one_to_send(p, sequence, at);
+    assert!(maybe_written, "its last attempt was lost");
     assert!(
         !shared.is_settled(),
         "queued again for the new epoch, not failed"
