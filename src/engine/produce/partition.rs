@@ -207,6 +207,11 @@ impl ProduceSettings {
 pub(crate) struct RetryWindow {
     pub from: Instant,
     pub until: Instant,
+    /// When the refusal came.
+    pub refused: Instant,
+    /// The refusal said the broker does not serve the partition yet (see
+    /// [`refused_as_unserved`]): the sink may probe it before the window (`sink.rs`).
+    pub unserved: bool,
 }
 
 impl RetryWindow {
@@ -215,8 +220,33 @@ impl RetryWindow {
         RetryWindow {
             from: now + backoff - backoff / 5,
             until: now + backoff,
+            refused: now,
+            unserved: false,
         }
     }
+
+    /// The same window, for a refusal that said the broker does not serve the
+    /// partition yet, or not.
+    pub fn for_unserved(self, unserved: bool) -> Self {
+        RetryWindow { unserved, ..self }
+    }
+}
+
+/// Whether `error` is a broker's answer that it does not serve the partition yet:
+/// not (yet) its leader, or the partition not (yet) known to it. A new topic's
+/// partitions are refused so by their leader until it has created their logs (a second
+/// or two for a few hundred partitions), and a broker's while it loads its logs after a
+/// restart; the metadata names that broker as the leader all along, so only a write
+/// can tell when it serves them.
+pub(crate) fn refused_as_unserved(error: &Error) -> bool {
+    matches!(
+        error.code(),
+        Some(
+            KafkaCode::NOT_LEADER_OR_FOLLOWER
+                | KafkaCode::UNKNOWN_TOPIC_OR_PARTITION
+                | KafkaCode::LEADER_NOT_AVAILABLE
+        )
+    )
 }
 
 /// Kafka's sequence arithmetic: sequences wrap to 0 after `i32::MAX`
@@ -1087,6 +1117,27 @@ impl PartitionState {
         self.retry.filter(|_| !self.queue.is_empty())
     }
 
+    /// When a probe of this partition would tell something its backoff does not: it
+    /// waits out the backoff of a refusal saying the broker does not serve it yet, with
+    /// nothing on the wire, and the window opens later than `base` (the settings'
+    /// `retry.backoff.ms`) after that refusal (so past the first retry, whose backoff is
+    /// `base`). The time is `base` after the refusal: a probe then is no sooner than a
+    /// first retry would be. `None` once the window is open at `now`.
+    pub fn probe_time(&self, now: Instant, base: Duration) -> Option<Instant> {
+        let w = self.retry_queued()?;
+        let at = w.refused + base;
+        (w.unserved && self.in_flight.is_empty() && w.from > now && w.from > at).then_some(at)
+    }
+
+    /// Ends the backoff of a refusal saying the broker did not serve the partition yet:
+    /// the partition's next drain sends its retried batch (the sink's probe, or once a
+    /// probe of the same topic was acknowledged). Other backoffs stay.
+    pub fn end_unserved_backoff(&mut self) {
+        if self.retry.is_some_and(|w| w.unserved) {
+            self.retry = None;
+        }
+    }
+
     /// Whether the sink is sure to drain this partition again without being woken, and
     /// a batch opened or sealed now could not go before that anyway: an answer is due
     /// for a batch on the wire while the partition may send no more (held for its
@@ -1231,7 +1282,8 @@ impl PartitionState {
             Verdict::Retry { error, stale } => {
                 tracing::debug!(topic = %b.partition.topic, partition = b.partition.index, %error, "produce retry");
                 effects.refresh = stale;
-                self.retry = Some(RetryWindow::after(now, settings.backoff(b.attempts)));
+                let window = RetryWindow::after(now, settings.backoff(b.attempts));
+                self.retry = Some(window.for_unserved(refused_as_unserved(&error)));
                 let maybe_written = b.maybe_written || !refused_before_writing(&error);
                 self.requeue(b, maybe_written);
             }

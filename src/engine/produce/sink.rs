@@ -24,6 +24,18 @@
 //! - a batch past `delivery.timeout.ms` fails; if it was ever sent its fate is unknown,
 //!   so with idempotence the epoch is bumped as well.
 //!
+//! A broker that refuses partitions it does not serve yet (a new topic's, while their
+//! leader creates their logs; any, while it loads its logs after a restart) is probed:
+//! the retries of those refusals back off exponentially, up to `retry.backoff.max.ms`,
+//! which would leave them waiting up to that long after the broker serves them; so once a
+//! partition's window opens later than `retry.backoff.ms` after its refusal, the sink
+//! sends that one partition's retried batch `retry.backoff.ms` after the refusal (one
+//! probe at a time, at most one every `retry.backoff.ms`). If the broker acknowledges
+//! it, the other partitions of its topic waiting out such a refusal here go at once; if
+//! not, each keeps its own backoff. Writes resume within about `retry.backoff.ms` of the
+//! broker serving the topic, for one batch per `retry.backoff.ms` in the meantime, where
+//! retrying every partition that often would resend all their batches each time.
+//!
 //! A partition whose leader is now another broker leaves the sink as
 //! [`SinkEvent::Moved`]; the driver hands it to that broker's sink, where it waits for
 //! its batches still on the wire here before sending more (see `partition.rs`). When the
@@ -38,7 +50,7 @@ use std::time::Instant;
 use super::arenas::ArenaPools;
 use super::completion::BatchAck;
 use super::partition::{
-    BatchReport, Outgoing, ProducePartition, ProduceSettings, ProducerId, Verdict,
+    BatchReport, Fate, Outgoing, ProducePartition, ProduceSettings, ProducerId, Verdict,
 };
 use super::request::{PartitionBatch, ProduceBatches};
 use super::wake::Wake;
@@ -105,6 +117,10 @@ pub(crate) struct Sink {
     wake_at: Option<Instant>,
     /// What became of each batch answered since the driver last took them.
     reports: Vec<(Arc<ProducePartition>, BatchReport)>,
+    /// The partition whose retried batch went out as a probe, until it is answered.
+    probe: Option<Arc<ProducePartition>>,
+    /// When the last probe went out.
+    last_probe: Option<Instant>,
 }
 
 impl std::fmt::Debug for Sink {
@@ -137,6 +153,8 @@ impl Sink {
             events: VecDeque::new(),
             wake_at: None,
             reports: Vec::new(),
+            probe: None,
+            last_probe: None,
         }
     }
 
@@ -173,6 +191,16 @@ impl Sink {
             .max_requests_in_flight()
             .saturating_sub(self.in_flight.len());
         let (broker, events) = (self.broker, &mut self.events);
+        // A probe whose request is gone (answered, or failed with the connection).
+        if self.in_flight.is_empty() {
+            self.probe = None;
+        }
+        let base = cx.settings.retry_backoff;
+        let probe_not_before = self.last_probe.map(|t| t + base);
+        let may_probe =
+            !cx.bumping && self.probe.is_none() && probe_not_before.is_none_or(|t| t <= now);
+        let mut probe = None;
+        let mut next_probe = None;
         // Kept in place: a drain runs on every wake-up and should not reallocate the list.
         self.partitions.retain(|p| {
             let leader = cx.leaders.leader_of(&p.topic, p.index);
@@ -202,6 +230,15 @@ impl Sink {
                     }
                 }
                 Some(_) if slots > 0 => {
+                    let probe_at = s.probe_time(now, base);
+                    let probing =
+                        may_probe && probe.is_none() && probe_at.is_some_and(|at| at <= now);
+                    if probing {
+                        s.end_unserved_backoff();
+                    } else {
+                        next_probe = earliest(next_probe, probe_at);
+                    }
+                    let before = outgoing.len();
                     let retry = s.take_sendable(
                         p,
                         now,
@@ -212,6 +249,10 @@ impl Sink {
                         &mut outgoing,
                     );
                     wake_at = earliest(wake_at, retry);
+                    // (Nothing taken, outside a transaction say: no probe went.)
+                    if probing && outgoing.len() > before {
+                        probe = Some(p.clone());
+                    }
                 }
                 // Every slot taken: the next answer drains again.
                 Some(_) => {}
@@ -222,6 +263,14 @@ impl Sink {
         });
         if bump {
             self.events.push_back(SinkEvent::BumpEpoch);
+        }
+        if probe.is_some() {
+            self.probe = probe;
+            self.last_probe = Some(now);
+        } else if self.probe.is_none() {
+            // Back for the next probe (a probe on the wire brings the sink back itself).
+            let next = next_probe.map(|at| probe_not_before.map_or(at, |t| at.max(t)));
+            wake_at = earliest(wake_at, next);
         }
         self.wake_at = wake_at;
         self.build_requests(outgoing, cx);
@@ -318,6 +367,10 @@ impl Sink {
         let mut bump = false;
         let mut fenced = None;
         let mut hints = Vec::new();
+        let probe = self
+            .probe
+            .take_if(|p| batches.iter().any(|b| Arc::ptr_eq(&b.partition, p)));
+        let mut served = None;
         for b in batches {
             let verdict = match &response {
                 Err(v) => v.clone(),
@@ -345,12 +398,20 @@ impl Sink {
             }
             let partition = b.partition.clone();
             let effects = partition.state().settle(b, verdict, now, settings);
+            if probe.as_ref().is_some_and(|p| Arc::ptr_eq(p, &partition))
+                && matches!(effects.report.fate, Fate::Acked(_))
+            {
+                served = Some(partition.topic.clone());
+            }
             bump |= effects.bump;
             if effects.refresh {
                 self.events
                     .push_back(SinkEvent::Refresh(partition.topic.clone()));
             }
             self.reports.push((partition, effects.report));
+        }
+        if let Some(topic) = served {
+            self.end_unserved_backoffs(&topic);
         }
         if let Some(code) = fenced {
             self.events.push_back(SinkEvent::ProducerFenced(code));
@@ -363,6 +424,14 @@ impl Sink {
                 hints,
                 endpoints: endpoints_of(r),
             });
+        }
+    }
+
+    /// A probe of `topic` was acknowledged: the broker serves the topic now, so its
+    /// partitions waiting out a refusal that said it did not go at the next drain.
+    fn end_unserved_backoffs(&mut self, topic: &str) {
+        for p in self.partitions.iter().filter(|p| *p.topic == *topic) {
+            p.state().end_unserved_backoff();
         }
     }
 
@@ -777,16 +846,142 @@ mod tests {
 
     /// The broker's answer for partition `index` of "t", with `code`.
     fn answer(index: i32, code: KafkaCode) -> RawResponse {
+        answer_each(&[index], code)
+    }
+
+    /// The broker's answer for partitions `indexes` of "t", each with `code`.
+    fn answer_each(indexes: &[i32], code: KafkaCode) -> RawResponse {
         use crate::protocol::messages::produce::TopicProduceResponse;
+        let partitions = indexes
+            .iter()
+            .map(|&i| {
+                PartitionProduceResponse::default()
+                    .with_index(i)
+                    .with_error_code(code.code())
+            })
+            .collect();
         raw_v11(&ProduceResponse::default().with_responses(vec![
             TopicProduceResponse::default()
                 .with_name("t".into())
-                .with_partition_responses(vec![
-                    PartitionProduceResponse::default()
-                        .with_index(index)
-                        .with_error_code(code.code()),
-                ]),
+                .with_partition_responses(partitions),
         ]))
+    }
+
+    /// Sends a batch to each of three partitions at `t0` and has the broker refuse them
+    /// all with `code` twice (at `t0`, then their retries at `t0 + backoff(0)`): the
+    /// sink, the partitions, the pools and the time of the second refusal. Their windows
+    /// are then `backoff(1)` long, past `retry.backoff.ms`.
+    fn refused_twice(
+        settings: &ProduceSettings,
+        code: KafkaCode,
+        t0: Instant,
+    ) -> (Sink, Vec<Arc<ProducePartition>>, ArenaPools, Instant) {
+        let (mut sink, partitions, pools) = sink_of(3);
+        let cx = context(settings, &pools, PRODUCER);
+        for p in &partitions {
+            append(p, 1, settings, &pools, t0);
+        }
+        let mut at = t0;
+        for _ in 0..2 {
+            sink.drain(at, &cx);
+            let (token, request) = sink.poll_request().expect("all three");
+            assert_eq!(partitions_of(&request), vec![0, 1, 2]);
+            sink.handle_response(token, Ok(answer_each(&[0, 1, 2], code)), at, settings);
+            at += settings.backoff(0);
+        }
+        (sink, partitions, pools, at - settings.backoff(0))
+    }
+
+    #[test]
+    fn a_broker_not_serving_a_topic_yet_is_probed_with_one_batch_and_the_rest_follow_its_ack() {
+        let settings = settings();
+        let t0 = Instant::now();
+        let (mut sink, _partitions, pools, refused) =
+            refused_twice(&settings, KafkaCode::NOT_LEADER_OR_FOLLOWER, t0);
+        let cx = context(&settings, &pools, PRODUCER);
+        let base = settings.retry_backoff;
+        sink.drain(refused, &cx);
+        assert!(sink.poll_request().is_none(), "all back off");
+        assert_eq!(
+            sink.poll_timeout(),
+            Some(refused + base),
+            "back for a probe one retry.backoff.ms after the refusal, not at the window's end ({:?})",
+            settings.backoff(1)
+        );
+        sink.drain(refused + base, &cx);
+        let (token, probe) = sink.poll_request().expect("a probe");
+        assert_eq!(partitions_of(&probe), vec![0], "one partition's batch");
+        assert!(sink.poll_request().is_none());
+        // Acknowledged: the broker serves the topic; the others go at once.
+        sink.handle_response(
+            token,
+            Ok(answer(0, KafkaCode::NONE)),
+            refused + base,
+            &settings,
+        );
+        sink.drain(refused + base, &cx);
+        let (_, rest) = sink.poll_request().expect("the others");
+        assert_eq!(partitions_of(&rest), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_refused_probe_leaves_the_others_to_their_backoff_and_the_next_waits_its_turn() {
+        let settings = settings();
+        let t0 = Instant::now();
+        let (mut sink, _partitions, pools, refused) =
+            refused_twice(&settings, KafkaCode::NOT_LEADER_OR_FOLLOWER, t0);
+        let cx = context(&settings, &pools, PRODUCER);
+        let base = settings.retry_backoff;
+        let probed = refused + base;
+        sink.drain(probed, &cx);
+        let (token, probe) = sink.poll_request().expect("a probe");
+        assert_eq!(partitions_of(&probe), vec![0]);
+        assert_eq!(
+            sink.poll_timeout(),
+            Some(refused + settings.backoff(1)),
+            "the others' windows; no timer for a probe while one is out"
+        );
+        let answered = probed + Duration::from_millis(5);
+        let refusal = answer(0, KafkaCode::NOT_LEADER_OR_FOLLOWER);
+        sink.handle_response(token, Ok(refusal), answered, &settings);
+        sink.drain(answered, &cx);
+        assert!(
+            sink.poll_request().is_none(),
+            "nothing goes on a refused probe"
+        );
+        // The next probe no sooner than retry.backoff.ms after this one; the others'
+        // windows (refused + 4/5 of backoff(1)) open before that and they go together.
+        let others_from = refused + settings.backoff(1) - settings.backoff(1) / 5;
+        assert!(others_from < probed + base);
+        assert_eq!(sink.poll_timeout(), Some(probed + base));
+        sink.drain(others_from - Duration::from_millis(1), &cx);
+        assert!(sink.poll_request().is_none(), "no probe before its turn");
+        sink.drain(probed + base, &cx);
+        let (_, retry) = sink.poll_request().expect("the others' retries");
+        assert_eq!(
+            partitions_of(&retry),
+            vec![1, 2],
+            "partition 0 backs off longer"
+        );
+        assert!(sink.poll_request().is_none());
+    }
+
+    #[test]
+    fn refusals_that_do_not_say_the_partition_is_unserved_are_not_probed() {
+        let settings = settings();
+        let t0 = Instant::now();
+        let (mut sink, _partitions, pools, refused) =
+            refused_twice(&settings, KafkaCode::NOT_ENOUGH_REPLICAS, t0);
+        let cx = context(&settings, &pools, PRODUCER);
+        let window = settings.backoff(1);
+        sink.drain(refused + settings.retry_backoff, &cx);
+        assert!(sink.poll_request().is_none(), "no probe");
+        assert_eq!(sink.poll_timeout(), Some(refused + window));
+        sink.drain(refused + window, &cx);
+        let (_, retry) = sink
+            .poll_request()
+            .expect("the retries, at the window's end");
+        assert_eq!(partitions_of(&retry), vec![0, 1, 2]);
     }
 
     #[test]
