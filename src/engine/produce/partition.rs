@@ -1117,23 +1117,49 @@ impl PartitionState {
         self.retry.filter(|_| !self.queue.is_empty())
     }
 
-    /// When a probe of this partition would tell something its backoff does not: it
-    /// waits out the backoff of a refusal saying the broker does not serve it yet, with
-    /// nothing on the wire, and the window opens later than `base` (the settings'
-    /// `retry.backoff.ms`) after that refusal (so past the first retry, whose backoff is
-    /// `base`). The time is `base` after the refusal: a probe then is no sooner than a
-    /// first retry would be. `None` once the window is open at `now`.
-    pub fn probe_time(&self, now: Instant, base: Duration) -> Option<Instant> {
+    /// When a probe of this partition would tell something its backoff does not, and
+    /// when it was refused: it waits out the backoff of a refusal saying the broker does
+    /// not serve it yet, with nothing on the wire, and the window opens later than
+    /// `base` (the settings' `retry.backoff.ms`) after that refusal (so past the first
+    /// retry, whose backoff is `base`). The time is `base` after the refusal: a probe
+    /// then is no sooner than a first retry would be. `None` once the window is open at
+    /// `now`.
+    pub fn probe_time(&self, now: Instant, base: Duration) -> Option<(Instant, Instant)> {
         let w = self.retry_queued()?;
         let at = w.refused + base;
-        (w.unserved && self.in_flight.is_empty() && w.from > now && w.from > at).then_some(at)
+        (w.unserved && self.in_flight.is_empty() && w.from > now && w.from > at)
+            .then_some((at, w.refused))
     }
 
-    /// Ends the backoff of a refusal saying the broker did not serve the partition yet:
-    /// the partition's next drain sends its retried batch (the sink's probe, or once a
-    /// probe of the same topic was acknowledged). Other backoffs stay.
-    pub fn end_unserved_backoff(&mut self) {
-        if self.retry.is_some_and(|w| w.unserved) {
+    /// Takes the retried batch as the sink's probe: its backoff ended, taken as
+    /// [`PartitionState::take_sendable`] takes it (without idempotence, with what may go
+    /// beside it). Whether anything was taken; if not (outside a transaction, say), the
+    /// backoff stays.
+    #[allow(clippy::too_many_arguments)]
+    pub fn take_probe(
+        &mut self,
+        this: &Arc<ProducePartition>,
+        now: Instant,
+        producer: Option<ProducerId>,
+        settings: &ProduceSettings,
+        rounds: usize,
+        out: &mut Vec<Outgoing>,
+    ) -> bool {
+        let before = out.len();
+        let window = self.retry.take();
+        self.take_sendable(this, now, producer, false, settings, rounds, out);
+        let taken = out.len() > before;
+        if !taken {
+            self.retry = window;
+        }
+        taken
+    }
+
+    /// Ends the backoff of a refusal from before `before` saying the broker did not serve
+    /// the partition yet (a probe of its topic sent at `before` was acknowledged): the
+    /// partition may send its retried batch at the next drain. Other backoffs stay.
+    pub fn end_unserved_backoff(&mut self, before: Instant) {
+        if self.retry.is_some_and(|w| w.unserved && w.refused < before) {
             self.retry = None;
         }
     }

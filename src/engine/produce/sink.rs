@@ -29,10 +29,13 @@
 //! the retries of those refusals back off exponentially, up to `retry.backoff.max.ms`,
 //! which would leave them waiting up to that long after the broker serves them; so once a
 //! partition's window opens later than `retry.backoff.ms` after its refusal, the sink
-//! sends that one partition's retried batch `retry.backoff.ms` after the refusal (one
-//! probe at a time, at most one every `retry.backoff.ms`). If the broker acknowledges
-//! it, the other partitions of its topic waiting out such a refusal here go at once; if
-//! not, each keeps its own backoff. Writes resume within about `retry.backoff.ms` of the
+//! may send that partition's retried batch (without idempotence, with what may go beside
+//! it) `retry.backoff.ms` after the refusal, as a probe: one probe at a time, at most one
+//! every `retry.backoff.ms`, none during an epoch bump, and each to the partition
+//! refused longest ago, so that probes go round the partitions waiting. If the broker
+//! acknowledges it, the other partitions of its topic waiting out such a refusal from
+//! before the probe go at the next drain (refused again, they back off again); if not,
+//! each keeps its own backoff. Writes resume within about two `retry.backoff.ms` of the
 //! broker serving the topic, for one batch per `retry.backoff.ms` in the meantime, where
 //! retrying every partition that often would resend all their batches each time.
 //!
@@ -117,8 +120,9 @@ pub(crate) struct Sink {
     wake_at: Option<Instant>,
     /// What became of each batch answered since the driver last took them.
     reports: Vec<(Arc<ProducePartition>, BatchReport)>,
-    /// The partition whose retried batch went out as a probe, until it is answered.
-    probe: Option<Arc<ProducePartition>>,
+    /// The partition whose retried batch went out as a probe, and when, until it is
+    /// answered.
+    probe: Option<(Arc<ProducePartition>, Instant)>,
     /// When the last probe went out.
     last_probe: Option<Instant>,
 }
@@ -197,9 +201,12 @@ impl Sink {
         }
         let base = cx.settings.retry_backoff;
         let probe_not_before = self.last_probe.map(|t| t + base);
-        let may_probe =
-            !cx.bumping && self.probe.is_none() && probe_not_before.is_none_or(|t| t <= now);
-        let mut probe = None;
+        // No probe during an epoch bump (its end wakes the sink) or while one is out (its
+        // answer does).
+        let may_probe = !cx.bumping && self.probe.is_none();
+        // The partition to probe: of those due, the one refused longest ago, so that
+        // probes go round the partitions waiting rather than retry the same one.
+        let mut candidate: Option<(Arc<ProducePartition>, Instant)> = None;
         let mut next_probe = None;
         // Kept in place: a drain runs on every wake-up and should not reallocate the list.
         self.partitions.retain(|p| {
@@ -230,15 +237,14 @@ impl Sink {
                     }
                 }
                 Some(_) if slots > 0 => {
-                    let probe_at = s.probe_time(now, base);
-                    let probing =
-                        may_probe && probe.is_none() && probe_at.is_some_and(|at| at <= now);
-                    if probing {
-                        s.end_unserved_backoff();
-                    } else {
-                        next_probe = earliest(next_probe, probe_at);
+                    if let Some((at, refused)) = s.probe_time(now, base).filter(|_| may_probe) {
+                        let at = probe_not_before.map_or(at, |t| at.max(t));
+                        if at > now {
+                            next_probe = earliest(next_probe, Some(at));
+                        } else if candidate.as_ref().is_none_or(|(_, r)| refused < *r) {
+                            candidate = Some((p.clone(), refused));
+                        }
                     }
-                    let before = outgoing.len();
                     let retry = s.take_sendable(
                         p,
                         now,
@@ -249,10 +255,6 @@ impl Sink {
                         &mut outgoing,
                     );
                     wake_at = earliest(wake_at, retry);
-                    // (Nothing taken, outside a transaction say: no probe went.)
-                    if probing && outgoing.len() > before {
-                        probe = Some(p.clone());
-                    }
                 }
                 // Every slot taken: the next answer drains again.
                 Some(_) => {}
@@ -264,13 +266,18 @@ impl Sink {
         if bump {
             self.events.push_back(SinkEvent::BumpEpoch);
         }
-        if probe.is_some() {
-            self.probe = probe;
-            self.last_probe = Some(now);
-        } else if self.probe.is_none() {
-            // Back for the next probe (a probe on the wire brings the sink back itself).
-            let next = next_probe.map(|at| probe_not_before.map_or(at, |t| at.max(t)));
-            wake_at = earliest(wake_at, next);
+        if let Some((p, _)) = candidate {
+            let probed =
+                p.state()
+                    .take_probe(&p, now, cx.producer, cx.settings, slots, &mut outgoing);
+            if probed {
+                self.probe = Some((p, now));
+                self.last_probe = Some(now);
+            }
+        }
+        if self.probe.is_none() {
+            // Back for the next probe (one on the wire brings the sink back itself).
+            wake_at = earliest(wake_at, next_probe);
         }
         self.wake_at = wake_at;
         self.build_requests(outgoing, cx);
@@ -369,7 +376,7 @@ impl Sink {
         let mut hints = Vec::new();
         let probe = self
             .probe
-            .take_if(|p| batches.iter().any(|b| Arc::ptr_eq(&b.partition, p)));
+            .take_if(|(p, _)| batches.iter().any(|b| Arc::ptr_eq(&b.partition, p)));
         let mut served = None;
         for b in batches {
             let verdict = match &response {
@@ -398,10 +405,11 @@ impl Sink {
             }
             let partition = b.partition.clone();
             let effects = partition.state().settle(b, verdict, now, settings);
-            if probe.as_ref().is_some_and(|p| Arc::ptr_eq(p, &partition))
+            if let Some((p, sent)) = &probe
+                && Arc::ptr_eq(p, &partition)
                 && matches!(effects.report.fate, Fate::Acked(_))
             {
-                served = Some(partition.topic.clone());
+                served = Some((partition.topic.clone(), *sent));
             }
             bump |= effects.bump;
             if effects.refresh {
@@ -410,8 +418,8 @@ impl Sink {
             }
             self.reports.push((partition, effects.report));
         }
-        if let Some(topic) = served {
-            self.end_unserved_backoffs(&topic);
+        if let Some((topic, sent)) = served {
+            self.end_unserved_backoffs(&topic, sent);
         }
         if let Some(code) = fenced {
             self.events.push_back(SinkEvent::ProducerFenced(code));
@@ -427,11 +435,12 @@ impl Sink {
         }
     }
 
-    /// A probe of `topic` was acknowledged: the broker serves the topic now, so its
-    /// partitions waiting out a refusal that said it did not go at the next drain.
-    fn end_unserved_backoffs(&mut self, topic: &str) {
+    /// A probe of `topic` sent at `sent` was acknowledged: the broker serves the topic
+    /// now, so its partitions waiting out a refusal from before the probe that said it
+    /// did not may go at the next drain (a refusal in the probe's own answer stands).
+    fn end_unserved_backoffs(&mut self, topic: &str, sent: Instant) {
         for p in self.partitions.iter().filter(|p| *p.topic == *topic) {
-            p.state().end_unserved_backoff();
+            p.state().end_unserved_backoff(sent);
         }
     }
 
@@ -876,20 +885,32 @@ mod tests {
         code: KafkaCode,
         t0: Instant,
     ) -> (Sink, Vec<Arc<ProducePartition>>, ArenaPools, Instant) {
+        refused_times(settings, code, t0, 2)
+    }
+
+    /// As [`refused_twice`], refused `times` times, each retry sent when its window ends.
+    fn refused_times(
+        settings: &ProduceSettings,
+        code: KafkaCode,
+        t0: Instant,
+        times: u32,
+    ) -> (Sink, Vec<Arc<ProducePartition>>, ArenaPools, Instant) {
         let (mut sink, partitions, pools) = sink_of(3);
         let cx = context(settings, &pools, PRODUCER);
         for p in &partitions {
             append(p, 1, settings, &pools, t0);
         }
         let mut at = t0;
-        for _ in 0..2 {
+        let mut refused = t0;
+        for attempt in 0..times {
             sink.drain(at, &cx);
             let (token, request) = sink.poll_request().expect("all three");
             assert_eq!(partitions_of(&request), vec![0, 1, 2]);
             sink.handle_response(token, Ok(answer_each(&[0, 1, 2], code)), at, settings);
-            at += settings.backoff(0);
+            refused = at;
+            at += settings.backoff(attempt);
         }
-        (sink, partitions, pools, at - settings.backoff(0))
+        (sink, partitions, pools, refused)
     }
 
     #[test]
@@ -964,6 +985,75 @@ mod tests {
             "partition 0 backs off longer"
         );
         assert!(sink.poll_request().is_none());
+    }
+
+    #[test]
+    fn probes_go_round_the_partitions_waiting() {
+        let settings = settings();
+        let t0 = Instant::now();
+        // Windows of backoff(2): a probe every retry.backoff.ms fits twice before they open.
+        let (mut sink, _partitions, pools, refused) =
+            refused_times(&settings, KafkaCode::NOT_LEADER_OR_FOLLOWER, t0, 3);
+        let cx = context(&settings, &pools, PRODUCER);
+        let base = settings.retry_backoff;
+        let mut probed = Vec::new();
+        let mut at = refused + base;
+        for round in 0..2 {
+            sink.drain(at, &cx);
+            let (token, probe) = sink.poll_request().expect("a probe");
+            probed.extend(partitions_of(&probe));
+            let refusal = answer_each(&partitions_of(&probe), KafkaCode::NOT_LEADER_OR_FOLLOWER);
+            sink.handle_response(token, Ok(refusal), at, &settings);
+            sink.drain(at, &cx);
+            assert!(sink.poll_request().is_none());
+            at = sink.poll_timeout().expect("back for the next probe");
+            // One retry.backoff.ms after this probe (the windows end at refused + 400).
+            assert_eq!(at, refused + base * (round + 2));
+        }
+        assert_eq!(probed, vec![0, 1], "the next probe is another partition's");
+    }
+
+    #[test]
+    fn no_probe_and_no_wake_up_for_one_while_the_epoch_is_bumped() {
+        let settings = settings();
+        let t0 = Instant::now();
+        let (mut sink, _partitions, pools, refused) =
+            refused_twice(&settings, KafkaCode::NOT_LEADER_OR_FOLLOWER, t0);
+        let mut cx = context(&settings, &pools, PRODUCER);
+        cx.bumping = true;
+        let due = refused + settings.retry_backoff;
+        sink.drain(due, &cx);
+        assert!(sink.poll_request().is_none(), "no probe during a bump");
+        assert!(
+            sink.poll_timeout().is_none_or(|at| at > due),
+            "a wake-up at a time past would spin the sink: {:?}",
+            sink.poll_timeout()
+        );
+    }
+
+    #[test]
+    fn an_acknowledged_probe_releases_only_refusals_from_before_it() {
+        let settings = settings();
+        let t0 = Instant::now();
+        let (mut sink, partitions, pools, refused) =
+            refused_twice(&settings, KafkaCode::NOT_LEADER_OR_FOLLOWER, t0);
+        let cx = context(&settings, &pools, PRODUCER);
+        let due = refused + settings.retry_backoff;
+        // A refusal at the probe's own time (in its answer) stands; one before it ends.
+        partitions[1].state().end_unserved_backoff(refused);
+        sink.drain(due, &cx);
+        let (_, probe) = sink.poll_request().expect("a probe");
+        assert_eq!(
+            partitions_of(&probe),
+            vec![0],
+            "partition 1 still backs off"
+        );
+        partitions[1]
+            .state()
+            .end_unserved_backoff(refused + Duration::from_millis(1));
+        sink.drain(due, &cx);
+        let (_, released) = sink.poll_request().expect("partition 1, released");
+        assert_eq!(partitions_of(&released), vec![1]);
     }
 
     #[test]
