@@ -33,11 +33,14 @@
 //! it) `retry.backoff.ms` after the refusal, as a probe: one probe at a time, at most one
 //! every `retry.backoff.ms`, none during an epoch bump, and each to the partition
 //! refused longest ago, so that probes go round the partitions waiting. If the broker
-//! acknowledges it, the other partitions of its topic waiting out such a refusal from
-//! before the probe go at the next drain (refused again, they back off again); if not,
-//! each keeps its own backoff. Writes resume within about two `retry.backoff.ms` of the
-//! broker serving the topic, for one batch per `retry.backoff.ms` in the meantime, where
-//! retrying every partition that often would resend all their batches each time.
+//! acknowledges it, the other partitions of its topic on this sink waiting out such a
+//! refusal from before the probe go at the next drain (refused again, they back off
+//! again); if not, each keeps its own backoff. With one topic waiting on the sink, writes
+//! resume within about two `retry.backoff.ms` of the broker serving it (probes take turns
+//! by partition and an acknowledgement releases only its own topic, so with several
+//! waiting, one may still wait out its own backoff), for one batch per `retry.backoff.ms`
+//! in the meantime, where retrying every partition that often would resend all their
+//! batches each time.
 //!
 //! A partition whose leader is now another broker leaves the sink as
 //! [`SinkEvent::Moved`]; the driver hands it to that broker's sink, where it waits for
@@ -998,7 +1001,7 @@ mod tests {
         let base = settings.retry_backoff;
         let mut probed = Vec::new();
         let mut at = refused + base;
-        for round in 0..2 {
+        for round in 0..4 {
             sink.drain(at, &cx);
             let (token, probe) = sink.poll_request().expect("a probe");
             probed.extend(partitions_of(&probe));
@@ -1010,7 +1013,11 @@ mod tests {
             // One retry.backoff.ms after this probe (the windows end at refused + 400).
             assert_eq!(at, refused + base * (round + 2));
         }
-        assert_eq!(probed, vec![0, 1], "the next probe is another partition's");
+        assert_eq!(
+            probed,
+            vec![0, 1, 2, 0],
+            "each partition's turn, then round again"
+        );
     }
 
     #[test]
@@ -1039,21 +1046,39 @@ mod tests {
             refused_twice(&settings, KafkaCode::NOT_LEADER_OR_FOLLOWER, t0);
         let cx = context(&settings, &pools, PRODUCER);
         let due = refused + settings.retry_backoff;
-        // A refusal at the probe's own time (in its answer) stands; one before it ends.
-        partitions[1].state().end_unserved_backoff(refused);
+        // Partition 1's backoff ends (as a release would end it): its retry goes in the
+        // probe's request, and the broker refuses it there while acknowledging the probe.
+        partitions[1].state().end_unserved_backoff(due);
         sink.drain(due, &cx);
-        let (_, probe) = sink.poll_request().expect("a probe");
+        let (token, request) = sink.poll_request().expect("the probe and partition 1");
+        assert_eq!(partitions_of(&request), vec![1, 0]);
+        assert!(sink.poll_request().is_none());
+        let answer = {
+            use crate::protocol::messages::produce::TopicProduceResponse;
+            let part = |i: i32, code: KafkaCode| {
+                PartitionProduceResponse::default()
+                    .with_index(i)
+                    .with_error_code(code.code())
+            };
+            raw_v11(&ProduceResponse::default().with_responses(vec![
+                TopicProduceResponse::default()
+                    .with_name("t".into())
+                    .with_partition_responses(vec![
+                        part(0, KafkaCode::NONE),
+                        part(1, KafkaCode::NOT_LEADER_OR_FOLLOWER),
+                    ]),
+            ]))
+        };
+        let answered = due + Duration::from_millis(5);
+        sink.handle_response(token, Ok(answer), answered, &settings);
+        sink.drain(answered, &cx);
+        let (_, released) = sink.poll_request().expect("partition 2, released");
         assert_eq!(
-            partitions_of(&probe),
-            vec![0],
-            "partition 1 still backs off"
+            partitions_of(&released),
+            vec![2],
+            "partition 1's refusal came with the probe's answer: it keeps its backoff"
         );
-        partitions[1]
-            .state()
-            .end_unserved_backoff(refused + Duration::from_millis(1));
-        sink.drain(due, &cx);
-        let (_, released) = sink.poll_request().expect("partition 1, released");
-        assert_eq!(partitions_of(&released), vec![1]);
+        assert!(sink.poll_request().is_none());
     }
 
     #[test]
