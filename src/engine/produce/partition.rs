@@ -1549,19 +1549,17 @@ fn sequence_before(a: i32, b: i32) -> bool {
 }
 
 fn refused_before_writing(error: &Error) -> bool {
-    matches!(
-        error.code(),
-        Some(
-            KafkaCode::NOT_LEADER_OR_FOLLOWER
-                | KafkaCode::UNKNOWN_TOPIC_OR_PARTITION
-                | KafkaCode::LEADER_NOT_AVAILABLE
-                | KafkaCode::NOT_ENOUGH_REPLICAS
-                | KafkaCode::FENCED_LEADER_EPOCH
-                | KafkaCode::UNKNOWN_LEADER_EPOCH
-                | KafkaCode::UNKNOWN_TOPIC_ID
-                | KafkaCode::INCONSISTENT_TOPIC_ID
+    refused_as_unserved(error)
+        || matches!(
+            error.code(),
+            Some(
+                KafkaCode::NOT_ENOUGH_REPLICAS
+                    | KafkaCode::FENCED_LEADER_EPOCH
+                    | KafkaCode::UNKNOWN_LEADER_EPOCH
+                    | KafkaCode::UNKNOWN_TOPIC_ID
+                    | KafkaCode::INCONSISTENT_TOPIC_ID
+            )
         )
-    )
 }
 
 /// One single-record batch per record of `b`, with the sequences `b` had (so the

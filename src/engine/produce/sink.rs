@@ -240,7 +240,9 @@ impl Sink {
                     }
                 }
                 Some(_) if slots > 0 => {
-                    if let Some((at, refused)) = s.probe_time(now, base).filter(|_| may_probe) {
+                    if let Some((at, refused)) =
+                        may_probe.then(|| s.probe_time(now, base)).flatten()
+                    {
                         let at = probe_not_before.map_or(at, |t| at.max(t));
                         if at > now {
                             next_probe = earliest(next_probe, Some(at));
@@ -863,10 +865,16 @@ mod tests {
 
     /// The broker's answer for partitions `indexes` of "t", each with `code`.
     fn answer_each(indexes: &[i32], code: KafkaCode) -> RawResponse {
+        let codes: Vec<_> = indexes.iter().map(|&i| (i, code)).collect();
+        answer_codes(&codes)
+    }
+
+    /// The broker's answer for partitions of "t", each with its own code.
+    fn answer_codes(codes: &[(i32, KafkaCode)]) -> RawResponse {
         use crate::protocol::messages::produce::TopicProduceResponse;
-        let partitions = indexes
+        let partitions = codes
             .iter()
-            .map(|&i| {
+            .map(|&(i, code)| {
                 PartitionProduceResponse::default()
                     .with_index(i)
                     .with_error_code(code.code())
@@ -1053,22 +1061,7 @@ mod tests {
         let (token, request) = sink.poll_request().expect("the probe and partition 1");
         assert_eq!(partitions_of(&request), vec![1, 0]);
         assert!(sink.poll_request().is_none());
-        let answer = {
-            use crate::protocol::messages::produce::TopicProduceResponse;
-            let part = |i: i32, code: KafkaCode| {
-                PartitionProduceResponse::default()
-                    .with_index(i)
-                    .with_error_code(code.code())
-            };
-            raw_v11(&ProduceResponse::default().with_responses(vec![
-                TopicProduceResponse::default()
-                    .with_name("t".into())
-                    .with_partition_responses(vec![
-                        part(0, KafkaCode::NONE),
-                        part(1, KafkaCode::NOT_LEADER_OR_FOLLOWER),
-                    ]),
-            ]))
-        };
+        let answer = answer_codes(&[(0, KafkaCode::NONE), (1, KafkaCode::NOT_LEADER_OR_FOLLOWER)]);
         let answered = due + Duration::from_millis(5);
         sink.handle_response(token, Ok(answer), answered, &settings);
         sink.drain(answered, &cx);
