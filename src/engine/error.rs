@@ -169,6 +169,18 @@ pub enum IoError {
     /// The runtime could not start.
     #[error("starting the I/O runtime: {0}")]
     Runtime(String),
+    /// The task awaiting the broker's answer ended without one (it panicked, or was
+    /// cancelled): the request may have been written. Not retriable: a defect, not a
+    /// state of the broker, and it could fail the same way again.
+    #[error("the answer to a {api:?} request to {addr} was lost: {reason}")]
+    AnswerLost {
+        /// The API.
+        api: ApiKey,
+        /// The broker's address.
+        addr: String,
+        /// How the task ended.
+        reason: String,
+    },
 }
 
 impl IoError {
@@ -195,7 +207,24 @@ impl IoError {
             IoError::Closed { .. } => "closed",
             IoError::ShuttingDown => "shutting_down",
             IoError::Runtime(_) => "runtime",
+            IoError::AnswerLost { .. } => "answer_lost",
         }
+    }
+
+    /// Whether the request may have reached the broker before this error ended it: false
+    /// only for the errors raised before it was written (no connection, a failed
+    /// set-up, a request that could not be encoded or queued).
+    pub fn may_have_reached_the_broker(&self) -> bool {
+        matches!(
+            self,
+            IoError::Disconnected { .. }
+                | IoError::RequestTimedOut { .. }
+                | IoError::Decode { .. }
+                | IoError::Closed { .. }
+                | IoError::ShuttingDown
+                | IoError::Runtime(_)
+                | IoError::AnswerLost { .. }
+        )
     }
 
     /// Whether the same request may succeed if sent again (after a metadata refresh or a

@@ -28,14 +28,11 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Notify, watch};
-use tokio::task::JoinSet;
-
 use super::ProducerShared;
+use super::answers::{Answer, Answers};
 use super::metrics::SinkMetrics;
 use crate::buf::release_together;
 use crate::client::{ClusterMetadata, TopicInfo};
-use crate::engine::connection::RawResponse;
 use crate::engine::error::IoError;
 use crate::engine::produce::completion::reports_after;
 use crate::engine::produce::partition::{ProducePartition, ProducerId};
@@ -46,6 +43,7 @@ use crate::error::{Error, Result};
 use crate::protocol::messages::InitProducerIdRequest;
 use crate::protocol::{ApiKey, KafkaCode};
 use crate::runtime::sleep_until;
+use tokio::sync::{Notify, watch};
 
 /// Wakes a sink's task, and tells the appending threads when it drains next unwoken.
 #[derive(Debug)]
@@ -301,8 +299,6 @@ impl ProducerShared {
     }
 }
 
-type Answer = (u64, std::result::Result<RawResponse, IoError>);
-
 /// One broker's sink task.
 async fn run_sink(
     shared: Arc<ProducerShared>,
@@ -320,7 +316,7 @@ async fn run_sink(
         shared.settings.codec != crate::record::Compression::None,
     );
     let waker: Arc<dyn Wake> = handle.waker.clone();
-    let mut answers: JoinSet<Answer> = JoinSet::new();
+    let mut answers = Answers::new(&addr);
     let mut answered = None;
     loop {
         // The arenas this turn frees (batches answered, small batches moved out of
@@ -329,10 +325,10 @@ async fn run_sink(
         // handler is told of the turn's tagged records after that, with no lock held.
         reports_after(|| {
             release_together(|| {
-                if let Some(joined) = answered.take() {
-                    settle(&shared, &mut sink, joined);
-                    while let Some(joined) = answers.try_join_next() {
-                        settle(&shared, &mut sink, joined);
+                if let Some(answer) = answered.take() {
+                    settle(&shared, &mut sink, answer);
+                    while let Some(answer) = answers.try_next() {
+                        settle(&shared, &mut sink, answer);
                     }
                     report(&shared, &mut sink, &mut metrics);
                 }
@@ -363,8 +359,8 @@ async fn run_sink(
                 }
                 break;
             }
-            Some(joined) = answers.join_next(), if !answers.is_empty() => {
-                answered = Some(joined);
+            Some(answer) = answers.next(), if !answers.is_empty() => {
+                answered = Some(answer);
             }
             _ = handle.waker.notify.notified() => {}
             _ = sleep_until(timeout) => {}
@@ -380,12 +376,7 @@ async fn run_sink(
 }
 
 /// One drain of `sink`, and its requests sent to the broker's connection.
-fn drain(
-    shared: &Arc<ProducerShared>,
-    sink: &mut Sink,
-    answers: &mut JoinSet<Answer>,
-    addr: &Arc<str>,
-) {
+fn drain(shared: &Arc<ProducerShared>, sink: &mut Sink, answers: &mut Answers, addr: &Arc<str>) {
     let bumping = shared.enter();
     let metadata = shared.client.metadata();
     let cx = SinkContext {
@@ -420,7 +411,7 @@ fn drain(
             };
             (token, result)
         };
-        answers.spawn_local(tracing::Instrument::instrument(answer, span));
+        answers.spawn(token, tracing::Instrument::instrument(answer, span));
     }
     shared.leave();
 }
@@ -439,7 +430,7 @@ fn drain_turn(
     handle: &SinkHandle,
     waker: &Arc<dyn Wake>,
     sink: &mut Sink,
-    answers: &mut JoinSet<Answer>,
+    answers: &mut Answers,
     addr: &Arc<str>,
 ) {
     // Before any partition is looked at (see `engine::produce::wake`).
@@ -473,14 +464,9 @@ fn report(shared: &ProducerShared, sink: &mut Sink, metrics: &mut SinkMetrics) {
     }
 }
 
-fn settle(
-    shared: &ProducerShared,
-    sink: &mut Sink,
-    joined: std::result::Result<Answer, tokio::task::JoinError>,
-) {
-    if let Ok((token, result)) = joined {
-        sink.handle_response(token, result, Instant::now(), &shared.settings);
-    }
+/// Hands the sink the answer to one of its requests (or why there is none).
+fn settle(shared: &ProducerShared, sink: &mut Sink, (token, result): Answer) {
+    sink.handle_response(token, result, Instant::now(), &shared.settings);
     shared.leave();
 }
 

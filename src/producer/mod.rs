@@ -36,6 +36,7 @@
 //! # Ok(()) }
 //! ```
 
+mod answers;
 mod api;
 mod builder;
 mod clock;

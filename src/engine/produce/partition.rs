@@ -1391,7 +1391,10 @@ impl PartitionState {
             Verdict::TooLarge(error) | Verdict::Fatal(error) => {
                 effects.bump = idempotent;
                 effects.report.fate = Fate::Failed(error.clone());
-                self.note_failed_sequence(b.base_sequence, b.maybe_written);
+                // A refusal wrote nothing; a connection that ended the attempt may have
+                // let it through (a malformed answer, a close, a lost answer task).
+                let lost = b.maybe_written || ended_after_sending(&error);
+                self.note_failed_sequence(b.base_sequence, lost);
                 self.fail_batch(&b.shared, b.records, error, now);
             }
         }
@@ -1546,6 +1549,11 @@ impl PartitionState {
 /// epoch in flight are never a quarter of the range apart).
 fn sequence_before(a: i32, b: i32) -> bool {
     a != b && (b.wrapping_sub(a) as u32) < (1 << 30)
+}
+
+/// Whether `error` ended an attempt that may have reached the broker.
+fn ended_after_sending(error: &Error) -> bool {
+    matches!(error, Error::Io(e) if e.may_have_reached_the_broker())
 }
 
 fn refused_before_writing(error: &Error) -> bool {

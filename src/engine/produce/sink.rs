@@ -673,6 +673,11 @@ mod tests {
                 addr: addr.clone(),
             },
             IoError::ShuttingDown,
+            IoError::AnswerLost {
+                api: ApiKey::Produce,
+                addr: addr.clone(),
+                reason: "its task panicked".into(),
+            },
         ];
         for error in fatal {
             let (mut sink, token, shared, failures) = one_request_in_flight(3);

@@ -1333,6 +1333,48 @@ fn behind_a_batch_refused_for_good_a_lost_attempt_cannot_land_and_is_renumbered(
 }
 
 #[test]
+fn behind_a_batch_its_connection_failed_for_good_a_lost_attempt_fails_rather_than_being_renumbered()
+{
+    // The second's attempt ended without an answer the sink could use, and not retried:
+    // a malformed answer header, or the task awaiting the answer lost. The broker may
+    // have written it, so the third, refused out of order, is written if and only if
+    // the second's attempt was (its own lost attempt with it): renumbered by an epoch
+    // bump, it could be written twice. It fails, as behind a batch of unknown fate.
+    use crate::engine::error::IoError;
+    use crate::protocol::{ApiKey, DecodeError};
+    let addr = || "127.0.0.1:9".to_string();
+    let ended = [
+        IoError::Decode {
+            api: ApiKey::Produce,
+            addr: addr(),
+            source: DecodeError::NegativeLength(-2),
+        },
+        IoError::AnswerLost {
+            api: ApiKey::Produce,
+            addr: addr(),
+            reason: "panicked".into(),
+        },
+    ];
+    for error in ended {
+        let now = Instant::now();
+        let settings = settings();
+        let (p, second, third) = second_and_third_on_the_wire(now);
+        let name = error.to_string();
+        p.state()
+            .settle(second, Verdict::Fatal(Error::Io(error)), now, &settings);
+        let (effects, shared) = refuse_the_retried_third(&p, third, now);
+        assert!(effects.bump, "{name}: the epoch is bumped");
+        assert!(
+            matches!(
+                shared.poll_record(0, None),
+                std::task::Poll::Ready(super::super::completion::Resolved::Done(Err(_)))
+            ),
+            "{name}: the third fails instead of waiting for a renumbering"
+        );
+    }
+}
+
+#[test]
 fn a_lost_attempt_queued_behind_a_retried_batch_holds_the_bump() {
     // The second is still being retried: once it is written, a lost attempt of the
     // third may be too. The third is resolved under its own epoch, not renumbered.
