@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{client, config, create_topic, unique};
+use common::{client, config, create_topic, together, unique};
 use kring::config::{Compression, IsolationLevel, OffsetReset};
 use kring::consumer::{Consumer, Offset, OffsetManager, PartitionConsumer};
 use kring::producer::{Producer, ProducerRecord};
@@ -227,6 +227,39 @@ fn every_start_position() {
     newest.resume();
     assert_eq!(read(&mut newest, 1)[0].2, b"paused");
     producer.close_blocking().unwrap();
+    client.close();
+}
+
+#[test]
+fn partition_consumers_started_together_start_where_each_partition_says() {
+    // Their start offsets are looked up together, one ListOffsets per leader listing
+    // every partition it leads: the broker must answer each on its own terms.
+    let (client, consumer) = consumer_for(config());
+    let topic = unique("kring-together");
+    create_topic(&client, &topic, 6, 1, &[]);
+    let producer = Producer::new_blocking(client.clone()).unwrap();
+    for p in 0..6 {
+        for i in 0..=p {
+            let record = ProducerRecord::new(&topic)
+                .with_partition(p)
+                .with_value(format!("v{i}"));
+            let _delivery = producer.send_blocking(record).unwrap();
+        }
+    }
+    producer.flush_blocking().unwrap();
+    producer.close_blocking().unwrap();
+    for (start, position) in [
+        (Offset::Newest, (|p| p as i64 + 1) as fn(i32) -> i64),
+        (Offset::Oldest, |_| 0),
+    ] {
+        let starts = (0..6).map(|p| consumer.consume_partition(&topic, p, start));
+        let started = kring::client::block_on(together(starts.collect()));
+        for (p, pc) in (0..6).zip(started) {
+            let pc = pc.expect("started");
+            assert_eq!(pc.position(), position(p), "{start:?}: partition {p}");
+            pc.close();
+        }
+    }
     client.close();
 }
 

@@ -4,7 +4,10 @@
 //! `consume_partition` resolves the start position (oldest, newest, an offset, or a
 //! timestamp through ListOffsets) and attaches the partition to the fetcher of its
 //! leader: one fetcher per broker sends one Fetch for all its partitions (see
-//! `fetcher`). A [`PartitionConsumer`] then reads what arrives:
+//! `fetcher`). Partition consumers started at once (several `consume_partition` calls
+//! awaited together, a group member's new assignment) have their start offsets looked
+//! up together: one ListOffsets per leader (`lookups`). A [`PartitionConsumer`] then
+//! reads what arrives:
 //! - [`PartitionConsumer::next_batch`] gives a [`FetchedBatch`] whose records are
 //!   [`RecordRef`](crate::record::RecordRef)s borrowing the fetch buffer (or the decompression scratch): no
 //!   allocation per record;
@@ -33,6 +36,7 @@ mod api;
 mod builder;
 pub(crate) mod fetcher;
 mod interceptor;
+mod lookups;
 mod metrics;
 pub mod offsets;
 pub(crate) mod reader;
@@ -62,8 +66,7 @@ use crate::engine::fetch::replica;
 use crate::error::{Error, Result};
 use crate::io::Broker;
 use crate::protocol::messages::{
-    ListOffsetsRequest, OffsetForLeaderEpochRequest,
-    list_offsets::{ListOffsetsPartition, ListOffsetsTopic},
+    OffsetForLeaderEpochRequest,
     offset_for_leader_epoch::{OffsetForLeaderPartition, OffsetForLeaderTopic},
 };
 use crate::protocol::{ApiKey, KafkaCode};
@@ -124,6 +127,8 @@ pub(crate) struct ConsumerInner {
     fetchers: Mutex<HashMap<i32, mpsc::Sender<Command>>>,
     /// Partitions with a live partition consumer.
     consuming: Mutex<HashSet<(String, i32)>>,
+    /// ListOffsets lookups gathered by broker.
+    lookups: lookups::Lookups,
     this: std::sync::Weak<ConsumerInner>,
 }
 
@@ -171,38 +176,24 @@ impl ConsumerInner {
                 IsolationLevel::ReadUncommitted => 0,
                 IsolationLevel::ReadCommitted => 1,
             };
-            let request = ListOffsetsRequest::default()
-                .with_replica_id(-1)
-                .with_isolation_level(isolation)
-                .with_topics(vec![
-                    ListOffsetsTopic::default()
-                        .with_name(topic.into())
-                        .with_partitions(vec![
-                            ListOffsetsPartition::default()
-                                .with_partition_index(partition)
-                                .with_timestamp(timestamp),
-                        ]),
-                ]);
-            let result = leader.send(request).await;
+            let lookup = lookups::Lookup {
+                topic: Arc::from(topic),
+                partition,
+                timestamp,
+            };
+            let result = self.lookups.look_up(&leader, isolation, lookup).await;
             let code = match &result {
-                Ok(r) => r
-                    .topics
-                    .first()
-                    .and_then(|t| t.partitions.first())
-                    .map_or(KafkaCode::UNKNOWN_TOPIC_OR_PARTITION, |p| {
-                        KafkaCode(p.error_code)
-                    }),
+                Ok((code, _)) => *code,
                 Err(_) => KafkaCode::NOT_LEADER_OR_FOLLOWER,
             };
-            if code.is_ok()
-                && let Ok(r) = result
+            if let Ok((_, offset)) = result
+                && code.is_ok()
             {
-                let p = &r.topics[0].partitions[0];
                 // No record at or after the timestamp: the end of the log.
-                if p.offset < 0 && timestamp >= 0 {
+                if offset < 0 && timestamp >= 0 {
                     return Box::pin(self.list_offset(topic, partition, -1)).await;
                 }
-                return Ok(p.offset);
+                return Ok(offset);
             }
             if !code.is_retriable() || attempt == 19 {
                 return Err(match result {
@@ -535,6 +526,7 @@ impl Consumer {
             budget,
             fetchers: Mutex::new(HashMap::new()),
             consuming: Mutex::new(HashSet::new()),
+            lookups: lookups::Lookups::default(),
             this: this.clone(),
         });
         Ok(Consumer { inner })
@@ -583,7 +575,9 @@ impl Consumer {
         Ok((pc, rx))
     }
 
-    /// Starts consuming `topic`/`partition` from `start`.
+    /// Starts consuming `topic`/`partition` from `start`. Starting many partitions,
+    /// await the calls together (on tasks of their own, or joined): their start offsets
+    /// are then looked up in one ListOffsets per leader rather than one round trip each.
     pub async fn consume_partition(
         &self,
         topic: &str,

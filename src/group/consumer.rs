@@ -848,7 +848,7 @@ impl GroupConsumer {
         runtime.spawn_on(runtime.worker_for(-1), move |_| async move {
             let result = async {
                 let committed = offsets::fetch_committed(&client, &group, &partitions).await?;
-                let mut started = Vec::with_capacity(partitions.len());
+                let mut starts = Vec::with_capacity(partitions.len());
                 for tp in partitions {
                     let known = committed.get(&tp).copied().flatten();
                     let start = match (known, reset) {
@@ -861,12 +861,9 @@ impl GroupConsumer {
                             )));
                         }
                     };
-                    let pc = consumer
-                        .consume_partition(&tp.topic, tp.partition, start)
-                        .await?;
-                    started.push((tp, pc, known));
+                    starts.push((tp, start, known));
                 }
-                Ok(started)
+                start_together(&consumer, starts).await
             }
             .await;
             let _ = tx.send(result);
@@ -1266,5 +1263,42 @@ impl Future for CommitFuture {
         Pin::new(&mut self.rx)
             .poll(cx)
             .map(|r| r.unwrap_or(Err(Error::ShuttingDown)))
+    }
+}
+
+/// Starts a partition consumer for each of `starts` at once, on tasks of the worker
+/// this runs on: their start offsets are looked up together (one ListOffsets per
+/// leader) instead of one round trip after another. Every start ends before this
+/// returns; on a failure the first error is returned and the consumers started are
+/// closed.
+async fn start_together(
+    consumer: &Consumer,
+    starts: Vec<(TopicPartition, Offset, Option<i64>)>,
+) -> Result<Vec<Started>> {
+    let tasks: Vec<_> = starts
+        .into_iter()
+        .map(|(tp, start, known)| {
+            let consumer = consumer.clone();
+            tokio::task::spawn_local(async move {
+                let pc = consumer
+                    .consume_partition(&tp.topic, tp.partition, start)
+                    .await;
+                pc.map(|pc| (tp, pc, known))
+            })
+        })
+        .collect();
+    let mut started = Vec::with_capacity(tasks.len());
+    let mut failure = None;
+    for task in tasks {
+        match task.await {
+            Ok(Ok(s)) => started.push(s),
+            Ok(Err(e)) => failure = failure.or(Some(e)),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => failure = failure.or(Some(Error::ShuttingDown)),
+        }
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(started),
     }
 }

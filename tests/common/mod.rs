@@ -317,3 +317,25 @@ pub fn kafka_script(args: &[&str]) {
         .expect("scripts/kafka");
     assert!(status.success(), "scripts/kafka {args:?} failed");
 }
+
+/// Runs `futures` together on the calling task, polling each in turn, and gives their
+/// outputs in order.
+pub async fn together<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<std::pin::Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none()
+                && let std::task::Poll::Ready(v) = future.as_mut().poll(cx)
+            {
+                *output = Some(v);
+            }
+        }
+        if outputs.iter().all(Option::is_some) {
+            std::task::Poll::Ready(outputs.iter_mut().flat_map(Option::take).collect())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await
+}

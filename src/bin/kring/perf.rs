@@ -696,15 +696,32 @@ fn consume(args: PerfConsumeArgs) -> CliResult {
     let local = tokio::task::LocalSet::new();
     let mut progress = Progress::new("read");
     let timed_out = local.block_on(&runtime, async {
-        for p in 0..count as i32 {
-            let pc = match consumer.consume_partition(&topic, p, Offset::Oldest).await {
-                Ok(pc) => pc,
-                Err(e) => {
+        // Every partition consumer starts at once, as a user reading many partitions
+        // would start them: their start offsets are looked up together (one ListOffsets
+        // per leader) instead of one round trip after another.
+        let starting: Vec<_> = (0..count as i32)
+            .map(|p| {
+                let (consumer, topic) = (consumer.clone(), topic.clone());
+                tokio::task::spawn_local(async move {
+                    consumer.consume_partition(&topic, p, Offset::Oldest).await
+                })
+            })
+            .collect();
+        for started in starting {
+            match started.await {
+                Ok(Ok(pc)) => {
+                    tokio::task::spawn_local(read_partition(shared.clone(), pc));
+                }
+                Ok(Err(e)) => {
                     shared.error.borrow_mut().get_or_insert(e.to_string());
                     return false;
                 }
-            };
-            tokio::task::spawn_local(read_partition(shared.clone(), pc));
+                Err(e) => {
+                    let failed = format!("starting a partition consumer: {e}");
+                    shared.error.borrow_mut().get_or_insert(failed);
+                    return false;
+                }
+            }
         }
         if e2e {
             // The partition tasks fetch once this task first waits, just below.
