@@ -8,8 +8,8 @@
 //! Each test runs under a watchdog: without the fallback the consumer would keep
 //! asking the replica forever, and a hung test says nothing.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use kring::config::OffsetReset;
@@ -17,24 +17,9 @@ use kring::consumer::{Consumer, Offset, PartitionConsumer};
 use kring::protocol::ApiKey;
 use kring::{Client, Config};
 use kring_mock::{FakeCluster, Reply};
+use support::watchdog::watchdog;
 
-/// Runs `test` on a thread and fails if it has not finished after a minute.
-fn watchdog(name: &str, test: impl FnOnce() + Send + 'static) {
-    let (tx, rx) = mpsc::channel();
-    let handle = std::thread::spawn(move || {
-        test();
-        let _ = tx.send(());
-    });
-    match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(()) => handle.join().unwrap(),
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            if let Err(panic) = handle.join() {
-                std::panic::resume_unwind(panic);
-            }
-        }
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{name}: still waiting after a minute"),
-    }
-}
+mod support;
 
 /// Three brokers, t-0 on all of them, its first follower the preferred read replica:
 /// the cluster, the leader and that follower.

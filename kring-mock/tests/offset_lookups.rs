@@ -18,6 +18,9 @@ use kring::protocol::RequestKind;
 use kring::protocol::messages::ListOffsetsRequest;
 use kring::{Client, Config};
 use kring_mock::FakeCluster;
+use support::watchdog::watchdog;
+
+mod support;
 
 const PARTITIONS: i32 = 12;
 
@@ -102,15 +105,10 @@ fn assert_started_at_their_ends(started: &[kring::Result<PartitionConsumer>], fi
     }
 }
 
-#[test]
-fn partition_consumers_started_together_look_up_their_offsets_in_one_request_per_leader() {
-    let cluster = cluster();
-    let consumer = consumer(&cluster);
-    cluster.clear_history();
-    let starts = (0..PARTITIONS).map(|p| consumer.consume_partition("t", p, Offset::Newest));
-    let started = block_on(together(starts.collect()));
-    assert_started_at_their_ends(&started, 0);
-    let requests = list_offsets(&cluster);
+/// The cluster got one ListOffsets per leader, each listing every partition of `t` it
+/// leads, at the latest offset.
+fn assert_one_request_per_leader(cluster: &FakeCluster) {
+    let requests = list_offsets(cluster);
     let mut brokers: Vec<i32> = requests.iter().map(|(b, _)| *b).collect();
     brokers.sort_unstable();
     brokers.dedup();
@@ -138,6 +136,17 @@ fn partition_consumers_started_together_look_up_their_offsets_in_one_request_per
 }
 
 #[test]
+fn partition_consumers_started_together_look_up_their_offsets_in_one_request_per_leader() {
+    let cluster = cluster();
+    let consumer = consumer(&cluster);
+    cluster.clear_history();
+    let starts = (0..PARTITIONS).map(|p| consumer.consume_partition("t", p, Offset::Newest));
+    let started = block_on(together(starts.collect()));
+    assert_started_at_their_ends(&started, 0);
+    assert_one_request_per_leader(&cluster);
+}
+
+#[test]
 fn a_partition_looked_up_twice_at_once_goes_in_two_requests_with_the_same_answer() {
     let cluster = cluster();
     let consumer = consumer(&cluster);
@@ -155,40 +164,43 @@ fn a_partition_looked_up_twice_at_once_goes_in_two_requests_with_the_same_answer
     }
 }
 
-#[test]
-fn lookups_that_joined_a_gatherer_dropped_before_it_sent_go_on_their_own() {
+/// Starts every partition consumer, polls each start once (each lookup joins its
+/// leader's gathering and yields), then does `with_first` to partition 0's start (keeps
+/// it without polling it, or drops it) and runs the others to their end.
+fn first_start_left_behind(with_first: fn(Pin<Box<dyn Future<Output = StartResult> + '_>>)) {
     let cluster = cluster();
     let consumer = consumer(&cluster);
     cluster.clear_history();
-    let mut starts: Vec<Pin<Box<_>>> = (0..PARTITIONS)
-        .map(|p| Box::pin(consumer.consume_partition("t", p, Offset::Newest)))
+    let mut starts: Vec<Pin<Box<dyn Future<Output = StartResult> + '_>>> = (0..PARTITIONS)
+        .map(|p| Box::pin(consumer.consume_partition("t", p, Offset::Newest)) as Pin<Box<_>>)
         .collect();
-    // One poll each: the first lookup at each leader gathers (and yields), the others
-    // join; then partition 0's start is given up, its gathering with it.
     block_on(std::future::poll_fn(|cx| {
         for start in starts.iter_mut() {
-            assert!(start.as_mut().poll(cx).is_pending(), "nothing sent yet");
+            assert!(start.as_mut().poll(cx).is_pending(), "nothing answered yet");
         }
         Poll::Ready(())
     }));
-    let first_leader = cluster.leader("t", 0).unwrap();
-    drop(starts.remove(0));
+    let first = starts.remove(0);
+    with_first(first);
     let started = block_on(together(starts));
     assert_started_at_their_ends(&started, 1);
-    let requests = list_offsets(&cluster);
-    let stranded = (1..PARTITIONS).filter(|&p| cluster.leader("t", p) == Some(first_leader));
-    for p in stranded {
-        let alone = requests
-            .iter()
-            .any(|(b, parts)| *b == first_leader && parts.as_slice() == [(p, -1)]);
-        assert!(alone, "partition {p} looked up on its own: {requests:?}");
-    }
-    assert!(
-        requests
-            .iter()
-            .all(|(_, parts)| !parts.iter().any(|(p, _)| *p == 0)),
-        "nothing sent for partition 0: {requests:?}"
-    );
+    assert_one_request_per_leader(&cluster);
+}
+
+type StartResult = kring::Result<PartitionConsumer>;
+
+#[test]
+fn a_lookup_whose_caller_stops_polling_holds_up_nobody() {
+    // Partition 0's start is kept, never polled again: another lookup of its gathering
+    // has it sent (from the worker), and every other start ends.
+    watchdog("kept", || {
+        first_start_left_behind(|start| std::mem::forget(start))
+    });
+}
+
+#[test]
+fn a_lookup_whose_caller_is_dropped_holds_up_nobody() {
+    watchdog("dropped", || first_start_left_behind(|start| drop(start)));
 }
 
 #[test]

@@ -1,13 +1,19 @@
 //! The consumer's ListOffsets lookups, gathered: lookups at the same broker asked for
 //! together (partition consumers started at once, a group member's new assignment)
 //! go in one request, as the Java client and librdkafka send one per leader, instead of
-//! one request each. The first lookup at a broker gathers: it lets the tasks ready to
-//! run go first (one yield), then sends its own partition and every one asked for at
-//! that broker meanwhile, and hands each its answer. A lone lookup costs that one
-//! yield and nothing else; nothing waits on a timer.
+//! one request each. A lookup joins the gathering open at its broker (or opens one),
+//! lets the tasks ready to run go first (one yield), and then, if nobody has yet,
+//! closes the gathering and has a task on the broker's worker send it and hand each
+//! lookup its answer. A lone lookup costs that yield and nothing else; nothing waits on
+//! a timer.
 //!
-//! Each caller keeps its own retries (a partition's error, a broken connection): an
-//! answer is the partition's error code and offset, or the request's error.
+//! Whoever is polled first sends, and the request is sent and answered on the worker,
+//! not by a caller's future: a caller whose future is dropped or no longer polled
+//! holds up nobody else (a dropped caller's partition is still asked; its answer is
+//! dropped). A partition already in the open gathering is looked up on its own (the
+//! broker refuses a partition listed twice). Each caller keeps its own retries (a
+//! partition's error, a broken connection): an answer is the partition's error code and
+//! offset, or the request's error.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,6 +26,7 @@ use crate::protocol::messages::ListOffsetsRequest;
 use crate::protocol::messages::list_offsets::{
     ListOffsetsPartition, ListOffsetsResponse, ListOffsetsTopic,
 };
+use crate::runtime::Runtime;
 
 /// A partition's answer: its error code and offset, or why the request failed.
 pub(crate) type Answer = Result<(KafkaCode, i64), IoError>;
@@ -36,147 +43,103 @@ pub(crate) struct Lookup {
 /// Where lookups gather: a broker, and the isolation level of its request.
 type Key = (i32, i8);
 
-/// Lookups waiting to join the request a gatherer is about to send.
+/// A lookup in a gathering, and where its answer goes.
+type Ask = (Lookup, oneshot::Sender<Answer>);
+
+/// The lookups gathered at a broker so far.
 struct Gathering {
     id: u64,
-    /// The gatherer's own lookup.
-    own: Lookup,
-    joined: Vec<(Lookup, oneshot::Sender<Answer>)>,
+    asks: Vec<Ask>,
 }
 
-impl Gathering {
-    fn has_partition_of(&self, lookup: &Lookup) -> bool {
-        same_partition(&self.own, lookup)
-            || self.joined.iter().any(|(l, _)| same_partition(l, lookup))
-    }
-}
-
-/// The gatherings of one consumer, by broker.
+/// The open gatherings of one consumer, by broker.
 #[derive(Default)]
 pub(crate) struct Lookups {
     gathering: Mutex<HashMap<Key, Gathering>>,
     next_id: std::sync::atomic::AtomicU64,
 }
 
-/// Removes a gathering its gatherer left before taking it (its task was dropped
-/// mid-yield): those who joined it are answered by their own requests instead.
-struct Abandon<'a> {
-    lookups: &'a Lookups,
-    key: Key,
-    id: u64,
-}
-
-impl Drop for Abandon<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut gathering) = self.lookups.gathering.lock()
-            && gathering.get(&self.key).is_some_and(|g| g.id == self.id)
-        {
-            gathering.remove(&self.key);
-        }
-    }
-}
-
 impl Lookups {
     /// Looks `lookup` up at `leader`, in one request with whatever else is asked of
-    /// `leader` at the same time.
-    pub(crate) async fn look_up(&self, leader: &Broker, isolation: i8, lookup: Lookup) -> Answer {
+    /// `leader` at the same time (sent from a task on `runtime`'s worker of `leader`).
+    pub(crate) async fn look_up(
+        &self,
+        runtime: &Runtime,
+        leader: &Broker,
+        isolation: i8,
+        lookup: Lookup,
+    ) -> Answer {
         let key = (leader.id(), isolation);
-        match self.join_or_gather(key, &lookup) {
-            Role::Joined(answer) => match answer.await {
-                Ok(answer) => answer,
-                // The gatherer's task ended before it answered: on its own.
-                Err(_) => send(leader, isolation, vec![(lookup, None)]).await,
-            },
-            Role::Alone => send(leader, isolation, vec![(lookup, None)]).await,
-            Role::Gather(id) => {
-                let abandon = Abandon {
-                    lookups: self,
-                    key,
-                    id,
-                };
-                tokio::task::yield_now().await;
-                let joined = self.take(key, id);
-                drop(abandon);
-                let mut asks = vec![(lookup, None)];
-                asks.extend(joined.into_iter().map(|(l, tx)| (l, Some(tx))));
-                send(leader, isolation, asks).await
-            }
-        }
-    }
-
-    /// Joins the gathering at `key`, or starts one.
-    fn join_or_gather(&self, key: Key, lookup: &Lookup) -> Role {
-        let Ok(mut gathering) = self.gathering.lock() else {
-            return Role::Alone;
+        let Some((id, answer)) = self.join(key, &lookup) else {
+            return ask(leader, isolation, lookup).await;
         };
-        match gathering.get_mut(&key) {
-            // A partition goes into a request once (the broker refuses it twice).
-            Some(g) if g.has_partition_of(lookup) => Role::Alone,
-            Some(g) => {
-                let (tx, rx) = oneshot::channel();
-                g.joined.push((lookup.clone(), tx));
-                Role::Joined(rx)
-            }
-            None => {
-                let id = self
-                    .next_id
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let own = lookup.clone();
-                let joined = Vec::new();
-                gathering.insert(key, Gathering { id, own, joined });
-                Role::Gather(id)
-            }
+        tokio::task::yield_now().await;
+        if let Some(asks) = self.close(key, id) {
+            let broker = leader.clone();
+            // If the task cannot start (the runtime is going), the asks are dropped
+            // with it: each caller then tries on its own, and is told why.
+            let _ = runtime.spawn_on(runtime.worker_for(key.0), move |_| async move {
+                answer_all(&broker, isolation, asks).await;
+            });
+        }
+        match answer.await {
+            Ok(answer) => answer,
+            Err(_) => ask(leader, isolation, lookup).await,
         }
     }
 
-    /// Takes the gathering `id` started (what joined it), ending it.
-    fn take(&self, key: Key, id: u64) -> Vec<(Lookup, oneshot::Sender<Answer>)> {
-        let Ok(mut gathering) = self.gathering.lock() else {
-            return Vec::new();
-        };
-        match gathering.get(&key) {
-            Some(g) if g.id == id => gathering.remove(&key).map_or_else(Vec::new, |g| g.joined),
-            _ => Vec::new(),
+    /// Joins (or opens) the gathering at `key`: its id, and where the answer comes.
+    /// `None` when `lookup`'s partition is already in it.
+    fn join(&self, key: Key, lookup: &Lookup) -> Option<(u64, oneshot::Receiver<Answer>)> {
+        let mut gathering = self.gathering.lock().ok()?;
+        let g = gathering.entry(key).or_insert_with(|| Gathering {
+            id: self
+                .next_id
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            asks: Vec::new(),
+        });
+        // Callers gone (their futures dropped) are not waited for, nor asked for.
+        g.asks.retain(|(_, tx)| !tx.is_closed());
+        if g.asks.iter().any(|(l, _)| same_partition(l, lookup)) {
+            return None;
         }
+        let (tx, rx) = oneshot::channel();
+        g.asks.push((lookup.clone(), tx));
+        Some((g.id, rx))
     }
-}
 
-enum Role {
-    /// Joined another's gathering: the answer comes on this channel.
-    Joined(oneshot::Receiver<Answer>),
-    /// Started the gathering with this id: sends it.
-    Gather(u64),
-    /// Goes alone.
-    Alone,
+    /// Closes the gathering `id` at `key` and takes its lookups, unless another of
+    /// them did first.
+    fn close(&self, key: Key, id: u64) -> Option<Vec<Ask>> {
+        let mut gathering = self.gathering.lock().ok()?;
+        if gathering.get(&key)?.id != id {
+            return None;
+        }
+        gathering.remove(&key).map(|g| g.asks)
+    }
 }
 
 fn same_partition(a: &Lookup, b: &Lookup) -> bool {
     a.partition == b.partition && a.topic == b.topic
 }
 
-/// Sends one request for `asks` (the first is the caller's own) and answers the others
-/// on their channels; returns the first's answer.
-async fn send(
-    leader: &Broker,
-    isolation: i8,
-    asks: Vec<(Lookup, Option<oneshot::Sender<Answer>>)>,
-) -> Answer {
+/// Looks one partition up, in a request of its own.
+async fn ask(leader: &Broker, isolation: i8, lookup: Lookup) -> Answer {
+    let result = leader.send(request(&[&lookup], isolation)).await;
+    result.map(|response| answer_of(&response, &lookup))
+}
+
+/// Sends one request for `asks` and answers each on its channel.
+async fn answer_all(leader: &Broker, isolation: i8, asks: Vec<Ask>) {
     let lookups: Vec<&Lookup> = asks.iter().map(|(l, _)| l).collect();
     let result = leader.send(request(&lookups, isolation)).await;
-    let mut own = None;
     for (lookup, reply) in asks {
         let answer = match &result {
             Ok(response) => Ok(answer_of(response, &lookup)),
             Err(e) => Err(e.clone()),
         };
-        match reply {
-            Some(tx) => {
-                let _ = tx.send(answer);
-            }
-            None => own = Some(answer),
-        }
+        let _ = reply.send(answer);
     }
-    own.unwrap_or(Ok((KafkaCode::UNKNOWN_TOPIC_OR_PARTITION, -1)))
 }
 
 /// One ListOffsets request for `lookups`, grouped by topic.
@@ -228,6 +191,15 @@ mod tests {
             partition,
             timestamp,
         }
+    }
+
+    #[test]
+    fn a_partition_consumer_can_be_started_from_any_thread() {
+        // Type-checked, not run: the start (its lookup included) is a Send future.
+        fn send<T: Send>(_: &T) {}
+        let _ = |c: &crate::consumer::Consumer| {
+            send(&c.consume_partition("t", 0, crate::consumer::Offset::Oldest));
+        };
     }
 
     #[test]

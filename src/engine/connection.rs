@@ -733,7 +733,13 @@ impl<T> Connection<T> {
         }
     }
 
+    /// A TLS failure: during the set-up, [`IoError::Tls`] (the same settings would fail
+    /// the same way); once the connection is ready, a broken connection like any other
+    /// (requests on it may have been written, and another connection may do).
     fn tls_error(&self, reason: String) -> IoError {
+        if self.phase == Phase::Ready {
+            return self.disconnected(format!("TLS: {reason}"));
+        }
         IoError::Tls {
             addr: self.addr.to_string(),
             reason,

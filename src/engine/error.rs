@@ -211,18 +211,19 @@ impl IoError {
         }
     }
 
-    /// Whether the request may have reached the broker before this error ended it: false
-    /// only for the errors raised before it was written (no connection, a failed
-    /// set-up, a request that could not be encoded or queued).
+    /// Whether the request may have reached the broker before this error ended it: a
+    /// connection that broke or timed out with it on the wire, an answer that could not
+    /// be read, a runtime that went away (or an answer task that ended) while it waited.
+    /// False for the errors given only to requests not written yet (no connection, a
+    /// failed set-up, a request that could not be encoded or queued, a closed handle);
+    /// a TLS failure after the handshake is reported as `Disconnected`.
     pub fn may_have_reached_the_broker(&self) -> bool {
         matches!(
             self,
             IoError::Disconnected { .. }
                 | IoError::RequestTimedOut { .. }
                 | IoError::Decode { .. }
-                | IoError::Closed { .. }
                 | IoError::ShuttingDown
-                | IoError::Runtime(_)
                 | IoError::AnswerLost { .. }
         )
     }
@@ -241,5 +242,60 @@ impl IoError {
                 | IoError::SetupTimedOut { .. }
                 | IoError::QueueFull { .. }
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_errors_of_requests_not_yet_written_say_the_broker_never_saw_them() {
+        let addr = || "127.0.0.1:9".to_string();
+        let before_writing = [
+            IoError::Connect {
+                addr: addr(),
+                message: "refused".into(),
+            },
+            IoError::NotConnected {
+                addr: addr(),
+                retry_in: Duration::ZERO,
+            },
+            IoError::QueueFull { addr: addr() },
+            IoError::Closed { addr: addr() },
+            IoError::Tls {
+                addr: addr(),
+                reason: "untrusted".into(),
+            },
+            IoError::Runtime("no worker".into()),
+        ];
+        for e in before_writing {
+            assert!(!e.may_have_reached_the_broker(), "{e}");
+        }
+        let after_writing = [
+            IoError::Disconnected {
+                addr: addr(),
+                reason: "reset".into(),
+            },
+            IoError::RequestTimedOut {
+                api: ApiKey::Produce,
+                addr: addr(),
+                after: Duration::from_secs(30),
+            },
+            IoError::Decode {
+                api: ApiKey::Produce,
+                addr: addr(),
+                source: DecodeError::NegativeLength(-2),
+            },
+            IoError::ShuttingDown,
+            IoError::AnswerLost {
+                api: ApiKey::Produce,
+                addr: addr(),
+                reason: "panicked".into(),
+            },
+        ];
+        for e in after_writing {
+            assert!(e.may_have_reached_the_broker(), "{e}");
+        }
     }
 }

@@ -1268,9 +1268,9 @@ impl Future for CommitFuture {
 
 /// Starts a partition consumer for each of `starts` at once, on tasks of the worker
 /// this runs on: their start offsets are looked up together (one ListOffsets per
-/// leader) instead of one round trip after another. Every start ends before this
-/// returns; on a failure the first error is returned and the consumers started are
-/// closed.
+/// leader) instead of one round trip after another. At the first failure (in partition
+/// order) the starts left are cancelled, and the consumers started are closed, before
+/// the error is returned; a panic in a start is resumed here.
 async fn start_together(
     consumer: &Consumer,
     starts: Vec<(TopicPartition, Offset, Option<i64>)>,
@@ -1288,17 +1288,34 @@ async fn start_together(
         })
         .collect();
     let mut started = Vec::with_capacity(tasks.len());
-    let mut failure = None;
-    for task in tasks {
-        match task.await {
-            Ok(Ok(s)) => started.push(s),
-            Ok(Err(e)) => failure = failure.or(Some(e)),
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(_) => failure = failure.or(Some(Error::ShuttingDown)),
-        }
+    let mut tasks = tasks.into_iter();
+    while let Some(task) = tasks.next() {
+        let failure = match task.await {
+            Ok(Ok(s)) => {
+                started.push(s);
+                continue;
+            }
+            Ok(Err(e)) => e,
+            Err(e) if e.is_panic() => {
+                cancel(tasks).await;
+                std::panic::resume_unwind(e.into_panic());
+            }
+            Err(_) => Error::ShuttingDown,
+        };
+        cancel(tasks).await;
+        return Err(failure);
     }
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(started),
+    Ok(started)
+}
+
+/// Cancels the partition starts `tasks` and waits until they are gone (so that their
+/// partitions are free to be started again).
+async fn cancel(tasks: impl Iterator<Item = tokio::task::JoinHandle<Result<Started>>>) {
+    let tasks: Vec<_> = tasks.collect();
+    for task in &tasks {
+        task.abort();
+    }
+    for task in tasks {
+        let _ = task.await;
     }
 }

@@ -13,6 +13,9 @@ use crate::engine::connection::RawResponse;
 use crate::engine::error::IoError;
 use crate::protocol::ApiKey;
 
+/// A token no request has (the sink numbers its requests from zero).
+const NO_REQUEST: u64 = u64::MAX;
+
 /// A request's token and what became of it.
 pub(super) type Answer = (u64, Result<RawResponse, IoError>);
 
@@ -48,17 +51,16 @@ impl Answers {
         self.tasks.is_empty()
     }
 
-    /// The next task to end (`None` if there are none, or if one ended that was not
-    /// spawned here, which cannot happen).
+    /// The next task to end (`None` if there are none).
     pub(super) async fn next(&mut self) -> Option<Answer> {
         let joined = self.tasks.join_next_with_id().await?;
-        self.answer_of(joined)
+        Some(self.answer_of(joined))
     }
 
     /// A task that has already ended, if any.
     pub(super) fn try_next(&mut self) -> Option<Answer> {
         let joined = self.tasks.try_join_next_with_id()?;
-        self.answer_of(joined)
+        Some(self.answer_of(joined))
     }
 
     /// Aborts every task left (their requests are failed by the caller).
@@ -67,21 +69,25 @@ impl Answers {
         self.tokens.clear();
     }
 
-    fn answer_of(&mut self, joined: Result<(Id, Answer), JoinError>) -> Option<Answer> {
+    /// What a task that ended gives: every task gives something, so that its caller
+    /// settles each one (its request, and the count of requests in progress).
+    fn answer_of(&mut self, joined: Result<(Id, Answer), JoinError>) -> Answer {
         match joined {
             Ok((id, answer)) => {
                 self.tokens.remove(&id);
-                Some(answer)
+                answer
             }
             Err(e) => {
-                let token = self.tokens.remove(&e.id())?;
+                // A task not spawned here cannot end here; if one did, the token no
+                // request has makes the sink ignore it.
+                let token = self.tokens.remove(&e.id()).unwrap_or(NO_REQUEST);
                 tracing::error!(error = %e, broker = %self.addr, "a Produce answer task ended without an answer");
                 let lost = IoError::AnswerLost {
                     api: ApiKey::Produce,
                     addr: self.addr.clone(),
                     reason: describe(&e),
                 };
-                Some((token, Err(lost)))
+                (token, Err(lost))
             }
         }
     }

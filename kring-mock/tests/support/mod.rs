@@ -6,6 +6,8 @@
 
 #![allow(dead_code)]
 
+pub mod watchdog;
+
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::Duration;

@@ -1542,9 +1542,6 @@ impl PartitionState {
     }
 }
 
-/// Whether a produce error means the broker did not write the batch. Connection errors,
-/// timeouts and answers that were lost or garbled leave its fate unknown; so do
-/// REQUEST_TIMED_OUT and NOT_ENOUGH_REPLICAS_AFTER_APPEND, which come after the write.
 /// Whether sequence `a` comes before `b` (sequences wrap at `i32::MAX`; two of one
 /// epoch in flight are never a quarter of the range apart).
 fn sequence_before(a: i32, b: i32) -> bool {
@@ -1556,6 +1553,9 @@ fn ended_after_sending(error: &Error) -> bool {
     matches!(error, Error::Io(e) if e.may_have_reached_the_broker())
 }
 
+/// Whether a produce error means the broker did not write the batch. Connection errors,
+/// timeouts and answers that were lost or garbled leave its fate unknown; so do
+/// REQUEST_TIMED_OUT and NOT_ENOUGH_REPLICAS_AFTER_APPEND, which come after the write.
 fn refused_before_writing(error: &Error) -> bool {
     refused_as_unserved(error)
         || matches!(
