@@ -12,7 +12,6 @@
 //! wait forever, and a hung test says nothing.
 
 use std::sync::Arc;
-use std::sync::mpsc;
 use std::time::Duration;
 
 use kring::config::OffsetReset;
@@ -25,24 +24,9 @@ use kring::protocol::messages::offset_for_leader_epoch::{
 };
 use kring::{Client, Config, Error};
 use kring_mock::{FakeCluster, Reply};
+use support::watchdog::watchdog;
 
-/// Runs `test` on a thread and fails if it has not finished after a minute.
-fn watchdog(name: &str, test: impl FnOnce() + Send + 'static) {
-    let (tx, rx) = mpsc::channel();
-    let handle = std::thread::spawn(move || {
-        test();
-        let _ = tx.send(());
-    });
-    match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(()) => handle.join().unwrap(),
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            if let Err(panic) = handle.join() {
-                std::panic::resume_unwind(panic);
-            }
-        }
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{name}: still waiting after a minute"),
-    }
-}
+mod support;
 
 fn cluster() -> Arc<FakeCluster> {
     Arc::new(
