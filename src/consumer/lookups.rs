@@ -4,19 +4,19 @@
 //! one request each. A lookup joins the gathering open at its broker (or opens one),
 //! lets the tasks ready to run go first (one yield), and then, if nobody has yet,
 //! closes the gathering and has a task on the broker's worker send it and hand each
-//! lookup its answer. A lone lookup costs that yield and nothing else; nothing waits on
-//! a timer.
+//! lookup its answer. A lone lookup costs that yield, a task on the worker and a
+//! channel; nothing waits on a timer.
 //!
-//! Whoever is polled first sends, and the request is sent and answered on the worker,
-//! not by a caller's future: a caller whose future is dropped or no longer polled
-//! holds up nobody else (a dropped caller's partition is still asked; its answer is
-//! dropped). A partition already in the open gathering is looked up on its own (the
+//! The first lookup of a gathering polled after its yield closes it, and the request is
+//! sent and answered on the worker, not by a caller's future: a caller whose future is
+//! dropped or no longer polled holds up nobody else (a dropped caller's partition may
+//! still be asked; its answer is dropped). A partition already in the open gathering is looked up on its own (the
 //! broker refuses a partition listed twice). Each caller keeps its own retries (a
 //! partition's error, a broken connection): an answer is the partition's error code and
 //! offset, or the request's error.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::oneshot;
 
@@ -76,8 +76,8 @@ impl Lookups {
         tokio::task::yield_now().await;
         if let Some(asks) = self.close(key, id) {
             let broker = leader.clone();
-            // If the task cannot start (the runtime is going), the asks are dropped
-            // with it: each caller then tries on its own, and is told why.
+            // If the task cannot start (the runtime is stopping), the asks are dropped
+            // with it, and each caller asks on its own.
             let _ = runtime.spawn_on(runtime.worker_for(key.0), move |_| async move {
                 answer_all(&broker, isolation, asks).await;
             });
@@ -91,7 +91,10 @@ impl Lookups {
     /// Joins (or opens) the gathering at `key`: its id, and where the answer comes.
     /// `None` when `lookup`'s partition is already in it.
     fn join(&self, key: Key, lookup: &Lookup) -> Option<(u64, oneshot::Receiver<Answer>)> {
-        let mut gathering = self.gathering.lock().ok()?;
+        let mut gathering = self
+            .gathering
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let g = gathering.entry(key).or_insert_with(|| Gathering {
             id: self
                 .next_id
@@ -111,7 +114,10 @@ impl Lookups {
     /// Closes the gathering `id` at `key` and takes its lookups, unless another of
     /// them did first.
     fn close(&self, key: Key, id: u64) -> Option<Vec<Ask>> {
-        let mut gathering = self.gathering.lock().ok()?;
+        let mut gathering = self
+            .gathering
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if gathering.get(&key)?.id != id {
             return None;
         }

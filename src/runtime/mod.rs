@@ -48,7 +48,7 @@ impl Default for RuntimeConfig {
 type TaskFn = Box<dyn FnOnce(Backend) -> Pin<Box<dyn Future<Output = ()>>> + Send>;
 
 struct Worker {
-    tx: Mutex<Option<mpsc::Sender<TaskFn>>>,
+    tx: Mutex<Option<mpsc::UnboundedSender<TaskFn>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -100,7 +100,7 @@ impl Runtime {
         let live_tasks = Arc::new(AtomicUsize::new(0));
         let mut workers = Vec::with_capacity(count);
         for index in 0..count {
-            let (tx, rx) = mpsc::channel::<TaskFn>(256);
+            let (tx, rx) = mpsc::unbounded_channel::<TaskFn>();
             let live = live_tasks.clone();
             let thread = std::thread::Builder::new()
                 .name(format!("{}-{index}", config.thread_name))
@@ -171,17 +171,10 @@ impl Runtime {
             .clone()
             .ok_or(IoError::ShuttingDown)?;
         let task: TaskFn = Box::new(move |b| Box::pin(make(b)));
-        // Starting a connection is rare; waiting for queue room here is fine.
-        match tx.try_send(task) {
-            Ok(()) => Ok(()),
-            Err(mpsc::error::TrySendError::Full(task)) => {
-                if ON_WORKER.with(Cell::get) {
-                    return Err(IoError::Runtime("worker queue full".into()));
-                }
-                tx.blocking_send(task).map_err(|_| IoError::ShuttingDown)
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(IoError::ShuttingDown),
-        }
+        // Unbounded: callers are async code (a lookup, a sleep, a commit) that must not
+        // block their thread, and each queued task stands for an operation its caller
+        // waits on, so the queue is as long as the work in progress, no longer.
+        tx.send(task).map_err(|_| IoError::ShuttingDown)
     }
 
     /// Shuts down: connections stop taking requests, drain what is in flight (up to their
@@ -269,7 +262,7 @@ pub(crate) async fn sleep_until(deadline: Option<std::time::Instant>) {
     }
 }
 
-fn worker_main(backend: Backend, mut rx: mpsc::Receiver<TaskFn>, live: Arc<AtomicUsize>) {
+fn worker_main(backend: Backend, mut rx: mpsc::UnboundedReceiver<TaskFn>, live: Arc<AtomicUsize>) {
     ON_WORKER.with(|w| w.set(true));
     let main = async move {
         let mut tasks = tokio::task::JoinSet::new();
