@@ -26,7 +26,6 @@ use crate::protocol::messages::ListOffsetsRequest;
 use crate::protocol::messages::list_offsets::{
     ListOffsetsPartition, ListOffsetsResponse, ListOffsetsTopic,
 };
-use crate::runtime::Runtime;
 
 /// A partition's answer: its error code and offset, or why the request failed.
 pub(crate) type Answer = Result<(KafkaCode, i64), IoError>;
@@ -61,21 +60,15 @@ pub(crate) struct Lookups {
 
 impl Lookups {
     /// Looks `lookup` up at `leader`, in one request with whatever else is asked of
-    /// `leader` at the same time (sent from a task on `runtime`'s worker of `leader`).
-    pub(crate) async fn look_up(
-        &self,
-        runtime: &Runtime,
-        leader: &Broker,
-        isolation: i8,
-        lookup: Lookup,
-    ) -> Answer {
+    /// `leader` at the same time (sent from a task on the worker that owns `leader`).
+    pub(crate) async fn look_up(&self, leader: &Broker, isolation: i8, lookup: Lookup) -> Answer {
         let key = (leader.id(), isolation);
         let Some((id, answer)) = self.join(key, &lookup) else {
             return ask(leader, isolation, lookup).await;
         };
         tokio::task::yield_now().await;
         if let Some(asks) = self.close(key, id) {
-            let broker = leader.clone();
+            let (broker, runtime) = (leader.clone(), leader.runtime());
             // If the task cannot start (the runtime is stopping), the asks are dropped
             // with it, and each caller asks on its own.
             let _ = runtime.spawn_on(runtime.worker_for(key.0), move |_| async move {

@@ -181,11 +181,7 @@ impl ConsumerInner {
                 partition,
                 timestamp,
             };
-            let runtime = self.client.runtime();
-            let result = self
-                .lookups
-                .look_up(runtime, &leader, isolation, lookup)
-                .await;
+            let result = self.lookups.look_up(&leader, isolation, lookup).await;
             let code = match &result {
                 Ok((code, _)) => *code,
                 Err(_) => KafkaCode::NOT_LEADER_OR_FOLLOWER,

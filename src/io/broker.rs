@@ -48,7 +48,7 @@ struct BrokerInner {
     shared: Arc<ConnectionShared>,
     tx: mpsc::Sender<Command>,
     /// Keeps the workers running while a handle to one of their connections exists.
-    _runtime: Runtime,
+    runtime: Runtime,
 }
 
 impl std::fmt::Debug for Broker {
@@ -186,7 +186,7 @@ impl Broker {
                 id,
                 shared,
                 tx,
-                _runtime: runtime.clone(),
+                runtime: runtime.clone(),
             }),
         })
     }
@@ -194,6 +194,11 @@ impl Broker {
     /// The broker id given at open.
     pub fn id(&self) -> i32 {
         self.inner.id
+    }
+
+    /// The runtime whose worker owns the connection (the worker `worker_for(id)`).
+    pub(crate) fn runtime(&self) -> &Runtime {
+        &self.inner.runtime
     }
 
     /// The broker's address.

@@ -28,6 +28,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tokio::sync::{Notify, watch};
+
 use super::ProducerShared;
 use super::answers::{Answer, Answers};
 use super::metrics::SinkMetrics;
@@ -43,7 +45,6 @@ use crate::error::{Error, Result};
 use crate::protocol::messages::InitProducerIdRequest;
 use crate::protocol::{ApiKey, KafkaCode};
 use crate::runtime::sleep_until;
-use tokio::sync::{Notify, watch};
 
 /// Wakes a sink's task, and tells the appending threads when it drains next unwoken.
 #[derive(Debug)]
