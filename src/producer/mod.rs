@@ -73,7 +73,7 @@ use crate::buf::MemoryBudget;
 use crate::client::Client;
 use crate::config::{Acks, Config, ProducerConfig};
 use crate::engine::produce::arenas::ArenaPools;
-use crate::engine::produce::completion::{ReportTagged, batch_done};
+use crate::engine::produce::completion::{ReportTagged, TagReports, batch_done};
 use crate::engine::produce::failures::{DeliveryFailures, FailureReport};
 use crate::engine::produce::partition::{
     Appended, Arena, ProducePartition, ProduceSettings, ProducerAccounts, ProducerId, RecordParts,
@@ -271,6 +271,13 @@ fn codec_of(c: crate::config::Compression) -> Codec {
     }
 }
 
+/// How many reported lists of tagged records to keep for new batches: as many as the
+/// batches `buffer_memory` holds at `batch_size` (so never more than were in flight),
+/// at least a few, at most 1,024.
+fn tag_lists_kept(buffer_memory: usize, batch_size: usize) -> usize {
+    (buffer_memory / batch_size.max(1)).clamp(4, 1024)
+}
+
 /// The settings the producer's engines use, from the client's configuration with this
 /// producer's own section.
 fn settings_of(
@@ -297,8 +304,10 @@ fn settings_of(
         transactional_id: p.transactional_id.clone(),
         transaction_timeout: p.transaction_timeout,
         codec: codec_of(p.compression),
-        report_tagged: delivery_handler
-            .map(|h| Arc::new(delivery::HandlerReporter(h)) as Arc<dyn ReportTagged>),
+        report_tagged: delivery_handler.map(|h| {
+            let reporter = Arc::new(delivery::HandlerReporter(h)) as Arc<dyn ReportTagged>;
+            TagReports::new(reporter, tag_lists_kept(p.buffer_memory, p.batch_size))
+        }),
     }
 }
 

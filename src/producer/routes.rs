@@ -170,7 +170,9 @@ struct RouteCache {
 impl RouteCache {
     fn find(&self, producer: u64, topic: &str, generation: u64) -> Option<usize> {
         self.entries.iter().position(|e| {
-            e.producer == producer && *e.topic.name == *topic && e.routes.is_current(generation)
+            e.producer == producer
+                && same_name(&e.topic.name, topic)
+                && e.routes.is_current(generation)
         })
     }
 
@@ -195,6 +197,26 @@ impl RouteCache {
         self.entries[slot] = entry;
         slot
     }
+}
+
+/// Whether two topic names are the same, compared eight bytes at a time in place: the
+/// library `memcmp` the slice comparison calls was 2–3% of produce-100's profile, about
+/// 5 ns a record for a short name (the call, then its dispatch on the length).
+#[inline]
+fn same_name(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let (mut wa, mut wb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let word = |w: &[u8]| u64::from_ne_bytes(w.try_into().unwrap_or_default());
+    let words_equal = (&mut wa).zip(&mut wb).all(|(x, y)| word(x) == word(y));
+    words_equal
+        && wa
+            .remainder()
+            .iter()
+            .zip(wb.remainder())
+            .all(|(x, y)| x == y)
 }
 
 thread_local! {
@@ -258,6 +280,34 @@ mod tests {
     use std::hash::BuildHasher;
 
     use super::*;
+
+    #[test]
+    fn same_name_compares_every_byte_and_the_length() {
+        let names = [
+            "",
+            "a",
+            "b",
+            "ab",
+            "orders",
+            "orders.v2",
+            "orders.v3",
+            "sixteen-bytes-xx",
+        ];
+        for a in names {
+            for b in names {
+                assert_eq!(same_name(a, b), a == b, "{a:?} {b:?}");
+            }
+        }
+        let long: String = "x".repeat(40);
+        for i in 0..long.len() {
+            let mut other = long.clone().into_bytes();
+            other[i] = b'y';
+            let other = String::from_utf8(other).unwrap_or_default();
+            assert!(!same_name(&long, &other), "differs at {i}");
+            assert!(!same_name(&long, &long[..i]), "prefix of {i}");
+        }
+        assert!(same_name(&long, &"x".repeat(40)));
+    }
 
     #[test]
     fn topic_hasher_tells_names_apart_and_finds_them_again() {

@@ -185,7 +185,7 @@ impl<'a> RecordBatchRef<'a> {
 
     /// CRC-32C of the bytes the stored CRC covers (attributes to the end).
     pub fn compute_crc(&self) -> u32 {
-        crc32c::crc32c(&self.bytes[off::ATTRIBUTES..])
+        super::crc::crc32c(&self.bytes[off::ATTRIBUTES..])
     }
 
     /// Checks the stored CRC against the bytes.

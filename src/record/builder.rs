@@ -847,7 +847,7 @@ fn write_header(v: &mut [u8], h: &HeaderFields) {
 }
 
 fn refresh_crc(batch: &mut [u8]) {
-    let crc = crc32c::crc32c(&batch[off::ATTRIBUTES..]);
+    let crc = super::crc::crc32c(&batch[off::ATTRIBUTES..]);
     batch[off::CRC..off::ATTRIBUTES].copy_from_slice(&crc.to_be_bytes());
 }
 

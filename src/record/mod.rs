@@ -21,6 +21,7 @@
 mod batch;
 mod builder;
 mod compression;
+mod crc;
 mod legacy;
 #[cfg(test)]
 mod tests;

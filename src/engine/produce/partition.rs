@@ -32,7 +32,7 @@ use bytes::Bytes;
 
 use super::arenas::{ArenaPools, next_class};
 use super::completion::{
-    BatchAck, BatchShared, ReportScope, ReportTagged, TaggedBatch, TaggedRecord,
+    BatchAck, BatchShared, ReportScope, TagReports, TaggedBatch, TaggedRecord,
 };
 use super::failures::DeliveryFailures;
 use super::queued::QueuedRecords;
@@ -167,7 +167,7 @@ pub(crate) struct ProduceSettings {
     pub codec: Compression,
     /// Where the outcomes of records sent with a tag go (the producer's delivery
     /// handler), if anywhere.
-    pub report_tagged: Option<Arc<dyn ReportTagged>>,
+    pub report_tagged: Option<TagReports>,
 }
 
 /// Most batches of one partition in flight with idempotence (what the broker tracks).
@@ -748,14 +748,14 @@ impl PartitionState {
     /// Notes that record `index` of the open batch was sent with `tag`.
     /// (`append` refused the tag before appending when there is no handler.)
     fn tag_record(&mut self, index: u32, timestamp: i64, tag: u64, settings: &ProduceSettings) {
-        let (Some(open), Some(reporter)) = (self.open.as_mut(), &settings.report_tagged) else {
+        let (Some(open), Some(reports)) = (self.open.as_mut(), &settings.report_tagged) else {
             return;
         };
         let tagged = open.tagged.get_or_insert_with(|| TaggedBatch {
-            reporter: reporter.clone(),
+            reports: reports.clone(),
             topic: self.accounts.topic.clone(),
             partition: self.accounts.partition,
-            records: Vec::new(),
+            records: reports.lists.take(),
         });
         tagged.records.push(TaggedRecord {
             index,

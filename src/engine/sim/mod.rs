@@ -41,7 +41,7 @@ use crate::engine::fetch::testing::TestTarget;
 use crate::engine::fetch::{FetchSettings, FetchTarget, Fetcher, Next};
 use crate::engine::produce::arenas::ArenaPools;
 use crate::engine::produce::completion::{
-    BatchAck, BatchShared, ReportTagged, Resolved, TaggedRecord,
+    BatchAck, BatchShared, ReportTagged, Resolved, TagReports, TaggedRecord,
 };
 use crate::engine::produce::partition::{
     Appended, ProducePartition, ProduceSettings, ProducerAccounts, ProducerId, RecordParts,
@@ -367,7 +367,11 @@ impl World {
             transactional_id: None,
             transaction_timeout: std::time::Duration::from_secs(60),
             codec: [Compression::None, Compression::Lz4, Compression::Zstd][rng.below(3) as usize],
-            report_tagged: Some(reports.clone()),
+            // Lists kept to lend again: none, one, or a few.
+            report_tagged: Some(TagReports::new(
+                reports.clone(),
+                [0, 1, 4][rng.below(3) as usize],
+            )),
         };
         let topic: Arc<str> = Arc::from(cluster.topic.as_str());
         // A limit on queued records: none, or one the run's records reach.
