@@ -271,11 +271,11 @@ fn codec_of(c: crate::config::Compression) -> Codec {
     }
 }
 
-/// How many reported lists of tagged records to keep for new batches: as many as the
-/// batches `buffer_memory` holds at `batch_size` (so never more than were in flight),
-/// at least a few, at most 1,024.
-fn tag_lists_kept(buffer_memory: usize, batch_size: usize) -> usize {
-    (buffer_memory / batch_size.max(1)).clamp(4, 1024)
+/// The bytes of reported lists of tagged records to keep for new batches: half of
+/// `buffer.memory` (a list holds 24 bytes a record; for 100-byte records that is under a
+/// quarter of their batches' bytes).
+fn tag_lists_kept(buffer_memory: usize) -> usize {
+    buffer_memory / 2
 }
 
 /// The settings the producer's engines use, from the client's configuration with this
@@ -306,7 +306,7 @@ fn settings_of(
         codec: codec_of(p.compression),
         report_tagged: delivery_handler.map(|h| {
             let reporter = Arc::new(delivery::HandlerReporter(h)) as Arc<dyn ReportTagged>;
-            TagReports::new(reporter, tag_lists_kept(p.buffer_memory, p.batch_size))
+            TagReports::new(reporter, tag_lists_kept(p.buffer_memory))
         }),
     }
 }

@@ -79,11 +79,12 @@ pub(crate) struct TagReports {
 }
 
 impl TagReports {
-    /// Reports to `reporter`, keeping up to `keep` reported lists to lend again.
-    pub fn new(reporter: Arc<dyn ReportTagged>, keep: usize) -> Self {
+    /// Reports to `reporter`, keeping reported lists of up to `keep_bytes` in all to
+    /// lend again.
+    pub fn new(reporter: Arc<dyn ReportTagged>, keep_bytes: usize) -> Self {
         TagReports {
             reporter,
-            lists: Arc::new(TagLists::new(keep)),
+            lists: Arc::new(TagLists::new(keep_bytes)),
         }
     }
 }
@@ -91,47 +92,69 @@ impl TagReports {
 /// Lists of tagged records given back once reported, lent again to new batches. A
 /// batch's list grows to its record count (a 1 MB batch of 100-B records: about 9,000
 /// records, 216 KB): a new list per batch grew by doubling every time, each growth a
-/// copy into memory faulted in afresh (a fifth of produce-100's page faults). Up to
-/// `keep` lists are kept, no more than the batches that can be in flight at once, so
-/// what is kept is at most what the producer held at its busiest.
+/// copy into memory faulted in afresh (a fifth of produce-100's page faults). Lists of
+/// up to `keep_bytes` in all are kept (what is kept was in use at once before); a list
+/// with room for fewer than [`TagLists::SMALLEST`] records (the one-record lists of a
+/// split batch) is not worth keeping.
 #[derive(Debug)]
 pub(crate) struct TagLists {
-    kept: Mutex<Vec<Vec<TaggedRecord>>>,
-    keep: usize,
+    kept: Mutex<Kept>,
+    keep_bytes: usize,
+}
+
+/// The lists kept, and the bytes they hold.
+#[derive(Debug, Default)]
+struct Kept {
+    lists: Vec<Vec<TaggedRecord>>,
+    bytes: usize,
+}
+
+/// The bytes a list holds.
+fn bytes_of(list: &Vec<TaggedRecord>) -> usize {
+    list.capacity() * std::mem::size_of::<TaggedRecord>()
 }
 
 impl TagLists {
-    fn new(keep: usize) -> Self {
+    /// The fewest records a list kept has room for.
+    const SMALLEST: usize = 64;
+
+    fn new(keep_bytes: usize) -> Self {
         TagLists {
-            kept: Mutex::new(Vec::new()),
-            keep,
+            kept: Mutex::new(Kept::default()),
+            keep_bytes,
         }
     }
 
     /// An empty list: one given back before, if any.
     pub fn take(&self) -> Vec<TaggedRecord> {
-        self.kept().pop().unwrap_or_default()
+        let mut kept = self.kept();
+        let list = kept.lists.pop().unwrap_or_default();
+        kept.bytes -= bytes_of(&list);
+        list
     }
 
-    /// Keeps `list` (emptied) to lend again, unless `keep` are kept already.
+    /// Keeps `list` (emptied) to lend again, unless it is small or the lists kept
+    /// would come to more than `keep_bytes`.
     fn give_back(&self, mut list: Vec<TaggedRecord>) {
-        if list.capacity() == 0 {
+        if list.capacity() < Self::SMALLEST {
             return;
         }
         list.clear();
         let mut kept = self.kept();
-        if kept.len() < self.keep {
-            kept.push(list);
+        let bytes = kept.bytes + bytes_of(&list);
+        if bytes <= self.keep_bytes {
+            kept.bytes = bytes;
+            kept.lists.push(list);
         }
     }
 
     /// Lists kept now.
     #[cfg(test)]
     pub fn kept_count(&self) -> usize {
-        self.kept().len()
+        self.kept().lists.len()
     }
 
-    fn kept(&self) -> std::sync::MutexGuard<'_, Vec<Vec<TaggedRecord>>> {
+    fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
         self.kept.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -698,7 +721,7 @@ mod tests {
 
     fn tagged(recorder: &Arc<Recorder>, records: &[(u32, i64, u64)]) -> TaggedBatch {
         TaggedBatch {
-            reports: TagReports::new(recorder.clone(), 4),
+            reports: TagReports::new(recorder.clone(), 1 << 20),
             topic: Arc::from("t"),
             partition: 3,
             records: records
@@ -715,28 +738,46 @@ mod tests {
     #[test]
     fn a_reported_list_is_lent_again_empty_and_no_more_are_kept_than_asked() {
         let recorder = Arc::new(Recorder::default());
-        let reports = TagReports::new(recorder.clone(), 1);
-        let settle_one = |records: &[(u32, i64, u64)]| {
+        let list_bytes = 100 * std::mem::size_of::<TaggedRecord>();
+        // Room for one list of 100 records, not two.
+        let reports = TagReports::new(recorder.clone(), list_bytes * 3 / 2);
+        let settle_one = |records: usize| {
             let shared = BatchShared::new();
-            let mut batch = tagged(&recorder, records);
+            let mut batch = tagged(&recorder, &[]);
             batch.reports = reports.clone();
+            batch.records = Vec::with_capacity(records);
+            for i in 0..records {
+                batch.records.push(TaggedRecord {
+                    index: i as u32,
+                    timestamp: 1,
+                    tag: i as u64,
+                });
+            }
             shared.tag(batch);
             assert!(shared.complete(Ok(BatchAck {
                 base_offset: 0,
                 log_append_time: -1,
             })));
         };
-        settle_one(&[(0, 1, 1), (1, 1, 2), (2, 1, 3)]);
-        settle_one(&[(0, 1, 4)]);
-        assert_eq!(reports.lists.kept_count(), 1, "one kept, as asked");
+        settle_one(100);
+        settle_one(100);
+        settle_one(3);
+        assert_eq!(reports.lists.kept_count(), 1, "one of 100; none of 3");
         let lent = reports.lists.take();
         assert!(lent.is_empty(), "lent empty");
-        assert!(lent.capacity() >= 1, "with the room it had");
+        assert_eq!(lent.capacity(), 100, "with the room it had");
         assert_eq!(reports.lists.kept_count(), 0);
         assert_eq!(reports.lists.take().capacity(), 0, "then new ones");
+        drop(lent);
+        settle_one(100);
+        assert_eq!(
+            reports.lists.kept_count(),
+            1,
+            "the bytes taken out are free again"
+        );
         assert_eq!(
             recorder.reports.lock().unwrap().len(),
-            4,
+            303,
             "every record reported"
         );
     }

@@ -6,6 +6,8 @@
 //! - [`arenas`]: batch arenas in size classes sharing `buffer.memory`.
 //! - [`completion`]: the completion a batch's records share with their futures.
 //! - [`failures`]: the producer's tally of batches that failed for good (for flush).
+//! - [`pace`]: whether a sink's broker is behind, so that lingering batches wait for
+//!   its next answer.
 //! - [`queued`]: the count of records not settled yet, and its limit
 //!   (`queue.buffering.max.messages`).
 //! - [`request`]: the hand-encoded Produce request over pre-encoded batches.
@@ -14,6 +16,7 @@
 pub(crate) mod arenas;
 pub(crate) mod completion;
 pub(crate) mod failures;
+pub(crate) mod pace;
 pub(crate) mod partition;
 pub(crate) mod queued;
 pub(crate) mod request;

@@ -1002,6 +1002,11 @@ impl PartitionState {
         self.in_transaction = false;
     }
 
+    /// When the open batch's linger is up, if one is open.
+    pub fn due_at(&self, settings: &ProduceSettings) -> Option<Instant> {
+        self.open.as_ref().map(|o| o.created + settings.linger)
+    }
+
     /// Whether sealed batches wait to be sent.
     pub fn has_sendable(&self) -> bool {
         !self.queue.is_empty()

@@ -51,10 +51,11 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::arenas::ArenaPools;
 use super::completion::BatchAck;
+use super::pace::Pace;
 use super::partition::{
     BatchReport, Fate, Outgoing, ProducePartition, ProduceSettings, ProducerId, Verdict,
 };
@@ -118,8 +119,8 @@ pub(crate) struct Sink {
     /// Requests on the wire, by token (in the order they were made): when each was made
     /// and the batches it carries.
     in_flight: BTreeMap<u64, (Instant, Vec<Outgoing>)>,
-    /// The quickest round trip of a request to this broker so far (made to answered).
-    quickest: Option<Duration>,
+    /// The broker's pace: whether batches due by their linger wait for its next answer.
+    pace: Pace,
     next_token: u64,
     outbox: VecDeque<(u64, ProduceBatches)>,
     events: VecDeque<SinkEvent>,
@@ -158,7 +159,7 @@ impl Sink {
             addr,
             partitions: Vec::new(),
             in_flight: BTreeMap::new(),
-            quickest: None,
+            pace: Pace::default(),
             next_token: 0,
             outbox: VecDeque::new(),
             events: VecDeque::new(),
@@ -201,10 +202,18 @@ impl Sink {
             .settings
             .max_requests_in_flight()
             .saturating_sub(self.in_flight.len());
-        // Batches due by their linger alone wait too while the broker is the one holding
-        // things up (see `Sink::broker_is_behind`): full batches, retries and flushes
-        // still use every slot.
-        let hold_lingering = slots == 0 || self.broker_is_behind(now);
+        // Batches due by their linger alone wait while the broker is the one holding
+        // things up, until the requests made before they were due are answered
+        // (`super::pace`): full batches, retries and flushes still use every slot. Not
+        // with acks=0 (no answers: a request is done once written). Appenders waiting
+        // for memory do not end the wait: it is bounded by those answers, which free
+        // memory too, and a broker that is behind is just when appenders wait (256
+        // partitions on three nodes: 200 records a batch with the wait, 130 without).
+        let oldest = self.in_flight.first_key_value().map(|(_, (made, _))| *made);
+        let behind = cx.settings.acks != 0
+            && self
+                .pace
+                .broker_is_behind(now, self.in_flight.len(), oldest);
         let (broker, events) = (self.broker, &mut self.events);
         // A probe whose request is gone (answered, or failed with the connection).
         if self.in_flight.is_empty() {
@@ -227,9 +236,12 @@ impl Sink {
             // whose leader is unknown, seals as before: that is what gets it going).
             // Also while the connection has no slot free, or the broker is behind:
             // sealed now, a batch would only wait, while open it keeps filling.
+            let waits_for_answer = behind
+                && s.due_at(cx.settings)
+                    .is_some_and(|due| Pace::may_wait(due, oldest));
             let hold = leader == Some(broker)
                 && !cx.bumping
-                && (hold_lingering || s.busy_sending(now, cx.settings));
+                && (slots == 0 || waits_for_answer || s.busy_sending(now, cx.settings));
             wake_at = earliest(
                 wake_at,
                 s.seal_if_due(now, cx.flushing, hold, cx.settings, cx.pools),
@@ -355,28 +367,6 @@ impl Sink {
         self.outbox.push_back((token, request));
     }
 
-    /// Whether the broker, not the way to it, is what holds this sink's requests up:
-    /// two or more are on the wire and the oldest has been out longer than the
-    /// quickest round trip seen. A broker reads a connection's next request only once
-    /// it has answered the one before (Kafka mutes the connection meanwhile, acks=all's
-    /// wait for the replicas included), so beyond the one it serves and one waiting
-    /// (ready for the moment it answers), a request made now would only wait in the
-    /// socket, carrying batches sealed now, where made at the next answer it carries
-    /// everything appended until then. Fewer, larger batches are what a busy broker
-    /// handles fastest: 256 partitions on three nodes sharing one core wrote 1,000,000
-    /// keyed records in 2.3–3.0 s with two requests in flight against 4.1–4.4 s with
-    /// five, at 250 records a batch against 130. Where the round trip is the longer (a
-    /// distant broker answering quickly) the second request cannot cover it, so no
-    /// batch waits.
-    fn broker_is_behind(&self, now: Instant) -> bool {
-        let (Some(quickest), Some((_, (oldest, _)))) =
-            (self.quickest, self.in_flight.first_key_value())
-        else {
-            return false;
-        };
-        self.in_flight.len() >= 2 && now.saturating_duration_since(*oldest) > quickest
-    }
-
     /// The next request to send; its answer goes to [`Sink::handle_response`] with the
     /// same token.
     pub fn poll_request(&mut self) -> Option<(u64, ProduceBatches)> {
@@ -394,9 +384,9 @@ impl Sink {
         let Some((made, batches)) = self.in_flight.remove(&token) else {
             return;
         };
-        if result.is_ok() {
-            let took = now.saturating_duration_since(made);
-            self.quickest = Some(self.quickest.map_or(took, |q| q.min(took)));
+        match result {
+            Ok(_) => self.pace.answered(made, now),
+            Err(_) => self.pace.failed(),
         }
         let response = match result {
             Err(e) => Err(verdict_for_io(e)),
@@ -1245,7 +1235,8 @@ mod tests {
     }
 
     #[test]
-    fn while_the_broker_is_behind_a_lingering_batch_waits_for_an_answer_and_a_full_one_does_not() {
+    fn while_the_broker_is_behind_a_lingering_batch_waits_for_the_requests_before_it_and_full_ones_do_not()
+     {
         let round_trip = Duration::from_millis(1);
         let (mut sink, partitions, pools, settings, tokens, sent) =
             two_requests_out_after_a_round_trip_of(round_trip);
@@ -1258,32 +1249,29 @@ mod tests {
             sink.poll_request().is_none(),
             "partition 3's batch is due by its linger alone: it stays open"
         );
-        // A full batch goes all the same, in a slot of its own.
-        fill_until_sealed(&partitions[0], &settings, &pools, later);
-        sink.drain(later + settings.linger, &cx);
-        let (_, request) = sink.poll_request().expect("the full batch");
-        assert_eq!(partitions_of(&request), vec![0]);
-        assert!(sink.poll_request().is_none(), "partition 3 still waits");
-        // Answers leave one request out: partition 3's batch, with what it gathered
-        // meanwhile, goes at the next drain.
-        let answered = later + settings.linger * 2;
+        // Full batches go all the same, each in a slot of its own.
+        let full_at = later + settings.linger + round_trip;
+        for _ in 0..2 {
+            fill_until_sealed(&partitions[0], &settings, &pools, full_at);
+            sink.drain(full_at, &cx);
+            let (_, request) = sink.poll_request().expect("a full batch");
+            assert_eq!(partitions_of(&request), vec![0], "partition 3 still waits");
+        }
+        // The two requests made before partition 3's batch was due are answered: the
+        // two full ones are still out (the broker is still behind), but a request made
+        // when the batch was due would have been served by now, so it goes, with what
+        // it gathered meanwhile.
+        let answered = full_at + round_trip * 2;
         for (token, partition) in tokens.into_iter().zip([1, 2]) {
             let acked = answer(partition, KafkaCode::NONE);
             sink.handle_response(token, Ok(acked), answered, &settings);
         }
+        assert_eq!(sink.requests_in_flight(), 2);
         append(&partitions[3], 2, &settings, &pools, answered);
         sink.drain(answered, &cx);
         let (_, request) = sink.poll_request().expect("partition 3's batch");
-        // With partition 0's next batch, opened by the record the full one had no room
-        // for.
-        assert_eq!(partitions_of(&request), vec![0, 3]);
-        let batch = request
-            .topics
-            .iter()
-            .flat_map(|(_, batches)| batches)
-            .find(|b| b.partition == 3)
-            .map(|b| &b.batch)
-            .expect("partition 3's");
+        assert_eq!(partitions_of(&request), vec![3]);
+        let batch = &request.topics[0].1[0].batch;
         let (parsed, _) = crate::record::RecordBatchRef::parse(batch)
             .expect("a batch")
             .expect("whole");

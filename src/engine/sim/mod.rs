@@ -367,10 +367,10 @@ impl World {
             transactional_id: None,
             transaction_timeout: std::time::Duration::from_secs(60),
             codec: [Compression::None, Compression::Lz4, Compression::Zstd][rng.below(3) as usize],
-            // Lists kept to lend again: none, one, or a few.
+            // Bytes of lists kept to lend again: none, a list of 64 or so, plenty.
             report_tagged: Some(TagReports::new(
                 reports.clone(),
-                [0, 1, 4][rng.below(3) as usize],
+                [0, 2048, 1 << 20][rng.below(3) as usize],
             )),
         };
         let topic: Arc<str> = Arc::from(cluster.topic.as_str());

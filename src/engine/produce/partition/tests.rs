@@ -923,7 +923,7 @@ impl ReportTagged for TagLog {
 fn tagged_records_are_reported_with_their_batch() {
     let log = Arc::new(TagLog::default());
     let settings = ProduceSettings {
-        report_tagged: Some(TagReports::new(log.clone(), 2)),
+        report_tagged: Some(TagReports::new(log.clone(), 1 << 20)),
         ..settings()
     };
     let pools = pools();
@@ -1016,7 +1016,7 @@ fn the_delivery_handler_runs_with_the_partition_unlocked() {
     }
     let probe = Arc::new(LockProbe::default());
     let settings = ProduceSettings {
-        report_tagged: Some(TagReports::new(probe.clone(), 2)),
+        report_tagged: Some(TagReports::new(probe.clone(), 1 << 20)),
         ..settings()
     };
     let pools = pools();
@@ -1052,7 +1052,7 @@ fn the_delivery_handler_runs_with_the_partition_unlocked() {
 fn a_batch_finishing_after_the_turn_is_still_pending_for_a_flush() {
     let log = Arc::new(TagLog::default());
     let settings = ProduceSettings {
-        report_tagged: Some(TagReports::new(log.clone(), 2)),
+        report_tagged: Some(TagReports::new(log.clone(), 1 << 20)),
         ..settings()
     };
     let pools = pools();
