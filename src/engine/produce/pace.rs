@@ -49,8 +49,8 @@ impl Pace {
         }
     }
 
-    /// A request failed without an answer (its connection broke): the next connection
-    /// may take another path, so its round trips are learnt afresh.
+    /// A request failed without an answer (its connection broke, or it could not be
+    /// sent): a next connection may take another path, so round trips are learnt afresh.
     pub fn failed(&mut self) {
         *self = Pace::default();
     }

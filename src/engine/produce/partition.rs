@@ -905,7 +905,8 @@ impl PartitionState {
 
     /// Seals the open batch if its linger ran out or a flush wants it; otherwise
     /// returns when its linger runs out. With `hold` (the partition is
-    /// [`busy_sending`](PartitionState::busy_sending)) a batch whose linger ran out stays
+    /// [`busy_sending`](PartitionState::busy_sending), its connection has no slot free, or
+    /// its broker is behind: `super::pace`) a batch whose linger ran out stays
     /// open and keeps taking records until the partition can send it or it is full, as
     /// the Java client's accumulator and librdkafka's queues do: sealed at every linger,
     /// a partition waiting for a slow first answer would queue many small batches (more

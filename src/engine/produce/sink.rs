@@ -234,8 +234,9 @@ impl Sink {
             let mut s = p.state();
             // Held open only where this sink is to send it (a partition that moved, or
             // whose leader is unknown, seals as before: that is what gets it going).
-            // Also while the connection has no slot free, or the broker is behind:
-            // sealed now, a batch would only wait, while open it keeps filling.
+            // Also while the connection has no slot free, the partition cannot send yet,
+            // or the broker is behind and a request made before the batch was due is
+            // still out: sealed now, a batch would only wait, while open it keeps filling.
             let waits_for_answer = behind
                 && s.due_at(cx.settings)
                     .is_some_and(|due| Pace::may_wait(due, oldest));
@@ -1267,6 +1268,11 @@ mod tests {
             sink.handle_response(token, Ok(acked), answered, &settings);
         }
         assert_eq!(sink.requests_in_flight(), 2);
+        let oldest = sink.in_flight.first_key_value().map(|(_, (made, _))| *made);
+        assert!(
+            sink.pace.broker_is_behind(answered, 2, oldest),
+            "still behind: the batch goes because the requests before it were answered"
+        );
         append(&partitions[3], 2, &settings, &pools, answered);
         sink.drain(answered, &cx);
         let (_, request) = sink.poll_request().expect("partition 3's batch");
