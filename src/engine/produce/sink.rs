@@ -209,7 +209,7 @@ impl Sink {
         // for memory do not end the wait: it is bounded by those answers, which free
         // memory too, and a broker that is behind is just when appenders wait (256
         // partitions on three nodes: 200 records a batch with the wait, 130 without).
-        let oldest = self.in_flight.first_key_value().map(|(_, (made, _))| *made);
+        let oldest = self.oldest_made();
         let behind = cx.settings.acks != 0
             && self
                 .pace
@@ -366,6 +366,11 @@ impl Sink {
         self.next_token += 1;
         self.in_flight.insert(token, (now, batches));
         self.outbox.push_back((token, request));
+    }
+
+    /// When the oldest request on the wire was made.
+    fn oldest_made(&self) -> Option<Instant> {
+        self.in_flight.first_key_value().map(|(_, (made, _))| *made)
     }
 
     /// The next request to send; its answer goes to [`Sink::handle_response`] with the
@@ -1268,7 +1273,7 @@ mod tests {
             sink.handle_response(token, Ok(acked), answered, &settings);
         }
         assert_eq!(sink.requests_in_flight(), 2);
-        let oldest = sink.in_flight.first_key_value().map(|(_, (made, _))| *made);
+        let oldest = sink.oldest_made();
         assert!(
             sink.pace.broker_is_behind(answered, 2, oldest),
             "still behind: the batch goes because the requests before it were answered"
