@@ -1187,11 +1187,26 @@ mod tests {
         assert!(sink.poll_request().is_none());
     }
 
-    /// A sink of four partitions (not idempotent, linger 5 ms, five requests in flight)
-    /// whose first request, partition 0's, was answered `round_trip` after it was made;
-    /// then partitions 1 and 2 each send a batch in a request of its own at `sent`:
-    /// the sink, its partitions, the pools, the settings, the two tokens and `sent`.
+    /// A sink of four partitions (not idempotent, acks=all, linger 5 ms, five requests
+    /// in flight) whose first request, partition 0's, was answered `round_trip` after it
+    /// was made; then partitions 1 and 2 each send a batch in a request of its own at
+    /// `sent`: the sink, its partitions, the pools, the settings, the two tokens and `sent`.
     fn two_requests_out_after_a_round_trip_of(
+        round_trip: Duration,
+    ) -> (
+        Sink,
+        Vec<Arc<ProducePartition>>,
+        ArenaPools,
+        ProduceSettings,
+        [u64; 2],
+        Instant,
+    ) {
+        two_requests_out_with_acks(-1, round_trip)
+    }
+
+    /// As [`two_requests_out_after_a_round_trip_of`], with `acks`.
+    fn two_requests_out_with_acks(
+        acks: i16,
         round_trip: Duration,
     ) -> (
         Sink,
@@ -1203,6 +1218,7 @@ mod tests {
     ) {
         let mut settings = settings();
         settings.idempotent = false;
+        settings.acks = acks;
         settings.linger = Duration::from_millis(5);
         let (mut sink, partitions, pools) = sink_of(4);
         let mut cx = context(&settings, &pools, None);
@@ -1291,6 +1307,86 @@ mod tests {
             3,
             "the record due and the two appended while it waited"
         );
+    }
+
+    /// Partition 3's batch held while the broker is behind (as in the test above): the
+    /// sink, its partitions, the pools, the settings, the two tokens out and the time.
+    fn partition_3_held() -> (
+        Sink,
+        Vec<Arc<ProducePartition>>,
+        ArenaPools,
+        ProduceSettings,
+        [u64; 2],
+        Instant,
+    ) {
+        let round_trip = Duration::from_millis(1);
+        let (mut sink, partitions, pools, settings, tokens, sent) =
+            two_requests_out_after_a_round_trip_of(round_trip);
+        let later = sent + round_trip * 3;
+        partition_3_due(&mut sink, &partitions, &pools, &settings, later);
+        assert!(
+            sink.poll_request().is_none(),
+            "held while the broker is behind"
+        );
+        let now = later + settings.linger;
+        (sink, partitions, pools, settings, tokens, now)
+    }
+
+    #[test]
+    fn a_broken_connection_releases_a_held_batch_and_round_trips_are_learnt_afresh() {
+        let (mut sink, partitions, pools, settings, tokens, now) = partition_3_held();
+        let mut cx = context(&settings, &pools, None);
+        cx.flushing = false;
+        // The connection breaks: both requests out fail with it.
+        for token in tokens {
+            let broken = IoError::Disconnected {
+                addr: "127.0.0.1:9".into(),
+                reason: "reset".into(),
+            };
+            sink.handle_response(token, Err(broken), now, &settings);
+        }
+        sink.drain(now, &cx);
+        let (_, request) = sink.poll_request().expect("partition 3's batch");
+        assert_eq!(partitions_of(&request), vec![3]);
+        assert!(
+            sink.poll_request().is_none(),
+            "partitions 1 and 2 wait out their backoff"
+        );
+        // On the next connection two requests are out, for longer than the old
+        // connection's quickest round trip (1 ms), before any is answered: the old round
+        // trips are forgotten, so the broker does not count as behind and partition 0's
+        // lingering batch goes.
+        append(&partitions[0], 1, &settings, &pools, now);
+        sink.drain(now + settings.linger, &cx);
+        sink.poll_request().expect("partition 0's first batch");
+        let later = now + settings.linger * 2;
+        append(&partitions[0], 1, &settings, &pools, later);
+        sink.drain(later + settings.linger, &cx);
+        assert_eq!(sink.requests_in_flight(), 3);
+        let (_, request) = sink
+            .poll_request()
+            .expect("partition 0's second batch at its linger");
+        assert_eq!(partitions_of(&request), vec![0]);
+    }
+
+    #[test]
+    fn with_acks_0_a_lingering_batch_never_waits() {
+        let round_trip = Duration::from_millis(1);
+        let (mut sink, partitions, pools, settings, _tokens, sent) =
+            two_requests_out_with_acks(0, round_trip);
+        // As in the test above, two out for longer than the quickest round trip; but
+        // with acks=0 no answer comes to wait for.
+        let later = sent + round_trip * 3;
+        assert!(
+            sink.pace
+                .broker_is_behind(later, sink.requests_in_flight(), sink.oldest_made()),
+            "what would count as behind with acks"
+        );
+        partition_3_due(&mut sink, &partitions, &pools, &settings, later);
+        let (_, request) = sink
+            .poll_request()
+            .expect("partition 3's batch at its linger");
+        assert_eq!(partitions_of(&request), vec![3]);
     }
 
     #[test]
