@@ -14,10 +14,12 @@ use kring::config::OffsetReset;
 use kring::consumer::{Consumer, Offset, PartitionConsumer};
 use kring::group::{GroupConsumer, Topics};
 use kring::protocol::ApiKey;
+use kring::protocol::KafkaCode;
 use kring::protocol::RequestKind;
-use kring::protocol::messages::ListOffsetsRequest;
+use kring::protocol::messages::fetch::{FetchableTopicResponse, PartitionData};
+use kring::protocol::messages::{FetchResponse, ListOffsetsRequest};
 use kring::{Client, Config};
-use kring_mock::FakeCluster;
+use kring_mock::{FakeCluster, Reply};
 use support::watchdog::watchdog;
 
 mod support;
@@ -249,4 +251,82 @@ fn a_group_member_starts_its_new_partitions_with_one_lookup_per_leader() {
         leaders.len(),
         "one request per leader: {requests:?}"
     );
+}
+
+/// A Fetch answer to `request` naming every partition it lists OFFSET_OUT_OF_RANGE.
+fn all_out_of_range(request: &kring::protocol::messages::FetchRequest) -> FetchResponse {
+    let topics = request
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    PartitionData::default()
+                        .with_partition_index(p.partition)
+                        .with_error_code(KafkaCode::OFFSET_OUT_OF_RANGE.code())
+                        .with_high_watermark(-1)
+                        .with_last_stable_offset(-1)
+                        .with_log_start_offset(-1)
+                })
+                .collect();
+            FetchableTopicResponse::default()
+                .with_topic(t.topic.clone())
+                .with_topic_id(t.topic_id)
+                .with_partitions(partitions)
+        })
+        .collect();
+    FetchResponse::default().with_responses(topics)
+}
+
+#[test]
+fn partitions_found_out_of_range_in_one_fetch_are_reset_with_one_lookup() {
+    // One broker leads all twelve partitions; their consumers start at their ends (no
+    // lookup). The first fetch listing all twelve is answered OFFSET_OUT_OF_RANGE for
+    // each: the resets (earliest) are looked up together, not one after another.
+    let cluster = FakeCluster::builder()
+        .brokers(1)
+        .topic("t", PARTITIONS)
+        .build()
+        .unwrap();
+    for p in 0..PARTITIONS {
+        let records: Vec<_> = (0..=p).map(|_| (None, Some(b"v".as_slice()))).collect();
+        cluster.append_records("t", p, 1_000, &records).unwrap();
+    }
+    cluster.control_once(Some(ApiKey::Fetch), |r| {
+        let RequestKind::Fetch(request) = &r.request else {
+            return Reply::pass();
+        };
+        let listed: usize = request.topics.iter().map(|t| t.partitions.len()).sum();
+        if listed == PARTITIONS as usize {
+            Reply::respond(all_out_of_range(request))
+        } else {
+            Reply::pass()
+        }
+    });
+    let mut config = Config::new(cluster.bootstrap());
+    config.net.workers = 1;
+    config.consumer.auto_offset_reset = OffsetReset::Earliest;
+    let client = Client::connect_blocking(config).expect("connect to the fake cluster");
+    block_on(client.refresh_metadata(&["t"])).unwrap();
+    let consumer = Consumer::new(client).unwrap();
+    cluster.clear_history();
+    let starts = (0..PARTITIONS)
+        .map(|p| consumer.consume_partition("t", p, Offset::Exact(i64::from(p) + 1)));
+    let started = block_on(together(starts.collect()));
+    watchdog("resets", || {
+        for (p, started) in (0..).zip(started) {
+            let mut pc = started.expect("started");
+            let batch = pc.next_batch_blocking().expect("alive").expect("no error");
+            let first = batch.records().next().expect("a record").unwrap();
+            assert_eq!(first.offset(), 0, "partition {p} reset to its earliest");
+        }
+    });
+    let requests = list_offsets(&cluster);
+    assert_eq!(requests.len(), 1, "one lookup for the twelve: {requests:?}");
+    let mut asked = requests[0].1.clone();
+    asked.sort_unstable();
+    let earliest: Vec<(i32, i64)> = (0..PARTITIONS).map(|p| (p, -2)).collect();
+    assert_eq!(asked, earliest);
 }

@@ -165,9 +165,12 @@ impl Admin {
         partitions: &[TopicPartition],
         spec: OffsetSpec,
     ) -> Result<Vec<ListedOffset>> {
+        // How long a broker may take to read an offset from remote storage (tiered
+        // topics, ListOffsets v10+): the admin's timeout, where 0 would fail at once.
+        let timeout_ms = super::millis(self.client.config().admin.timeout);
         let found = self
             .on_leaders(ApiKey::ListOffsets, partitions, |broker, batch| {
-                list_offsets_on(broker, batch, spec)
+                list_offsets_on(broker, batch, spec, timeout_ms)
             })
             .await?;
         Ok(found.into_values().collect())
@@ -363,6 +366,7 @@ async fn list_offsets_on(
     broker: Broker,
     batch: Vec<TopicPartition>,
     spec: OffsetSpec,
+    timeout_ms: i32,
 ) -> Result<Vec<(TopicPartition, PartitionAnswer<ListedOffset>)>> {
     let topics = by_topic(&batch)
         .into_iter()
@@ -383,6 +387,7 @@ async fn list_offsets_on(
         .collect();
     let request = ListOffsetsRequest::default()
         .with_replica_id(-1)
+        .with_timeout_ms(timeout_ms)
         .with_topics(topics);
     let response = broker.send(request).await?;
     let mut out = Vec::new();

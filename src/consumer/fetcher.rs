@@ -7,8 +7,11 @@
 //! take a chunk, pause, resume or close. A fetcher serves the partitions routed to its
 //! broker, as leader or as their read replica ([`crate::engine::fetch::replica`]).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Weak};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, mpsc};
@@ -16,6 +19,7 @@ use tokio::sync::{Notify, mpsc};
 use crate::buf::MemoryBudget;
 use crate::client::{BrokerInfo, LeaderHint};
 use crate::config::{Config, IsolationLevel, OffsetReset};
+use crate::engine::fetch::epochs::EpochEnd;
 use crate::engine::fetch::replica::ReadReplica;
 use crate::engine::fetch::{Chunk, FetchSettings, FetchTarget, Fetcher, Next};
 use crate::error::Error;
@@ -287,15 +291,45 @@ pub(crate) async fn run(
                 &outcome.endpoints,
             );
         }
-        for p in outcome.reset {
+        settle_positions(&inner, outcome.reset, outcome.diverged).await;
+    }
+}
+
+/// Resets the partitions found out of range and validates those whose log diverged,
+/// all at once: the resets' ListOffsets lookups at one leader go in one request
+/// ([`super::lookups`]) and the OffsetForLeaderEpoch requests share the connection,
+/// where one after another a fetch answer naming 256 partitions out of range would
+/// hold the fetcher for 256 round trips.
+async fn settle_positions(
+    inner: &ConsumerInner,
+    reset: Vec<Arc<PartitionShared>>,
+    diverged: Vec<(Arc<PartitionShared>, EpochEnd)>,
+) {
+    let resets = reset.into_iter().map(|p| {
+        Box::pin(async move {
             if let Err(e) = inner.reset_offset(&p).await {
                 p.report(e);
             }
+        }) as Pin<Box<dyn Future<Output = ()> + Send + '_>>
+    });
+    let validations = diverged.into_iter().map(|(p, end)| {
+        Box::pin(async move { inner.handle_divergence(&p, end).await })
+            as Pin<Box<dyn Future<Output = ()> + Send + '_>>
+    });
+    all_of(resets.chain(validations).collect()).await;
+}
+
+/// Runs `futures` together on this task until every one has finished.
+async fn all_of(mut futures: Vec<Pin<Box<dyn Future<Output = ()> + Send + '_>>>) {
+    std::future::poll_fn(|cx| {
+        futures.retain_mut(|f| f.as_mut().poll(cx).is_pending());
+        if futures.is_empty() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
         }
-        for (p, end) in outcome.diverged {
-            inner.handle_divergence(&p, end).await;
-        }
-    }
+    })
+    .await
 }
 
 /// The connection broke, timed out or could not be made: the fetcher's partitions find

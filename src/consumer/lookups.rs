@@ -17,6 +17,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use tokio::sync::oneshot;
 
@@ -42,6 +43,9 @@ pub(crate) struct Lookup {
 /// Where lookups gather: a broker, and the isolation level of its request.
 type Key = (i32, i8);
 
+/// How a request asks: its isolation level and `timeout_ms`.
+type How = (i8, i32);
+
 /// A lookup in a gathering, and where its answer goes.
 type Ask = (Lookup, oneshot::Sender<Answer>);
 
@@ -52,32 +56,45 @@ struct Gathering {
 }
 
 /// The open gatherings of one consumer, by broker.
-#[derive(Default)]
 pub(crate) struct Lookups {
     gathering: Mutex<HashMap<Key, Gathering>>,
     next_id: std::sync::atomic::AtomicU64,
+    /// The requests' `timeout_ms` (v10+): how long the broker may take to read an
+    /// offset from remote storage (tiered topics), the consumer's request timeout as
+    /// the Java client sends; 0 would have it give up at once.
+    timeout_ms: i32,
 }
 
 impl Lookups {
+    /// Lookups whose requests allow the broker `request_timeout`.
+    pub(crate) fn new(request_timeout: Duration) -> Self {
+        Lookups {
+            gathering: Mutex::default(),
+            next_id: Default::default(),
+            timeout_ms: request_timeout.as_millis().try_into().unwrap_or(i32::MAX),
+        }
+    }
+
     /// Looks `lookup` up at `leader`, in one request with whatever else is asked of
     /// `leader` at the same time (sent from a task on the worker that owns `leader`).
     pub(crate) async fn look_up(&self, leader: &Broker, isolation: i8, lookup: Lookup) -> Answer {
         let key = (leader.id(), isolation);
         let Some((id, answer)) = self.join(key, &lookup) else {
-            return ask(leader, isolation, lookup).await;
+            return ask(leader, (isolation, self.timeout_ms), lookup).await;
         };
         tokio::task::yield_now().await;
         if let Some(asks) = self.close(key, id) {
             let (broker, runtime) = (leader.clone(), leader.runtime());
             // If the task cannot start (the runtime is stopping), the asks are dropped
             // with it, and each caller asks on its own.
+            let how = (isolation, self.timeout_ms);
             let _ = runtime.spawn_on(runtime.worker_for(key.0), move |_| async move {
-                answer_all(&broker, isolation, asks).await;
+                answer_all(&broker, how, asks).await;
             });
         }
         match answer.await {
             Ok(answer) => answer,
-            Err(_) => ask(leader, isolation, lookup).await,
+            Err(_) => ask(leader, (isolation, self.timeout_ms), lookup).await,
         }
     }
 
@@ -123,15 +140,15 @@ fn same_partition(a: &Lookup, b: &Lookup) -> bool {
 }
 
 /// Looks one partition up, in a request of its own.
-async fn ask(leader: &Broker, isolation: i8, lookup: Lookup) -> Answer {
-    let result = leader.send(request(&[&lookup], isolation)).await;
+async fn ask(leader: &Broker, how: How, lookup: Lookup) -> Answer {
+    let result = leader.send(request(&[&lookup], how)).await;
     result.map(|response| answer_of(&response, &lookup))
 }
 
 /// Sends one request for `asks` and answers each on its channel.
-async fn answer_all(leader: &Broker, isolation: i8, asks: Vec<Ask>) {
+async fn answer_all(leader: &Broker, how: How, asks: Vec<Ask>) {
     let lookups: Vec<&Lookup> = asks.iter().map(|(l, _)| l).collect();
-    let result = leader.send(request(&lookups, isolation)).await;
+    let result = leader.send(request(&lookups, how)).await;
     for (lookup, reply) in asks {
         let answer = match &result {
             Ok(response) => Ok(answer_of(response, &lookup)),
@@ -142,7 +159,7 @@ async fn answer_all(leader: &Broker, isolation: i8, asks: Vec<Ask>) {
 }
 
 /// One ListOffsets request for `lookups`, grouped by topic.
-fn request(lookups: &[&Lookup], isolation: i8) -> ListOffsetsRequest {
+fn request(lookups: &[&Lookup], (isolation, timeout_ms): How) -> ListOffsetsRequest {
     let mut topics: Vec<ListOffsetsTopic> = Vec::new();
     for l in lookups {
         let partition = ListOffsetsPartition::default()
@@ -160,6 +177,7 @@ fn request(lookups: &[&Lookup], isolation: i8) -> ListOffsetsRequest {
     ListOffsetsRequest::default()
         .with_replica_id(-1)
         .with_isolation_level(isolation)
+        .with_timeout_ms(timeout_ms)
         .with_topics(topics)
 }
 
@@ -208,8 +226,12 @@ mod tests {
             lookup("b", 3, -1),
             lookup("a", 1, 1_700),
         ];
-        let request = request(&asks.iter().collect::<Vec<_>>(), 1);
+        let request = request(&asks.iter().collect::<Vec<_>>(), (1, 30_000));
         assert_eq!(request.isolation_level, 1);
+        assert_eq!(
+            request.timeout_ms, 30_000,
+            "the broker may read remote storage"
+        );
         assert_eq!(request.replica_id, -1);
         let listed: Vec<(&str, Vec<(i32, i64)>)> = request
             .topics

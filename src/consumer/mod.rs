@@ -520,13 +520,14 @@ impl Consumer {
         config.validate()?;
         let config = Arc::new(config);
         let budget = MemoryBudget::new(config.consumer.fetch_buffer_memory);
+        let lookups = lookups::Lookups::new(config.net.request_timeout);
         let inner = Arc::new_cyclic(|this| ConsumerInner {
             client,
             config,
             budget,
             fetchers: Mutex::new(HashMap::new()),
             consuming: Mutex::new(HashSet::new()),
-            lookups: lookups::Lookups::default(),
+            lookups,
             this: this.clone(),
         });
         Ok(Consumer { inner })
