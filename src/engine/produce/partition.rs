@@ -1559,11 +1559,14 @@ fn ended_after_sending(error: &Error) -> bool {
     matches!(error, Error::Io(e) if e.may_have_reached_the_broker())
 }
 
-/// Whether a produce error means the broker did not write the batch. Connection errors,
-/// timeouts and answers that were lost or garbled leave its fate unknown; so do
+/// Whether a produce error means the broker did not write the batch: a refusal that
+/// comes before the write, or a request that never reached it (no connection could be
+/// made, its set-up failed). A connection that broke or timed out with the request on
+/// it, and answers that were lost or garbled, leave its fate unknown; so do
 /// REQUEST_TIMED_OUT and NOT_ENOUGH_REPLICAS_AFTER_APPEND, which come after the write.
 fn refused_before_writing(error: &Error) -> bool {
     refused_as_unserved(error)
+        || matches!(error, Error::Io(e) if !e.may_have_reached_the_broker())
         || matches!(
             error.code(),
             Some(

@@ -1565,3 +1565,53 @@ fn resent_alone_refused_out_of_order_is_renumbered(
     );
     assert!(p.state().ready_for_bump(), "renumbered by the bump");
 }
+
+/// The third batch's attempt ended with `error` (retriable), the second was acknowledged:
+/// the third as taken again, and whether an epoch bump could renumber the partition then.
+fn third_retried_after(error: crate::io::IoError) -> (Outgoing, bool) {
+    let now = Instant::now();
+    let settings = settings();
+    let (p, second, third) = second_and_third_on_the_wire(now);
+    let failed = Verdict::Retry {
+        error: Error::Io(error),
+        stale: true,
+    };
+    p.state().settle(third, failed, now, &settings);
+    p.state().settle(second, ack(), now, &settings);
+    let ready = p.state().ready_for_bump();
+    let later = now + Duration::from_secs(2);
+    let mut retried = take(&p, later, &settings);
+    assert_eq!(retried.len(), 1);
+    (retried.remove(0), ready)
+}
+
+#[test]
+fn an_attempt_that_never_reached_the_broker_leaves_the_batch_surely_unwritten() {
+    // No connection could be made: the request was never written, so the batch is not
+    // one of unknown fate (an epoch bump may renumber it at once, and running out of
+    // time it fails without one being needed for it).
+    let addr = "127.0.0.1:9".to_string();
+    let never_sent = [
+        crate::io::IoError::Connect {
+            addr: addr.clone(),
+            message: "refused".into(),
+        },
+        crate::io::IoError::NotConnected {
+            addr: addr.clone(),
+            retry_in: Duration::from_millis(100),
+        },
+    ];
+    for error in never_sent {
+        let shown = error.to_string();
+        let (retried, ready) = third_retried_after(error);
+        assert!(!retried.maybe_written, "{shown}");
+        assert!(ready, "{shown}: nothing of unknown fate holds a bump");
+    }
+    // A connection that broke with it on the wire leaves its fate unknown.
+    let (retried, ready) = third_retried_after(crate::io::IoError::Disconnected {
+        addr,
+        reason: "reset".into(),
+    });
+    assert!(retried.maybe_written);
+    assert!(!ready, "learnt first, under the epoch it was sent with");
+}
