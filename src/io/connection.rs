@@ -40,7 +40,7 @@ use crate::io::security;
 use crate::io::transport::{Connector, ShutdownHandle, TransportRead, TransportWrite};
 use crate::metrics::BrokerMetrics;
 use crate::protocol::negotiation::ApiVersionsTable;
-use crate::runtime::sleep_until;
+use crate::runtime::LazyDeadline;
 
 pub use crate::engine::connection::{ConnectionConfig, EncodeRequest, RawResponse, TypedRequest};
 
@@ -427,6 +427,7 @@ impl Session {
         let reader = tokio::task::spawn_local(read_loop(read, session.clone()));
         let mut segments: Vec<Bytes> = Vec::new();
         let mut closing = false;
+        let mut timer = LazyDeadline::new();
         loop {
             session.dispatch();
             if session.ended() {
@@ -436,14 +437,18 @@ impl Session {
                 tokio::task::spawn_local(reauthenticate(session.clone()));
             }
             if session.engine.borrow_mut().poll_transmit(&mut segments) {
-                if !session.write(&mut write, &mut segments, &closer).await {
+                if !session
+                    .write(&mut write, &mut segments, &closer, &mut timer)
+                    .await
+                {
                     break;
                 }
                 continue;
             }
-            let (accepting, timeout) = {
+            let accepting = {
                 let engine = session.engine.borrow();
-                (engine.can_accept(), engine.poll_timeout())
+                timer.aim(engine.poll_timeout());
+                engine.can_accept()
             };
             tokio::select! {
                 biased;
@@ -465,7 +470,7 @@ impl Session {
                         session.close(rx, error);
                     }
                 },
-                _ = sleep_until(timeout) => {
+                _ = timer.fired() => {
                     session.engine.borrow_mut().handle_timeout(Self::now());
                 }
             }
@@ -515,13 +520,14 @@ impl Session {
         write: &mut W,
         segments: &mut Vec<Bytes>,
         closer: &W::Shutdown,
+        timer: &mut LazyDeadline,
     ) -> bool {
         let bytes: usize = segments.iter().map(Bytes::len).sum();
         self.metrics.sent_bytes.increment(bytes as u64);
         let pending = write.write_all(std::mem::take(segments));
         tokio::pin!(pending);
         loop {
-            let timeout = self.engine.borrow().poll_timeout();
+            timer.aim(self.engine.borrow().poll_timeout());
             tokio::select! {
                 biased;
                 (result, returned) = &mut pending => {
@@ -537,7 +543,7 @@ impl Session {
                 _ = self.wake.notified() => {
                     self.dispatch();
                 }
-                _ = sleep_until(timeout) => {
+                _ = timer.fired() => {
                     self.engine.borrow_mut().handle_timeout(Self::now());
                     self.dispatch();
                 }

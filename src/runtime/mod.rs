@@ -262,6 +262,53 @@ pub(crate) async fn sleep_until(deadline: Option<std::time::Instant>) {
     }
 }
 
+/// A driver's timer for deadlines that are usually met long before they pass (a
+/// connection's request timeouts), armed as seldom as it can be.
+///
+/// A timer armed earlier than every other timer of the worker (or when it has none)
+/// makes tokio wake the worker's driver (a write to its eventfd, and an `epoll_wait`
+/// that returns at once), even from the worker itself. A connection that armed a fresh
+/// timer for each request's timeout, and dropped it with the answer, paid that on every
+/// request. This timer stays armed at the earliest deadline it was aimed at until that
+/// passes: a later deadline leaves it as it is, and no deadline does not disarm it. It
+/// may so fire before the deadline the driver needs; the driver then finds nothing due
+/// (an engine's `handle_timeout` looks at the time it is given) and aims it again.
+pub(crate) struct LazyDeadline {
+    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+    armed: Option<std::time::Instant>,
+}
+
+impl LazyDeadline {
+    /// A timer not armed.
+    pub(crate) fn new() -> Self {
+        LazyDeadline {
+            sleep: Box::pin(tokio::time::sleep_until(tokio::time::Instant::now())),
+            armed: None,
+        }
+    }
+
+    /// Makes sure the timer fires no later than `deadline`.
+    pub(crate) fn aim(&mut self, deadline: Option<std::time::Instant>) {
+        match (deadline, self.armed) {
+            (Some(d), Some(armed)) if armed <= d => {}
+            (Some(d), _) => {
+                self.sleep.as_mut().reset(tokio::time::Instant::from_std(d));
+                self.armed = Some(d);
+            }
+            (None, _) => {}
+        }
+    }
+
+    /// Waits until the armed time (for ever when not armed), then disarms.
+    pub(crate) async fn fired(&mut self) {
+        if self.armed.is_none() {
+            return std::future::pending().await;
+        }
+        self.sleep.as_mut().await;
+        self.armed = None;
+    }
+}
+
 fn worker_main(backend: Backend, mut rx: mpsc::UnboundedReceiver<TaskFn>, live: Arc<AtomicUsize>) {
     ON_WORKER.with(|w| w.set(true));
     let main = async move {
@@ -287,5 +334,58 @@ fn worker_main(backend: Backend, mut rx: mpsc::UnboundedReceiver<TaskFn>, live: 
     };
     if let Err(e) = backend::block_on(backend, main) {
         tracing::error!(error = %e, "I/O worker could not start its runtime");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::LazyDeadline;
+
+    fn run(test: impl std::future::Future<Output = ()>) {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+            .block_on(test);
+    }
+
+    /// Whether the timer fires within `guard` (far longer than the deadlines here).
+    async fn fires_within(timer: &mut LazyDeadline, guard: Duration) -> bool {
+        tokio::time::timeout(guard, timer.fired()).await.is_ok()
+    }
+
+    #[test]
+    fn a_later_deadline_or_none_leaves_the_timer_at_the_earlier_one() {
+        run(async {
+            let mut timer = LazyDeadline::new();
+            timer.aim(Some(Instant::now() + Duration::from_millis(10)));
+            timer.aim(Some(Instant::now() + Duration::from_secs(3600)));
+            timer.aim(None);
+            assert!(
+                fires_within(&mut timer, Duration::from_secs(30)).await,
+                "fires at the earliest deadline it was aimed at"
+            );
+            assert!(
+                !fires_within(&mut timer, Duration::from_millis(50)).await,
+                "disarmed once fired"
+            );
+        });
+    }
+
+    #[test]
+    fn an_earlier_deadline_moves_the_timer() {
+        run(async {
+            let mut timer = LazyDeadline::new();
+            timer.aim(Some(Instant::now() + Duration::from_secs(3600)));
+            timer.aim(Some(Instant::now() + Duration::from_millis(10)));
+            assert!(fires_within(&mut timer, Duration::from_secs(30)).await);
+            timer.aim(Some(Instant::now() + Duration::from_millis(10)));
+            assert!(
+                fires_within(&mut timer, Duration::from_secs(30)).await,
+                "armed again after firing"
+            );
+        });
     }
 }
