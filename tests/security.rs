@@ -740,3 +740,119 @@ fn producers_reauthenticate_in_place() {
         producer.close_blocking().unwrap();
     }
 }
+
+/// A loopback relay to `upstream` that can garble the next chunk the upstream sends: one
+/// byte in its middle flipped, as a bad link or a tampering middlebox would.
+struct GarblingRelay {
+    addr: String,
+    garble: Arc<std::sync::atomic::AtomicBool>,
+    accepted: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl GarblingRelay {
+    fn start(upstream: &'static str) -> GarblingRelay {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let garble = Arc::new(AtomicBool::new(false));
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let (g, a) = (garble.clone(), accepted.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                a.fetch_add(1, Ordering::SeqCst);
+                let Ok(server) = std::net::TcpStream::connect(upstream) else {
+                    return;
+                };
+                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                std::thread::spawn(move || pump(client, server, None));
+                let g = g.clone();
+                std::thread::spawn(move || pump(s2, c2, Some(g)));
+            }
+        });
+        GarblingRelay {
+            addr,
+            garble,
+            accepted,
+        }
+    }
+
+    fn garble_next_chunk_from_upstream(&self) {
+        self.garble.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Copies `from` to `to` until either side ends; with `garble` set, flips a byte of the
+/// next chunk (once per setting).
+fn pump(
+    mut from: std::net::TcpStream,
+    mut to: std::net::TcpStream,
+    garble: Option<Arc<std::sync::atomic::AtomicBool>>,
+) {
+    use std::io::{Read, Write};
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if garble
+            .as_ref()
+            .is_some_and(|g| g.swap(false, std::sync::atomic::Ordering::SeqCst))
+        {
+            buf[n / 2] ^= 0x5a;
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Both);
+    let _ = from.shutdown(std::net::Shutdown::Both);
+}
+
+#[test]
+fn a_tls_record_garbled_mid_session_breaks_the_connection_and_the_next_request_reconnects() {
+    use kring::internals::{BackendChoice, Broker, Runtime, RuntimeConfig};
+    within_a_minute(|| {
+        let relay = GarblingRelay::start(SSL);
+        let mut settings =
+            kring::internals::connection_config(&secured(&relay.addr, &props(&ssl())))
+                .expect("TLS settings");
+        settings.reconnect_backoff = Duration::from_millis(10);
+        let rt = Runtime::new(RuntimeConfig {
+            workers: 1,
+            backend: BackendChoice::Auto,
+            thread_name: "kr-tls-garble".into(),
+        })
+        .unwrap();
+        let broker = Broker::open(&rt, -1, relay.addr.clone(), settings).unwrap();
+        let metadata = || broker.send_blocking(MetadataRequest::default().with_topics(None));
+        metadata().expect("metadata over TLS through the relay");
+        // The broker's next TLS record reaches the client with a byte flipped: its
+        // integrity check fails once the session is up, which is a broken connection
+        // like any other (retriable: another connection may do), not a TLS set-up error.
+        relay.garble_next_chunk_from_upstream();
+        let error = metadata().expect_err("a garbled record");
+        assert!(
+            matches!(&error, IoError::Disconnected { reason, .. } if reason.contains("TLS")),
+            "{error:?}"
+        );
+        assert!(error.is_retriable());
+        // Requests made during the reconnect backoff are told so; after it, one
+        // reconnects.
+        let again = loop {
+            match metadata() {
+                Err(IoError::NotConnected { retry_in, .. }) => std::thread::sleep(retry_in),
+                other => break other.expect("a request after the backoff reconnects"),
+            }
+        };
+        assert!(!again.brokers.is_empty());
+        assert_eq!(relay.accepted(), 2, "one connection more");
+        drop(broker);
+        rt.shutdown();
+    });
+}
