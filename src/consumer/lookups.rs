@@ -277,3 +277,80 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod stopping {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::Poll;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::io::{BackendChoice, ConnectionConfig};
+    use crate::runtime::{Runtime, RuntimeConfig};
+
+    #[test]
+    fn lookups_whose_request_task_cannot_start_end_with_an_error_instead_of_waiting() {
+        // The runtime has stopped: the gathering's task cannot start on the worker, so
+        // its lookups are dropped with it, and each caller's own request fails as well
+        // (nothing left to send it). Both callers end, with an error.
+        let rt = Runtime::new(RuntimeConfig {
+            workers: 1,
+            backend: BackendChoice::Epoll,
+            thread_name: "kr-lookup-stop".into(),
+        })
+        .unwrap();
+        let broker = Broker::open(&rt, 1, "127.0.0.1:9", ConnectionConfig::default()).unwrap();
+        rt.shutdown();
+        assert!(
+            rt.spawn_on(0, |_| async {}).is_err(),
+            "a stopped runtime starts no task"
+        );
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            both_lookups_fail(&broker);
+            let _ = done.send(());
+        });
+        finished
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the lookups ended instead of waiting (a guard against a hang)");
+    }
+
+    /// Two lookups of partitions of "t" at `broker` at once: each ends with the error a
+    /// stopped runtime gives.
+    fn both_lookups_fail(broker: &Broker) {
+        let lookups = Lookups::new(Duration::from_secs(30));
+        let ask = |partition| {
+            let lookup = Lookup {
+                topic: Arc::from("t"),
+                partition,
+                timestamp: -1,
+            };
+            Box::pin(lookups.look_up(broker, 0, lookup))
+                as Pin<Box<dyn Future<Output = Answer> + '_>>
+        };
+        let mut asks = [ask(0), ask(1)];
+        let mut answers: [Option<Answer>; 2] = [None, None];
+        crate::client::block_on(std::future::poll_fn(|cx| {
+            for (f, a) in asks.iter_mut().zip(answers.iter_mut()) {
+                if a.is_none()
+                    && let Poll::Ready(v) = f.as_mut().poll(cx)
+                {
+                    *a = Some(v);
+                }
+            }
+            if answers.iter().all(Option::is_some) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        }));
+        for answer in answers {
+            let error = answer.unwrap().expect_err("no runtime to ask with");
+            assert!(
+                matches!(error, IoError::ShuttingDown | IoError::Closed { .. }),
+                "{error:?}"
+            );
+        }
+    }
+}
