@@ -664,3 +664,139 @@ fn kip848_partitions_move_only_after_their_owner_let_go() {
     b.close();
     a.close();
 }
+
+/// The member's first start of its assignment is refused (the first ListOffsets, for
+/// the reset policy's offsets, fails with TOPIC_AUTHORIZATION_FAILED): the call that
+/// handles the assignment fails naming it, and the partitions are started again
+/// afterwards, so every record is still read. Before, the assignment was dropped with
+/// the error and its partitions stayed unread until the next rebalance.
+fn a_refused_start(protocol: GroupProtocol, group: &str) {
+    let cluster = cluster();
+    fill(&cluster, 0, 10);
+    cluster.control_once(Some(ApiKey::ListOffsets), |_| {
+        kring_mock::Reply::error(KafkaCode::TOPIC_AUTHORIZATION_FAILED)
+    });
+    let recorder = Recorder::default();
+    let mut m = Member::start(config(&cluster, group, protocol), recorder.clone());
+    let mut patience = Patience::default();
+    let error = loop {
+        assert!(patience.left(), "the refused start was never reported");
+        match m.step() {
+            Ok(got) => patience.note(got),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(
+        error.code(),
+        Some(KafkaCode::TOPIC_AUTHORIZATION_FAILED),
+        "{error}"
+    );
+    assert!(
+        m.gc.assignment().is_empty(),
+        "nothing started, nothing told"
+    );
+    assert_eq!(
+        recorder.assigned(),
+        0,
+        "the listener hears of started partitions only"
+    );
+    m.read_all(10);
+    assert!(owns_all(&m));
+    assert_eq!(recorder.assigned(), 1);
+    m.close();
+}
+
+#[test]
+fn classic_member_starts_its_partitions_again_after_a_refused_start() {
+    a_refused_start(GroupProtocol::Classic, "refused-start-classic");
+}
+
+#[test]
+fn kip848_member_starts_its_partitions_again_after_a_refused_start() {
+    a_refused_start(GroupProtocol::Consumer, "refused-start-848");
+}
+
+/// Every start is refused for a while, and a second member joins meanwhile: the
+/// partitions not started move between the members with the rebalance (a member does
+/// not start partitions it no longer owns, nor hold up the rebalance), and once starts
+/// succeed again the two read every record between them, each its own partitions.
+fn refused_starts_through_a_rebalance(protocol: GroupProtocol, group: &str) {
+    let cluster = cluster();
+    fill(&cluster, 0, 10);
+    let refuse = cluster.control(Some(ApiKey::ListOffsets), |_| {
+        kring_mock::Reply::error(KafkaCode::TOPIC_AUTHORIZATION_FAILED)
+    });
+    let refused = |e: &Error| e.code() == Some(KafkaCode::TOPIC_AUTHORIZATION_FAILED);
+    let mut a = Member::start(config(&cluster, group, protocol), Recorder::default());
+    let mut patience = Patience::default();
+    loop {
+        assert!(
+            patience.left(),
+            "the first member's start was never refused"
+        );
+        match a.step() {
+            Ok(got) => patience.note(got),
+            Err(e) if refused(&e) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let mut b = Member::start(config(&cluster, group, protocol), Recorder::default());
+    // Both members go on calling while every start is refused: the rebalance completes
+    // (each owns some partitions in the group, started or not).
+    for _ in 0..5 {
+        for m in [&mut a, &mut b] {
+            match m.step() {
+                Ok(_) => {}
+                Err(e) if refused(&e) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+    cluster.remove_control(refuse);
+    let mut patience = Patience::default();
+    let all_read = |a: &Member, b: &Member| {
+        (0..PARTITIONS)
+            .all(|p| (0..10).all(|o| a.read.contains_key(&(p, o)) || b.read.contains_key(&(p, o))))
+    };
+    while !all_read(&a, &b) {
+        assert!(
+            patience.left(),
+            "gave up: a read {:?}, b read {:?}",
+            a.read.len(),
+            b.read.len()
+        );
+        for m in [&mut a, &mut b] {
+            match m.step() {
+                Ok(got) => patience.note(got),
+                // A start refused before the refusals ended.
+                Err(e) if refused(&e) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+    let (mine, theirs): (BTreeSet<_>, BTreeSet<_>) = (
+        a.gc.assignment().into_iter().collect(),
+        b.gc.assignment().into_iter().collect(),
+    );
+    assert!(mine.is_disjoint(&theirs), "{mine:?} and {theirs:?}");
+    assert!(
+        !mine.is_empty() && !theirs.is_empty(),
+        "{mine:?} and {theirs:?}"
+    );
+    for ((p, _), _) in a.read.iter().chain(b.read.iter()) {
+        let tp = TopicPartition::new(TOPIC, *p);
+        assert!(mine.contains(&tp) || theirs.contains(&tp));
+    }
+    a.close();
+    b.close();
+}
+
+#[test]
+fn classic_members_start_their_partitions_after_refused_starts_through_a_rebalance() {
+    refused_starts_through_a_rebalance(GroupProtocol::Classic, "refused-rebalance-classic");
+}
+
+#[test]
+fn kip848_members_start_their_partitions_after_refused_starts_through_a_rebalance() {
+    refused_starts_through_a_rebalance(GroupProtocol::Consumer, "refused-rebalance-848");
+}

@@ -265,6 +265,8 @@ pub struct GroupConsumer {
     auto_commit_sent: Option<(CommitFuture, BTreeMap<TopicPartition, OffsetAndMetadata>)>,
     /// Partitions of the assignment being handled, starting on a worker.
     starting: Option<oneshot::Receiver<Result<Vec<Started>>>>,
+    /// Assigned partitions whose start failed: started again after a backoff.
+    unstarted: Option<Unstarted>,
     left: bool,
     last_poll_note: Instant,
 }
@@ -277,6 +279,17 @@ impl std::fmt::Debug for GroupConsumer {
             .field("assigned", &self.slots.len())
             .finish_non_exhaustive()
     }
+}
+
+/// Assigned partitions whose start failed (see [`GroupConsumer::start_unstarted`]).
+#[derive(Debug)]
+struct Unstarted {
+    generation: Generation,
+    partitions: Vec<TopicPartition>,
+    /// Failed starts in a row.
+    failures: u32,
+    /// When to start them again.
+    retry_at: Instant,
 }
 
 /// The member engine's settings from the client's configuration.
@@ -404,6 +417,7 @@ impl GroupConsumer {
             revoke_commit: None,
             auto_commit_sent: None,
             starting: None,
+            unstarted: None,
             left: false,
             last_poll_note: Instant::now(),
         })
@@ -616,7 +630,21 @@ impl GroupConsumer {
             if let Err(e) = self.finish_event().await {
                 return Some(Err(e));
             }
-            match std::future::poll_fn(|cx| self.poll_next(cx)).await {
+            if let Err(e) = self.start_unstarted().await {
+                return Some(Err(e));
+            }
+            let next = match self.unstarted.as_ref().map(|u| u.retry_at) {
+                None => std::future::poll_fn(|cx| self.poll_next(cx)).await,
+                Some(at) => {
+                    let client = self.client.clone();
+                    let backoff = client.sleep(at.saturating_duration_since(Instant::now()));
+                    tokio::select! {
+                        next = std::future::poll_fn(|cx| self.poll_next(cx)) => next,
+                        _ = backoff => continue,
+                    }
+                }
+            };
+            match next {
                 Next::Ready(i) => return Some(Ok(i)),
                 Next::Failed(e) => return Some(Err(Error::Partition(Box::new(e)))),
                 Next::Event(event) => self.in_progress = Some(event),
@@ -732,6 +760,7 @@ impl GroupConsumer {
             self.in_progress = Some(event);
             self.finish_event().await?;
         }
+        self.start_unstarted().await?;
         match &self.failed {
             Some(e) => Err(e.clone()),
             None => Ok(()),
@@ -764,16 +793,19 @@ impl GroupConsumer {
                 self.assign(generation, added).await
             }
             ToConsumer::Member(MemberEvent::Revoke(partitions)) => {
+                self.forget_unstarted(&partitions);
                 self.revoke(&partitions).await;
                 let _ = self.commands.send(FromConsumer::Revoked);
                 Ok(())
             }
             ToConsumer::Member(MemberEvent::Lost(partitions)) => {
+                self.forget_unstarted(&partitions);
                 self.call_listener(Callback::Lost, &partitions).await;
                 self.drop_slots(&partitions);
                 Ok(())
             }
             ToConsumer::Member(MemberEvent::Failed(e)) => {
+                self.unstarted = None;
                 let all = self.assignment();
                 self.call_listener(Callback::Lost, &all).await;
                 self.drop_slots(&all);
@@ -812,7 +844,17 @@ impl GroupConsumer {
         };
         let started = rx.await.unwrap_or(Err(Error::ShuttingDown));
         self.starting = None;
-        for (tp, consumer, committed) in started? {
+        let started = match started {
+            Ok(started) => started,
+            Err(e) => {
+                // The partitions stay this member's in the group: dropped with the
+                // error, they would go unread until the next rebalance.
+                tracing::warn!(group = %self.group, error = %e, partitions = added.len(), "starting assigned partitions failed: trying again after a backoff");
+                self.note_unstarted(generation, added);
+                return Err(e);
+            }
+        };
+        for (tp, consumer, committed) in started {
             self.slots.push(Slot {
                 tp,
                 consumed: consumer.position(),
@@ -833,6 +875,60 @@ impl GroupConsumer {
         let group = self.group.clone();
         metrics::gauge!(crate::metrics::names::GROUP_ASSIGNED_PARTITIONS, "group" => group)
             .set(self.slots.len() as f64);
+    }
+
+    /// Starts the assigned partitions whose start failed, once their backoff is over (or
+    /// goes on with a start already under way: a call cut short resumes it). Each
+    /// failure returns its error and doubles the backoff, up to `retry.backoff.max.ms`.
+    async fn start_unstarted(&mut self) -> Result<()> {
+        let Some(u) = &self.unstarted else {
+            return Ok(());
+        };
+        if self.starting.is_none() && Instant::now() < u.retry_at {
+            return Ok(());
+        }
+        let (generation, partitions) = (u.generation.clone(), u.partitions.clone());
+        self.assign(generation, partitions).await?;
+        self.unstarted = None;
+        Ok(())
+    }
+
+    /// Notes `partitions` (of `generation`) as assigned but not started, beside any
+    /// noted before, with the next backoff.
+    fn note_unstarted(&mut self, generation: Generation, partitions: Vec<TopicPartition>) {
+        let config = self.client.config();
+        let (base, max) = (
+            config.metadata.refresh_backoff,
+            config.producer.retry_backoff_max,
+        );
+        let mut u = self.unstarted.take().unwrap_or(Unstarted {
+            generation: generation.clone(),
+            partitions: Vec::new(),
+            failures: 0,
+            retry_at: Instant::now(),
+        });
+        u.generation = generation;
+        for tp in partitions {
+            if !u.partitions.contains(&tp) {
+                u.partitions.push(tp);
+            }
+        }
+        let backoff = base
+            .saturating_mul(1 << u.failures.min(16))
+            .min(max.max(base));
+        u.failures += 1;
+        u.retry_at = Instant::now() + backoff;
+        self.unstarted = Some(u);
+    }
+
+    /// `partitions` are no longer this member's: not to be started.
+    fn forget_unstarted(&mut self, partitions: &[TopicPartition]) {
+        if let Some(u) = &mut self.unstarted {
+            u.partitions.retain(|tp| !partitions.contains(tp));
+            if u.partitions.is_empty() {
+                self.unstarted = None;
+            }
+        }
     }
 
     /// Starts consumers for `partitions` on a worker, at their committed offsets or the
