@@ -747,6 +747,15 @@ struct GarblingRelay {
     addr: String,
     garble: Arc<std::sync::atomic::AtomicBool>,
     accepted: Arc<std::sync::atomic::AtomicUsize>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for GarblingRelay {
+    /// Ends the accept loop: flagged, then woken by one last connection.
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = std::net::TcpStream::connect(&self.addr);
+    }
 }
 
 impl GarblingRelay {
@@ -756,9 +765,13 @@ impl GarblingRelay {
         let addr = listener.local_addr().unwrap().to_string();
         let garble = Arc::new(AtomicBool::new(false));
         let accepted = Arc::new(AtomicUsize::new(0));
-        let (g, a) = (garble.clone(), accepted.clone());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (g, a, end) = (garble.clone(), accepted.clone(), stop.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
+                if end.load(Ordering::SeqCst) {
+                    return;
+                }
                 let Ok(client) = client else { return };
                 a.fetch_add(1, Ordering::SeqCst);
                 let Ok(server) = std::net::TcpStream::connect(upstream) else {
@@ -774,6 +787,7 @@ impl GarblingRelay {
             addr,
             garble,
             accepted,
+            stop,
         }
     }
 

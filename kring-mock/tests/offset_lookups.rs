@@ -285,6 +285,9 @@ fn partitions_found_out_of_range_in_one_fetch_are_reset_with_one_lookup() {
     // One broker leads all twelve partitions; their consumers start at their ends (no
     // lookup). The first fetch listing all twelve is answered OFFSET_OUT_OF_RANGE for
     // each: the resets (earliest) are looked up together, not one after another.
+    // FakeCluster grants no fetch sessions, so every fetch lists every partition the
+    // fetcher holds (with incremental fetches the hook would have to look at the
+    // session's partitions instead).
     let cluster = FakeCluster::builder()
         .brokers(1)
         .topic("t", PARTITIONS)

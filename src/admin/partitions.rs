@@ -166,8 +166,9 @@ impl Admin {
         spec: OffsetSpec,
     ) -> Result<Vec<ListedOffset>> {
         // How long a broker may take to read an offset from remote storage (tiered
-        // topics, ListOffsets v10+): the admin's timeout, where 0 would fail at once.
-        let timeout_ms = super::millis(self.client.config().admin.timeout);
+        // topics, ListOffsets v10+): the admin's timeout, as every admin request's
+        // `timeout_ms`, where 0 would fail at once.
+        let timeout_ms = self.timeout_ms();
         let found = self
             .on_leaders(ApiKey::ListOffsets, partitions, |broker, batch| {
                 list_offsets_on(broker, batch, spec, timeout_ms)

@@ -295,11 +295,11 @@ pub(crate) async fn run(
     }
 }
 
-/// Resets the partitions found out of range and validates those whose log diverged,
-/// all at once: the resets' ListOffsets lookups at one leader go in one request
-/// ([`super::lookups`]) and the OffsetForLeaderEpoch requests share the connection,
-/// where one after another a fetch answer naming 256 partitions out of range would
-/// hold the fetcher for 256 round trips.
+/// Resets the partitions found out of range and judges those whose log diverged (from
+/// the Fetch's `diverging_epoch`), all at once: the ListOffsets lookups of the resets
+/// (and of divergences that fall back on the reset policy) at one leader go in one
+/// request ([`super::lookups`]), where one after another a fetch answer naming 256
+/// partitions out of range held the fetcher for 256 round trips.
 async fn settle_positions(
     inner: &ConsumerInner,
     reset: Vec<Arc<PartitionShared>>,

@@ -263,10 +263,14 @@ pub struct GroupConsumer {
     /// The auto-commit under way and what it commits (marked committed once it
     /// succeeds): a call cut short waits for this same commit next time.
     auto_commit_sent: Option<(CommitFuture, BTreeMap<TopicPartition, OffsetAndMetadata>)>,
-    /// Partitions of the assignment being handled, starting on a worker.
-    starting: Option<oneshot::Receiver<Result<Vec<Started>>>>,
+    /// Assigned partitions starting on a worker (kept until answered: a call cut short
+    /// goes on with the same start next time).
+    starting: Option<Starting>,
     /// Assigned partitions whose start failed: started again after a backoff.
     unstarted: Option<Unstarted>,
+    /// The wait for `unstarted`'s backoff (kept across calls, so that a call cut short
+    /// leaves no timer behind).
+    retry_sleep: Option<(Instant, RetrySleep)>,
     left: bool,
     last_poll_note: Instant,
 }
@@ -279,6 +283,25 @@ impl std::fmt::Debug for GroupConsumer {
             .field("assigned", &self.slots.len())
             .finish_non_exhaustive()
     }
+}
+
+/// Assigned partitions starting on a worker.
+struct Starting {
+    generation: Generation,
+    /// The partitions the listener hears of once started (those already started are
+    /// not started again).
+    partitions: Vec<TopicPartition>,
+    rx: oneshot::Receiver<Result<Vec<Started>>>,
+}
+
+/// The wait for the backoff of partitions whose start failed.
+type RetrySleep = Pin<Box<dyn Future<Output = Result<()>> + Send>>;
+
+/// What woke a call waiting for records.
+enum Wake {
+    /// The backoff of partitions whose start failed is over (or the wait failed).
+    Retry(Result<()>),
+    Next(Next),
 }
 
 /// Assigned partitions whose start failed (see [`GroupConsumer::start_unstarted`]).
@@ -418,6 +441,7 @@ impl GroupConsumer {
             auto_commit_sent: None,
             starting: None,
             unstarted: None,
+            retry_sleep: None,
             left: false,
             last_poll_note: Instant::now(),
         })
@@ -633,16 +657,11 @@ impl GroupConsumer {
             if let Err(e) = self.start_unstarted().await {
                 return Some(Err(e));
             }
-            let next = match self.unstarted.as_ref().map(|u| u.retry_at) {
-                None => std::future::poll_fn(|cx| self.poll_next(cx)).await,
-                Some(at) => {
-                    let client = self.client.clone();
-                    let backoff = client.sleep(at.saturating_duration_since(Instant::now()));
-                    tokio::select! {
-                        next = std::future::poll_fn(|cx| self.poll_next(cx)) => next,
-                        _ = backoff => continue,
-                    }
-                }
+            self.arm_retry_sleep();
+            let next = match std::future::poll_fn(|cx| self.poll_wake(cx)).await {
+                Wake::Retry(Ok(())) => continue,
+                Wake::Retry(Err(e)) => return Some(Err(e)),
+                Wake::Next(next) => next,
             };
             match next {
                 Next::Ready(i) => return Some(Ok(i)),
@@ -653,6 +672,37 @@ impl GroupConsumer {
                 }
             }
         }
+    }
+
+    /// The next thing to do: what [`GroupConsumer::poll_next`] gives, or the end of the
+    /// backoff of partitions whose start failed.
+    fn poll_wake(&mut self, cx: &mut Context<'_>) -> Poll<Wake> {
+        if let Some((_, sleep)) = self.retry_sleep.as_mut()
+            && let Poll::Ready(slept) = sleep.as_mut().poll(cx)
+        {
+            self.retry_sleep = None;
+            return Poll::Ready(Wake::Retry(slept));
+        }
+        self.poll_next(cx).map(Wake::Next)
+    }
+
+    /// Makes sure a wait for the backoff of the partitions whose start failed is under
+    /// way (one at a time, kept across calls), and none once there are none.
+    fn arm_retry_sleep(&mut self) {
+        let Some(at) = self.unstarted.as_ref().map(|u| u.retry_at) else {
+            self.retry_sleep = None;
+            return;
+        };
+        if self
+            .retry_sleep
+            .as_ref()
+            .is_some_and(|(armed, _)| *armed == at)
+        {
+            return;
+        }
+        let client = self.client.clone();
+        let wait = at.saturating_duration_since(Instant::now());
+        self.retry_sleep = Some((at, Box::pin(async move { client.sleep(wait).await })));
     }
 
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Next> {
@@ -793,18 +843,19 @@ impl GroupConsumer {
                 self.assign(generation, added).await
             }
             ToConsumer::Member(MemberEvent::Revoke(partitions)) => {
-                self.forget_unstarted(&partitions);
-                self.revoke(&partitions).await;
+                let started = self.let_go_of(&partitions).await;
+                self.revoke(&started).await;
                 let _ = self.commands.send(FromConsumer::Revoked);
                 Ok(())
             }
             ToConsumer::Member(MemberEvent::Lost(partitions)) => {
-                self.forget_unstarted(&partitions);
-                self.call_listener(Callback::Lost, &partitions).await;
-                self.drop_slots(&partitions);
+                let started = self.let_go_of(&partitions).await;
+                self.call_listener(Callback::Lost, &started).await;
+                self.drop_slots(&started);
                 Ok(())
             }
             ToConsumer::Member(MemberEvent::Failed(e)) => {
+                self.settle_start_under_way().await;
                 self.unstarted = None;
                 let all = self.assignment();
                 self.call_listener(Callback::Lost, &all).await;
@@ -826,31 +877,64 @@ impl GroupConsumer {
     }
 
     /// Starts consumers for newly assigned partitions at their committed offsets (or
-    /// the reset policy's), then tells the listener.
+    /// the reset policy's), then tells the listener. A start that fails leaves the
+    /// partitions to be started again after a backoff (see
+    /// [`GroupConsumer::start_unstarted`]).
     async fn assign(&mut self, generation: Generation, added: Vec<TopicPartition>) -> Result<()> {
-        if self.starting.is_none() {
+        let same = |s: &Starting| s.generation == generation && s.partitions == added;
+        if !self.starting.as_ref().is_some_and(same) {
+            // A start of partitions whose start had failed, left under way by a call
+            // cut short: finished first, so that no partition starts twice.
+            self.settle_start_under_way().await;
             tracing::debug!(group = %self.group, generation = generation.generation_id, added = added.len(), "assigned");
-            let missing: Vec<TopicPartition> = added
-                .iter()
-                .filter(|tp| !self.slots.iter().any(|s| &s.tp == *tp))
-                .cloned()
-                .collect();
-            self.starting = Some(self.start_partitions(missing)?);
+            self.begin_start(generation, added)?;
         }
-        // Kept until it answers: a call cut short waits for the same start next time,
-        // so partitions started on the worker are never started (or lost) twice.
-        let Some(rx) = self.starting.as_mut() else {
+        self.finish_start().await
+    }
+
+    /// Starts `partitions` (those of them not started yet) on a worker.
+    fn begin_start(
+        &mut self,
+        generation: Generation,
+        partitions: Vec<TopicPartition>,
+    ) -> Result<()> {
+        let missing: Vec<TopicPartition> = partitions
+            .iter()
+            .filter(|tp| !self.slots.iter().any(|s| &s.tp == *tp))
+            .cloned()
+            .collect();
+        let rx = self.start_partitions(missing)?;
+        self.starting = Some(Starting {
+            generation,
+            partitions,
+            rx,
+        });
+        Ok(())
+    }
+
+    /// Waits for the start under way, if any: its consumers join the assignment and the
+    /// listener hears of its partitions; a failure leaves them to be started again
+    /// after a backoff, and is returned.
+    async fn finish_start(&mut self) -> Result<()> {
+        let Some(starting) = self.starting.as_mut() else {
             return Ok(());
         };
-        let started = rx.await.unwrap_or(Err(Error::ShuttingDown));
-        self.starting = None;
-        let started = match started {
+        let result = (&mut starting.rx).await.unwrap_or(Err(Error::ShuttingDown));
+        let Some(Starting {
+            generation,
+            partitions,
+            ..
+        }) = self.starting.take()
+        else {
+            return Ok(());
+        };
+        let started = match result {
             Ok(started) => started,
             Err(e) => {
                 // The partitions stay this member's in the group: dropped with the
                 // error, they would go unread until the next rebalance.
-                tracing::warn!(group = %self.group, error = %e, partitions = added.len(), "starting assigned partitions failed: trying again after a backoff");
-                self.note_unstarted(generation, added);
+                tracing::warn!(group = %self.group, error = %e, partitions = partitions.len(), "starting assigned partitions failed: trying again after a backoff");
+                self.note_unstarted(generation, partitions);
                 return Err(e);
             }
         };
@@ -863,11 +947,33 @@ impl GroupConsumer {
                 committed,
             });
         }
+        self.forget_unstarted(&partitions);
         let group = self.group.clone();
         metrics::counter!(crate::metrics::names::GROUP_REBALANCES, "group" => group).increment(1);
         self.publish_assignment_size();
-        self.call_listener(Callback::Assigned, &added).await;
+        self.call_listener(Callback::Assigned, &partitions).await;
         Ok(())
+    }
+
+    /// Finishes a start left under way, before the assignment changes otherwise; its
+    /// failure leaves its partitions to be started again (and is said then).
+    async fn settle_start_under_way(&mut self) {
+        if let Err(e) = self.finish_start().await {
+            tracing::debug!(group = %self.group, error = %e, "a start left under way failed");
+        }
+    }
+
+    /// `partitions` are no longer this member's: a start under way is finished first,
+    /// those not started are dropped from the ones to start. Returns those of them that
+    /// were started (the only ones the listener heard of).
+    async fn let_go_of(&mut self, partitions: &[TopicPartition]) -> Vec<TopicPartition> {
+        self.settle_start_under_way().await;
+        self.forget_unstarted(partitions);
+        partitions
+            .iter()
+            .filter(|tp| self.slots.iter().any(|s| &s.tp == *tp))
+            .cloned()
+            .collect()
     }
 
     /// The assigned-partitions gauge, after the assignment changed.
@@ -881,16 +987,18 @@ impl GroupConsumer {
     /// goes on with a start already under way: a call cut short resumes it). Each
     /// failure returns its error and doubles the backoff, up to `retry.backoff.max.ms`.
     async fn start_unstarted(&mut self) -> Result<()> {
+        if self.starting.is_some() {
+            return self.finish_start().await;
+        }
         let Some(u) = &self.unstarted else {
             return Ok(());
         };
-        if self.starting.is_none() && Instant::now() < u.retry_at {
+        if Instant::now() < u.retry_at {
             return Ok(());
         }
         let (generation, partitions) = (u.generation.clone(), u.partitions.clone());
-        self.assign(generation, partitions).await?;
-        self.unstarted = None;
-        Ok(())
+        self.begin_start(generation, partitions)?;
+        self.finish_start().await
     }
 
     /// Notes `partitions` (of `generation`) as assigned but not started, beside any
@@ -1250,6 +1358,11 @@ impl GroupConsumer {
         if let Err(e) = self.finish_event().await {
             tracing::debug!(group = %self.group, error = %e, "closing after a failed event");
         }
+        // A start still under way is dropped with what it started (those consumers close
+        // on the worker); partitions not started have nothing to revoke.
+        self.starting = None;
+        self.unstarted = None;
+        self.retry_sleep = None;
         let all = self.assignment();
         if self.failed.is_none() {
             self.revoke(&all).await;

@@ -7,7 +7,6 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use kring::admin::{Admin, OffsetSpec};
 use kring::consumer::{Consumer, Offset, PartitionConsumer};
 use kring::producer::{Producer, ProducerBuilder, ProducerRecord};
 use tokio::sync::Notify;
@@ -803,36 +802,47 @@ pub(crate) fn consume_target(
     Ok(target)
 }
 
-/// Records between the earliest and latest offsets of the topic's `count` partitions:
-/// two ListOffsets requests per leader (one a partition after another was 512 round
-/// trips for 256 partitions, counted in the run's CPU).
+/// Records between the earliest and latest offsets of the topic's `count` partitions, at
+/// the consumer's isolation level. Looked up all at once, so that the consumer gathers
+/// them into two ListOffsets per leader (the earliest offsets, then the latest): one
+/// partition after another was 512 round trips for 256 partitions, counted in the run's
+/// CPU.
 pub(crate) fn available_records(
     client: &kring::Client,
     topic: &str,
     count: usize,
 ) -> Result<u64, CliError> {
-    let admin = Admin::new(client.clone());
-    let partitions: Vec<(String, i32)> = (0..count as i32).map(|p| (topic.into(), p)).collect();
-    let earliest = wait(admin.list_offsets(&partitions, OffsetSpec::Earliest))?;
-    let latest = wait(admin.list_offsets(&partitions, OffsetSpec::Latest))?;
-    if earliest.len() != count || latest.len() != count {
-        return Err(CliError::Failed(format!(
-            "{topic}: offsets of {} and {} partitions listed, {count} asked",
-            earliest.len(),
-            latest.len()
-        )));
-    }
+    let consumer = Consumer::new(client.clone())?;
+    let lookups = (0..count as i32)
+        .map(|p| consumer.offsets(topic, p))
+        .collect();
     let mut available = 0u64;
-    for (e, l) in earliest.iter().zip(&latest) {
-        if (e.partition, &e.topic) != (l.partition, &l.topic) {
-            return Err(CliError::Failed(format!(
-                "offsets listed out of step: {}-{} against {}-{}",
-                e.topic, e.partition, l.topic, l.partition
-            )));
-        }
-        available += (l.offset - e.offset).max(0) as u64;
+    for offsets in wait(all_together(lookups)) {
+        let (earliest, latest) = offsets?;
+        available += (latest - earliest).max(0) as u64;
     }
     Ok(available)
+}
+
+/// Runs `futures` together on the calling task and gives their outputs in order.
+async fn all_together<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<std::pin::Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none()
+                && let std::task::Poll::Ready(v) = future.as_mut().poll(cx)
+            {
+                *output = Some(v);
+            }
+        }
+        if outputs.iter().all(Option::is_some) {
+            std::task::Poll::Ready(outputs.iter_mut().filter_map(Option::take).collect())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await
 }
 
 /// A value's part of the consume digest: `len << 16 | first << 8 | last`.
