@@ -1,0 +1,6 @@
+#!/bin/bash
+# abp.sh ROUNDS BIN_A BIN_B : produce-100's shape on one node (topic p100), task clock alternating
+for i in $(seq $1); do for bin in $2 $3; do
+  out=$(perf stat -x, -e task-clock,page-faults -o /tmp/abp.stat taskset -c 1 $bin perf produce --bootstrap 127.0.0.1:9092 --topic p100 --records 1000000 --payload-file /work/main/perf/target/payloads-100.txt --acks 1 --idempotence false --compression none 2>&1 | grep -oE '"elapsed_s":[0-9.]+' | cut -d: -f2)
+  echo "$(basename $bin) $(awk -F, '/^[0-9]/{printf "%s ", $1}' /tmp/abp.stat) $out"
+done; done
