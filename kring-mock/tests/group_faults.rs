@@ -206,6 +206,19 @@ impl Member {
         }
     }
 
+    /// Reads until a read fails, and returns its error (panics when [`Patience`] runs
+    /// out first, naming `what` was waited for).
+    fn first_error(&mut self, what: &str) -> Error {
+        let mut patience = Patience::default();
+        loop {
+            assert!(patience.left(), "{what} was never reported");
+            match self.step() {
+                Ok(got) => patience.note(got),
+                Err(e) => return e,
+            }
+        }
+    }
+
     /// Reads until `done` holds (panics on an error, or when [`Patience`] runs out).
     fn read_until(&mut self, what: &str, mut done: impl FnMut(&Member) -> bool) {
         let mut patience = Patience::default();
@@ -665,6 +678,11 @@ fn kip848_partitions_move_only_after_their_owner_let_go() {
     a.close();
 }
 
+/// A control hook's answer: ListOffsets refused for good.
+fn refuse_list_offsets(_: &ReceivedRequest) -> kring_mock::Reply {
+    kring_mock::Reply::error(KafkaCode::TOPIC_AUTHORIZATION_FAILED)
+}
+
 /// The member's first start of its assignment is refused (the first ListOffsets, for
 /// the reset policy's offsets, fails with TOPIC_AUTHORIZATION_FAILED): the call that
 /// handles the assignment fails naming it, and the partitions are started again
@@ -673,19 +691,10 @@ fn kip848_partitions_move_only_after_their_owner_let_go() {
 fn a_refused_start(protocol: GroupProtocol, group: &str) {
     let cluster = cluster();
     fill(&cluster, 0, 10);
-    cluster.control_once(Some(ApiKey::ListOffsets), |_| {
-        kring_mock::Reply::error(KafkaCode::TOPIC_AUTHORIZATION_FAILED)
-    });
+    cluster.control_once(Some(ApiKey::ListOffsets), refuse_list_offsets);
     let recorder = Recorder::default();
     let mut m = Member::start(config(&cluster, group, protocol), recorder.clone());
-    let mut patience = Patience::default();
-    let error = loop {
-        assert!(patience.left(), "the refused start was never reported");
-        match m.step() {
-            Ok(got) => patience.note(got),
-            Err(e) => break e,
-        }
-    };
+    let error = m.first_error("the refused start");
     assert_eq!(
         error.code(),
         Some(KafkaCode::TOPIC_AUTHORIZATION_FAILED),
@@ -723,23 +732,11 @@ fn kip848_member_starts_its_partitions_again_after_a_refused_start() {
 fn refused_starts_through_a_rebalance(protocol: GroupProtocol, group: &str) {
     let cluster = cluster();
     fill(&cluster, 0, 10);
-    let refuse = cluster.control(Some(ApiKey::ListOffsets), |_| {
-        kring_mock::Reply::error(KafkaCode::TOPIC_AUTHORIZATION_FAILED)
-    });
+    let refuse = cluster.control(Some(ApiKey::ListOffsets), refuse_list_offsets);
     let refused = |e: &Error| e.code() == Some(KafkaCode::TOPIC_AUTHORIZATION_FAILED);
     let mut a = Member::start(config(&cluster, group, protocol), Recorder::default());
-    let mut patience = Patience::default();
-    loop {
-        assert!(
-            patience.left(),
-            "the first member's start was never refused"
-        );
-        match a.step() {
-            Ok(got) => patience.note(got),
-            Err(e) if refused(&e) => break,
-            Err(e) => panic!("{e}"),
-        }
-    }
+    let error = a.first_error("the first member's refused start");
+    assert!(refused(&error), "{error}");
     let mut b = Member::start(config(&cluster, group, protocol), Recorder::default());
     // Both members go on calling while every start is refused: the rebalance completes
     // (each owns some partitions in the group, started or not).

@@ -29,8 +29,13 @@ const PARTITIONS: i32 = 12;
 /// Three brokers, `t` with twelve partitions spread over them; partition i holds i + 1
 /// records.
 fn cluster() -> FakeCluster {
+    cluster_of(3)
+}
+
+/// [`cluster`] with `brokers` brokers.
+fn cluster_of(brokers: usize) -> FakeCluster {
     let cluster = FakeCluster::builder()
-        .brokers(3)
+        .brokers(brokers)
         .topic("t", PARTITIONS)
         .build()
         .unwrap();
@@ -288,15 +293,7 @@ fn partitions_found_out_of_range_in_one_fetch_are_reset_with_one_lookup() {
     // FakeCluster grants no fetch sessions, so every fetch lists every partition the
     // fetcher holds (with incremental fetches the hook would have to look at the
     // session's partitions instead).
-    let cluster = FakeCluster::builder()
-        .brokers(1)
-        .topic("t", PARTITIONS)
-        .build()
-        .unwrap();
-    for p in 0..PARTITIONS {
-        let records: Vec<_> = (0..=p).map(|_| (None, Some(b"v".as_slice()))).collect();
-        cluster.append_records("t", p, 1_000, &records).unwrap();
-    }
+    let cluster = cluster_of(1);
     cluster.control_once(Some(ApiKey::Fetch), |r| {
         let RequestKind::Fetch(request) = &r.request else {
             return Reply::pass();
