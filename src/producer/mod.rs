@@ -293,6 +293,7 @@ fn settings_of(
         },
         idempotent: p.enable_idempotence,
         linger: p.linger,
+        timer_resolution: crate::runtime::TIMER_RESOLUTION,
         batch_size: p.batch_size,
         max_request_size: p.max_request_size,
         delivery_timeout: p.delivery_timeout,

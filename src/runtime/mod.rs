@@ -252,6 +252,10 @@ impl Drop for Inner {
     }
 }
 
+/// How late a worker's timer may fire after the time it was set for: tokio's timers
+/// count whole milliseconds, rounding a deadline up to the next, and never fire early.
+pub(crate) const TIMER_RESOLUTION: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// Sleeps until `deadline` (a `std` instant, as the engines speak), or forever when
 /// there is none: the one timer the drivers on a worker arm from an engine's
 /// `poll_timeout`.

@@ -649,6 +649,7 @@ mod tests {
             acks: -1,
             idempotent: true,
             linger: Duration::ZERO,
+            timer_resolution: Duration::ZERO,
             batch_size: 16 * 1024,
             max_request_size: 1 << 20,
             delivery_timeout: Duration::from_secs(120),

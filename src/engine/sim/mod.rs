@@ -356,6 +356,9 @@ impl World {
             acks: -1,
             idempotent: true,
             linger: rng.millis(0, 10),
+            // A driver waking exactly on time, or one whose timer fires up to 1 or 2 ms
+            // late (lingers then end early: `ProduceSettings::linger_ends`).
+            timer_resolution: rng.millis(0, 2),
             batch_size,
             max_request_size: 1 << 20,
             delivery_timeout: faults.delivery_timeout,

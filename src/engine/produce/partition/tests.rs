@@ -11,6 +11,7 @@ fn settings() -> ProduceSettings {
         acks: -1,
         idempotent: true,
         linger: Duration::from_millis(5),
+        timer_resolution: Duration::ZERO,
         batch_size: 16 * 1024,
         max_request_size: 1 << 20,
         delivery_timeout: Duration::from_secs(120),
@@ -518,6 +519,27 @@ fn a_new_batch_wakes_the_sink_only_if_it_would_not_drain_by_the_batchs_linger() 
 }
 
 #[test]
+fn a_new_batch_wakes_a_sink_whose_timer_comes_after_the_lingers_early_end() {
+    let now = Instant::now();
+    let pools = pools();
+    let settings = ProduceSettings {
+        timer_resolution: Duration::from_millis(1),
+        ..settings()
+    };
+    let (p, sink) = partition_with_timed_sink(now);
+    // Sealed at 4 ms (a resolution before the linger's 5): a timer at 4.5 ms is too late.
+    sink.next
+        .sleeping_until(Some(now + Duration::from_micros(4_500)));
+    append_value(&mut p.state(), b"v", &settings, &pools, now);
+    assert_eq!(sink.wakes.count(), 1);
+    p.state().seal(SealReason::Due, &settings, &pools, &|| now);
+    sink.next
+        .sleeping_until(Some(now + Duration::from_millis(4)));
+    append_value(&mut p.state(), b"w", &settings, &pools, now);
+    assert_eq!(sink.wakes.count(), 1, "a timer at 4 ms comes in time");
+}
+
+#[test]
 fn with_no_linger_a_new_batch_always_wakes_the_sink() {
     let now = Instant::now();
     let (mut settings, pools) = (settings(), pools());
@@ -544,6 +566,56 @@ fn a_full_batch_wakes_the_sink_even_when_it_drains_before_the_linger() {
         1,
         "full: it can go now, not at the sink's timer"
     );
+}
+
+#[test]
+fn a_linger_ends_early_by_the_timer_resolution_so_that_a_late_timer_is_not_late() {
+    let now = Instant::now();
+    let pools = pools();
+    let ms = Duration::from_millis;
+    let settings = ProduceSettings {
+        timer_resolution: ms(1),
+        ..settings()
+    };
+    let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
+    let mut s = p.state();
+    append_value(&mut s, b"v", &settings, &pools, now);
+    // The sink's timer is set a resolution early: fired up to a resolution late, it
+    // still comes by the end of the linger (5 ms).
+    assert_eq!(
+        s.seal_if_due(now, false, false, &settings, &pools),
+        Some(now + ms(4))
+    );
+    assert_eq!(
+        s.seal_if_due(
+            now + ms(4) - Duration::from_nanos(1),
+            false,
+            false,
+            &settings,
+            &pools
+        ),
+        Some(now + ms(4))
+    );
+    assert!(!s.has_sendable());
+    assert_eq!(
+        s.seal_if_due(now + ms(4), false, false, &settings, &pools),
+        None
+    );
+    assert!(
+        s.has_sendable(),
+        "sealed a resolution before its linger ends"
+    );
+    // A linger under two resolutions ends early by half of itself: it still lingers.
+    let short = ProduceSettings {
+        linger: ms(1),
+        ..settings.clone()
+    };
+    assert_eq!(short.linger_ends(now), now + Duration::from_micros(500));
+    let none = ProduceSettings {
+        linger: Duration::ZERO,
+        ..settings
+    };
+    assert_eq!(none.linger_ends(now), now);
 }
 
 #[test]
