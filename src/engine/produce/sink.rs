@@ -305,8 +305,27 @@ impl Sink {
             // Back for the next probe (one on the wire brings the sink back itself).
             wake_at = earliest(wake_at, next_probe);
         }
+        if !outgoing.is_empty() {
+            wake_at = earliest(wake_at, Self::beat(now, cx.settings));
+        }
         self.wake_at = wake_at;
         self.build_requests(outgoing, now, cx);
+    }
+
+    /// While records flow (this drain sends something), the sink comes back when a batch
+    /// opened now would have lingered enough, batch or no batch: an appending thread that
+    /// opens one before then finds the sink's timer no later than its batch's linger and
+    /// does not wake it (`super::wake`). Without it, each linger cycle at a steady rate
+    /// began with a sink asleep with no timer: the first record's thread woke it (a write
+    /// to the worker's eventfd), and the sink's new timer, earlier than every other timer
+    /// of the worker, woke the worker's driver again (tokio writes the eventfd then, even
+    /// from the worker itself, and the next `epoll_wait` returns at once). With this timer
+    /// armed, the batch's own goes in after it fired (later than the driver's last wake
+    /// time: no write), and once records stop the sink wakes once more and finds nothing
+    /// to send. Under load every drain moves it later, and it never fires. None without
+    /// a linger (batches are due when opened and always wake the sink).
+    fn beat(now: Instant, settings: &ProduceSettings) -> Option<Instant> {
+        (!settings.linger.is_zero()).then(|| settings.linger_ends(now))
     }
 
     /// Groups batches into requests: one batch per partition per request, each request
@@ -1186,6 +1205,59 @@ mod tests {
             "one request with every partition's batch"
         );
         assert!(sink.poll_request().is_none());
+    }
+
+    #[test]
+    fn while_records_flow_the_sink_comes_back_a_linger_after_sending_until_a_drain_sends_nothing() {
+        let mut settings = settings();
+        settings.idempotent = false;
+        settings.linger = Duration::from_millis(5);
+        settings.timer_resolution = Duration::from_millis(1);
+        let (mut sink, partitions, pools) = sink_of(2);
+        let mut cx = context(&settings, &pools, None);
+        cx.flushing = false;
+        let t0 = Instant::now();
+        append(&partitions[0], 1, &settings, &pools, t0);
+        sink.drain(t0, &cx);
+        let due = settings.linger_ends(t0);
+        assert_eq!(sink.poll_timeout(), Some(due), "the batch's linger");
+        sink.drain(due, &cx);
+        sink.poll_request().expect("the batch at its linger");
+        let beat = settings.linger_ends(due);
+        assert_eq!(
+            sink.poll_timeout(),
+            Some(beat),
+            "no batch open, yet back when one opened now would be due"
+        );
+        // A batch opened meanwhile is due no earlier: its thread need not wake the sink,
+        // which sees it at that drain and waits for its linger.
+        let opened = due + Duration::from_micros(300);
+        append(&partitions[1], 1, &settings, &pools, opened);
+        assert!(settings.linger_ends(opened) >= beat);
+        sink.drain(beat, &cx);
+        assert!(sink.poll_request().is_none(), "not due yet");
+        assert_eq!(sink.poll_timeout(), Some(settings.linger_ends(opened)));
+        let sent = settings.linger_ends(opened);
+        sink.drain(sent, &cx);
+        sink.poll_request().expect("partition 1's batch");
+        // Records stopped: at the next beat nothing goes, and the sink sleeps untimed.
+        sink.drain(settings.linger_ends(sent), &cx);
+        assert!(sink.poll_request().is_none());
+        assert_eq!(sink.poll_timeout(), None);
+    }
+
+    #[test]
+    fn with_no_linger_sending_leaves_no_timer() {
+        let mut settings = settings();
+        settings.idempotent = false;
+        let (mut sink, partitions, pools) = sink_of(1);
+        let mut cx = context(&settings, &pools, None);
+        cx.flushing = false;
+        let t0 = Instant::now();
+        append(&partitions[0], 1, &settings, &pools, t0);
+        sink.drain(t0, &cx);
+        sink.poll_request().expect("due when opened");
+        assert_eq!(sink.poll_timeout(), None);
     }
 
     /// A sink of four partitions (not idempotent, acks=all, linger 5 ms, five requests
