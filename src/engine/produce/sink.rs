@@ -305,15 +305,16 @@ impl Sink {
             // Back for the next probe (one on the wire brings the sink back itself).
             wake_at = earliest(wake_at, next_probe);
         }
-        if !outgoing.is_empty() {
-            wake_at = earliest(wake_at, Self::beat(now, cx.settings));
+        if !outgoing.is_empty() && wake_at.is_none() {
+            wake_at = Self::beat(now, cx.settings);
         }
         self.wake_at = wake_at;
         self.build_requests(outgoing, now, cx);
     }
 
-    /// While records flow (this drain sends something), the sink comes back when a batch
-    /// opened now would have lingered enough, batch or no batch: an appending thread that
+    /// While records flow (this drain sends something) and nothing else would bring the
+    /// sink back (no batch open, none held or waiting to retry), it comes back when a
+    /// batch opened now would have lingered enough: an appending thread that
     /// opens one before then finds the sink's timer no later than its batch's linger and
     /// does not wake it (`super::wake`). Without it, each linger cycle at a steady rate
     /// began with a sink asleep with no timer: the first record's thread woke it (a write
@@ -322,8 +323,11 @@ impl Sink {
     /// from the worker itself, and the next `epoll_wait` returns at once). With this timer
     /// armed, the batch's own goes in after it fired (later than the driver's last wake
     /// time: no write), and once records stop the sink wakes once more and finds nothing
-    /// to send. Under load every drain moves it later, and it never fires. None without
-    /// a linger (batches are due when opened and always wake the sink).
+    /// to send. Under load every drain moves it later, and it never fires. Not while a
+    /// batch is held for the broker's answers (`super::pace`) or a retry waits: the sink
+    /// would then come back every linger while the broker is behind, where the answer
+    /// brings it back anyway. None without a linger (batches are due when opened and
+    /// always wake the sink).
     fn beat(now: Instant, settings: &ProduceSettings) -> Option<Instant> {
         (!settings.linger.is_zero()).then(|| settings.linger_ends(now))
     }
@@ -1244,6 +1248,33 @@ mod tests {
         sink.drain(settings.linger_ends(sent), &cx);
         assert!(sink.poll_request().is_none());
         assert_eq!(sink.poll_timeout(), None);
+    }
+
+    #[test]
+    fn no_beat_while_a_retry_waits_the_sink_comes_back_for_the_retry() {
+        let mut settings = settings();
+        settings.idempotent = false;
+        settings.linger = Duration::from_millis(5);
+        let (mut sink, partitions, pools) = sink_of(2);
+        let mut cx = context(&settings, &pools, None);
+        cx.flushing = false;
+        let t0 = Instant::now();
+        append(&partitions[0], 1, &settings, &pools, t0);
+        let due = settings.linger_ends(t0);
+        sink.drain(due, &cx);
+        let (token, _) = sink.poll_request().expect("partition 0's batch");
+        let refused = answer(0, KafkaCode::NOT_ENOUGH_REPLICAS);
+        sink.handle_response(token, Ok(refused), due, &settings);
+        append(&partitions[1], 1, &settings, &pools, due);
+        let sent = settings.linger_ends(due);
+        sink.drain(sent, &cx);
+        let (_, request) = sink.poll_request().expect("partition 1's batch");
+        assert_eq!(partitions_of(&request), vec![1]);
+        let back = sink.poll_timeout().expect("back for partition 0's retry");
+        assert!(
+            back > settings.linger_ends(sent),
+            "no beat while the retry waits: the sink would come back every linger"
+        );
     }
 
     #[test]

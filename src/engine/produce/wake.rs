@@ -4,8 +4,9 @@
 //! them all. The appending thread wakes the sink when a batch is opened (so that the sink
 //! learns the batch's linger) or sealed full (so that it goes). A batch just opened
 //! cannot go before its linger runs out, and while records flow the sink is mostly asleep
-//! with a timer set for an earlier linger of one of its partitions: it will drain, and
-//! see the new batch, before that batch is due anyway. [`NextDrain`] is the sink's
+//! with a timer set for an earlier linger of one of its partitions, or, with no batch
+//! open, for when one opened then would be due (`Sink::beat`): it will drain, and see the
+//! new batch, before that batch is due anyway. [`NextDrain`] is the sink's
 //! timer, published for the appending threads, so that they skip those wake-ups.
 //!
 //! Why a stale reading is harmless: the sink marks itself draining
