@@ -527,16 +527,17 @@ fn a_new_batch_wakes_a_sink_whose_timer_comes_after_the_lingers_early_end() {
         ..settings()
     };
     let (p, sink) = partition_with_timed_sink(now);
-    // Sealed at 4 ms (a resolution before the linger's 5): a timer at 4.5 ms is too late.
+    // Sealed at 4.5 ms (half a resolution before the linger's 5): a timer at 4.75 ms is
+    // too late.
     sink.next
-        .sleeping_until(Some(now + Duration::from_micros(4_500)));
+        .sleeping_until(Some(now + Duration::from_micros(4_750)));
     append_value(&mut p.state(), b"v", &settings, &pools, now);
     assert_eq!(sink.wakes.count(), 1);
     p.state().seal(SealReason::Due, &settings, &pools, &|| now);
     sink.next
-        .sleeping_until(Some(now + Duration::from_millis(4)));
+        .sleeping_until(Some(now + Duration::from_micros(4_500)));
     append_value(&mut p.state(), b"w", &settings, &pools, now);
-    assert_eq!(sink.wakes.count(), 1, "a timer at 4 ms comes in time");
+    assert_eq!(sink.wakes.count(), 1, "a timer at 4.5 ms comes in time");
 }
 
 #[test]
@@ -569,7 +570,7 @@ fn a_full_batch_wakes_the_sink_even_when_it_drains_before_the_linger() {
 }
 
 #[test]
-fn a_linger_ends_early_by_the_timer_resolution_so_that_a_late_timer_is_not_late() {
+fn a_linger_ends_half_a_timer_resolution_early_so_that_a_late_timer_is_late_by_half_at_most() {
     let now = Instant::now();
     let pools = pools();
     let ms = Duration::from_millis;
@@ -580,37 +581,35 @@ fn a_linger_ends_early_by_the_timer_resolution_so_that_a_late_timer_is_not_late(
     let p = ProducePartition::new(Arc::from("t"), 0, Default::default());
     let mut s = p.state();
     append_value(&mut s, b"v", &settings, &pools, now);
-    // The sink's timer is set a resolution early: fired up to a resolution late, it
-    // still comes by the end of the linger (5 ms).
+    // The sink's timer is set half a resolution early: fired up to a resolution late,
+    // it comes within half a resolution of the end of the linger (5 ms).
+    let early = now + Duration::from_micros(4_500);
     assert_eq!(
         s.seal_if_due(now, false, false, &settings, &pools),
-        Some(now + ms(4))
+        Some(early)
     );
     assert_eq!(
         s.seal_if_due(
-            now + ms(4) - Duration::from_nanos(1),
+            early - Duration::from_nanos(1),
             false,
             false,
             &settings,
             &pools
         ),
-        Some(now + ms(4))
+        Some(early)
     );
     assert!(!s.has_sendable());
-    assert_eq!(
-        s.seal_if_due(now + ms(4), false, false, &settings, &pools),
-        None
-    );
+    assert_eq!(s.seal_if_due(early, false, false, &settings, &pools), None);
     assert!(
         s.has_sendable(),
-        "sealed a resolution before its linger ends"
+        "sealed half a resolution before its linger ends"
     );
-    // A linger under two resolutions ends early by half of itself: it still lingers.
+    // A linger under a resolution ends early by half of itself: it still lingers.
     let short = ProduceSettings {
-        linger: ms(1),
+        linger: Duration::from_micros(600),
         ..settings.clone()
     };
-    assert_eq!(short.linger_ends(now), now + Duration::from_micros(500));
+    assert_eq!(short.linger_ends(now), now + Duration::from_micros(300));
     let none = ProduceSettings {
         linger: Duration::ZERO,
         ..settings
