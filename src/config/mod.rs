@@ -233,9 +233,11 @@ pub struct ProducerConfig {
     /// one in-sync replica survives; required by idempotence).
     pub acks: Acks,
     /// How long a batch may wait for more records (`linger.ms`, 5 ms as in the Java client
-    /// 4.0 and librdkafka: fuller batches for a barely noticeable delay). A batch goes
-    /// within half a millisecond of the end of its linger, on average at it (the workers'
-    /// timers count whole milliseconds).
+    /// 4.0 and librdkafka: fuller batches for a barely noticeable delay). A batch is
+    /// sealed within about half a millisecond of the end of its linger, on average at it
+    /// (the workers' timers count whole milliseconds; a linger under a millisecond may
+    /// run up to a millisecond less half of itself late), unless its connection is busy
+    /// or its broker behind, when it stays open to take more records.
     pub linger: Duration,
     /// Target size of a batch in bytes (`batch.size`, 1,000,000 as in librdkafka: large
     /// batches amortise per-request costs; below the broker's default 1 MiB message cap).

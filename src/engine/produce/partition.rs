@@ -197,8 +197,10 @@ impl ProduceSettings {
     /// When a batch opened at `created` has lingered enough to be sealed: the end of its
     /// linger, less half the driver's timer resolution (and at most half the linger, so
     /// that a short linger still lingers). The sink sets its timer for this, and the
-    /// timer fires up to a resolution after it: the batch goes within half a resolution
-    /// of its linger's end, on average at it. Sealed at the linger's end to the
+    /// timer fires up to a resolution after it: the batch is sealed within half a
+    /// resolution of its linger's end, on average at it (a linger under a resolution may
+    /// run up to a resolution less half of itself late; a batch held while its
+    /// connection is busy stays open longer: [`PartitionState::seal_if_due`]). Sealed at the linger's end to the
     /// nanosecond instead, a batch went up to a whole resolution after it (half of one on
     /// average, added to every record's latency: measured 5.39 ms from send to answer
     /// above the round trip with `linger.ms` 5, one record a batch). Not a whole

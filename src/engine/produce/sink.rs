@@ -187,7 +187,8 @@ impl Sink {
     /// what may be sent into requests (see [`Sink::poll_request`]).
     ///
     /// Every drain looks at every partition, and [`Sink::poll_timeout`] is then no later
-    /// than the linger of any open batch: the appending threads rely on both when they
+    /// than the linger's end (`ProduceSettings::linger_ends`) of any open batch: the
+    /// appending threads rely on both when they
     /// skip waking the sink (`engine::produce::wake`).
     pub fn drain(&mut self, now: Instant, cx: &SinkContext<'_>) {
         let mut outgoing = Vec::new();
@@ -313,8 +314,9 @@ impl Sink {
     }
 
     /// While records flow (this drain sends something) and nothing else would bring the
-    /// sink back (no batch open, none held or waiting to retry), it comes back when a
-    /// batch opened now would have lingered enough: an appending thread that
+    /// sink back (no batch open, held, queued or waiting to retry, no refresh or probe
+    /// due), it comes back when a batch opened now would have lingered enough: an
+    /// appending thread that
     /// opens one before then finds the sink's timer no later than its batch's linger and
     /// does not wake it (`super::wake`). Without it, each linger cycle at a steady rate
     /// began with a sink asleep with no timer: the first record's thread woke it (a write
@@ -323,11 +325,12 @@ impl Sink {
     /// from the worker itself, and the next `epoll_wait` returns at once). With this timer
     /// armed, the batch's own goes in after it fired (later than the driver's last wake
     /// time: no write), and once records stop the sink wakes once more and finds nothing
-    /// to send. Under load every drain moves it later, and it never fires. Not while a
-    /// batch is held for the broker's answers (`super::pace`) or a retry waits: the sink
-    /// would then come back every linger while the broker is behind, where the answer
-    /// brings it back anyway. None without a linger (batches are due when opened and
-    /// always wake the sink).
+    /// to send. A later drain that sends nothing (the answer's, say, before the next
+    /// record came) sets the timer afresh, without it: the next batch's thread then wakes
+    /// the sink as before. Not while a batch is held for the broker's answers
+    /// (`super::pace`) or a retry waits: the sink would then come back every linger while
+    /// the broker is behind, where the answer brings it back anyway. None without a
+    /// linger (batches are due when opened and always wake the sink).
     fn beat(now: Instant, settings: &ProduceSettings) -> Option<Instant> {
         (!settings.linger.is_zero()).then(|| settings.linger_ends(now))
     }

@@ -3,7 +3,7 @@
 //! A sink drains every partition it has at each wake-up, so a wake-up costs a drain of
 //! them all. The appending thread wakes the sink when a batch is opened (so that the sink
 //! learns the batch's linger) or sealed full (so that it goes). A batch just opened
-//! cannot go before its linger runs out, and while records flow the sink is mostly asleep
+//! cannot go before its linger ends (`ProduceSettings::linger_ends`), and while records flow the sink is mostly asleep
 //! with a timer set for an earlier linger of one of its partitions, or, with no batch
 //! open, for when one opened then would be due (`Sink::beat`): it will drain, and see the
 //! new batch, before that batch is due anyway. [`NextDrain`] is the sink's
@@ -23,7 +23,7 @@
 //!
 //! What this rests on:
 //! - Every drain looks at every partition of the sink, and the sink's timer is no later
-//!   than the linger of any open batch it saw (`Sink::drain`). A drain that looked only
+//!   than the linger's end of any open batch it saw (`Sink::drain`). A drain that looked only
 //!   at partitions known to have changed would break the argument above.
 //! - A partition handed to another sink still names the old sink until the new one
 //!   adopts it, and the old sink's timer no longer counts it: a wake-up skipped then

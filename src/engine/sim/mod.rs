@@ -356,8 +356,9 @@ impl World {
             acks: -1,
             idempotent: true,
             linger: rng.millis(0, 10),
-            // A driver waking exactly on time, or one whose timer fires up to 1 or 2 ms
-            // late (lingers then end early: `ProduceSettings::linger_ends`).
+            // Lingers ending on time, or half of 1 or 2 ms early
+            // (`ProduceSettings::linger_ends`). The simulation's timers fire on time: this
+            // tries the early ends, not a late timer.
             timer_resolution: rng.millis(0, 2),
             batch_size,
             max_request_size: 1 << 20,
