@@ -943,6 +943,25 @@ mod tests {
         }
     }
 
+    /// A drain's context outside any flush, every partition led by this sink's broker.
+    fn draining_context<'a>(
+        settings: &'a ProduceSettings,
+        pools: &'a ArenaPools,
+    ) -> SinkContext<'a> {
+        SinkContext {
+            flushing: false,
+            ..context(settings, pools, None)
+        }
+    }
+
+    /// Settings whose batches linger (5 ms), not idempotent.
+    fn lingering_settings() -> ProduceSettings {
+        let mut settings = settings();
+        settings.idempotent = false;
+        settings.linger = Duration::from_millis(5);
+        settings
+    }
+
     /// The broker's answer for partition `index` of "t", with `code`.
     fn answer(index: i32, code: KafkaCode) -> RawResponse {
         answer_each(&[index], code)
@@ -1216,13 +1235,10 @@ mod tests {
 
     #[test]
     fn while_records_flow_the_sink_comes_back_a_linger_after_sending_until_a_drain_sends_nothing() {
-        let mut settings = settings();
-        settings.idempotent = false;
-        settings.linger = Duration::from_millis(5);
+        let mut settings = lingering_settings();
         settings.timer_resolution = Duration::from_millis(1);
         let (mut sink, partitions, pools) = sink_of(2);
-        let mut cx = context(&settings, &pools, None);
-        cx.flushing = false;
+        let cx = draining_context(&settings, &pools);
         let t0 = Instant::now();
         append(&partitions[0], 1, &settings, &pools, t0);
         sink.drain(t0, &cx);
@@ -1255,12 +1271,9 @@ mod tests {
 
     #[test]
     fn no_beat_while_a_retry_waits_the_sink_comes_back_for_the_retry() {
-        let mut settings = settings();
-        settings.idempotent = false;
-        settings.linger = Duration::from_millis(5);
+        let settings = lingering_settings();
         let (mut sink, partitions, pools) = sink_of(2);
-        let mut cx = context(&settings, &pools, None);
-        cx.flushing = false;
+        let cx = draining_context(&settings, &pools);
         let t0 = Instant::now();
         append(&partitions[0], 1, &settings, &pools, t0);
         let due = settings.linger_ends(t0);
@@ -1285,8 +1298,7 @@ mod tests {
         let mut settings = settings();
         settings.idempotent = false;
         let (mut sink, partitions, pools) = sink_of(1);
-        let mut cx = context(&settings, &pools, None);
-        cx.flushing = false;
+        let cx = draining_context(&settings, &pools);
         let t0 = Instant::now();
         append(&partitions[0], 1, &settings, &pools, t0);
         sink.drain(t0, &cx);
@@ -1323,13 +1335,10 @@ mod tests {
         [u64; 2],
         Instant,
     ) {
-        let mut settings = settings();
-        settings.idempotent = false;
+        let mut settings = lingering_settings();
         settings.acks = acks;
-        settings.linger = Duration::from_millis(5);
         let (mut sink, partitions, pools) = sink_of(4);
-        let mut cx = context(&settings, &pools, None);
-        cx.flushing = false;
+        let cx = draining_context(&settings, &pools);
         let t0 = Instant::now();
         append(&partitions[0], 1, &settings, &pools, t0);
         sink.drain(t0 + settings.linger, &cx);
@@ -1357,8 +1366,7 @@ mod tests {
         settings: &ProduceSettings,
         at: Instant,
     ) {
-        let mut cx = context(settings, pools, None);
-        cx.flushing = false;
+        let cx = draining_context(settings, pools);
         append(&partitions[3], 1, settings, pools, at);
         sink.drain(at + settings.linger, &cx);
     }
@@ -1372,8 +1380,7 @@ mod tests {
         // Both out for longer than the quickest round trip: the broker is behind.
         let later = sent + round_trip * 3;
         partition_3_due(&mut sink, &partitions, &pools, &settings, later);
-        let mut cx = context(&settings, &pools, None);
-        cx.flushing = false;
+        let cx = draining_context(&settings, &pools);
         assert!(
             sink.poll_request().is_none(),
             "partition 3's batch is due by its linger alone: it stays open"
@@ -1442,8 +1449,7 @@ mod tests {
     #[test]
     fn a_broken_connection_releases_a_held_batch_and_round_trips_are_learnt_afresh() {
         let (mut sink, partitions, pools, settings, tokens, now) = partition_3_held();
-        let mut cx = context(&settings, &pools, None);
-        cx.flushing = false;
+        let cx = draining_context(&settings, &pools);
         // The connection breaks: both requests out fail with it.
         for token in tokens {
             let broken = IoError::Disconnected {
