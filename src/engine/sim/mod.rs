@@ -11,7 +11,11 @@
 //! acknowledged was lost, nothing was written twice, each partition's order held, every
 //! delivery resolved (every odd record is sent with a tag instead of a future: each was
 //! reported to the delivery handler exactly once, at the offset the log holds it at),
-//! and the consumer read every offset exactly once.
+//! and the consumer read every offset exactly once. Sinks drain as the producer's
+//! driver drains them (`SimSink`): when the appending threads wake them (which they skip
+//! when the sink's published timer comes by their batch's linger end), when answered,
+//! or when their timer fires, up to the timer resolution late. A wake-up wrongly
+//! skipped leaves records unsent and fails the run.
 //!
 //! A failing seed prints itself and the run's last events; `KRING_SIM_SEED=<seed> cargo
 //! test --lib engine::sim::replay -- --nocapture` runs it again, exactly, and prints its
@@ -25,6 +29,7 @@ mod cluster;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -48,7 +53,7 @@ use crate::engine::produce::partition::{
 };
 use crate::engine::produce::queued::QueuedRecords;
 use crate::engine::produce::sink::{Leaders, Sink, SinkContext, SinkEvent};
-use crate::engine::produce::wake::Wake;
+use crate::engine::produce::wake::{NextDrain, Wake};
 use crate::error::Error;
 use crate::protocol::messages::{
     FetchRequest, FetchResponse, InitProducerIdRequest, InitProducerIdResponse, MetadataRequest,
@@ -199,11 +204,61 @@ struct Slot {
     retry_at: Option<Instant>,
 }
 
-/// A sink's driver wakes nothing in the simulation: every step drains every sink.
-struct NoWake;
+/// A sink's driver as the producer's runs it (`producer::driver::run_sink`): a sink
+/// drains only when its partitions' appending threads wake it, an answer of its comes,
+/// a partition is handed to it, the producer's epoch bump ends or a flush begins, or its
+/// timer fires; otherwise it sleeps. The timer fires late by up to the run's timer
+/// resolution, as tokio's millisecond wheel does. The appending threads read the timer
+/// the sink published ([`NextDrain`]) and skip the wake-up when it comes by their
+/// batch's linger end: a wake-up skipped wrongly leaves records unsent, which the run's
+/// checks catch (a record never delivered, or no progress).
+struct SimWake {
+    woken: AtomicBool,
+    next_drain: NextDrain,
+}
 
-impl Wake for NoWake {
-    fn wake(&self) {}
+impl SimWake {
+    fn new(base: Instant) -> SimWake {
+        SimWake {
+            woken: AtomicBool::new(false),
+            next_drain: NextDrain::new(base),
+        }
+    }
+
+    /// Whether a thread woke the sink since it last drained (and forgets it).
+    fn take_woken(&self) -> bool {
+        self.woken.swap(false, Ordering::Relaxed)
+    }
+}
+
+impl Wake for SimWake {
+    fn wake(&self) {
+        self.woken.store(true, Ordering::Relaxed);
+    }
+
+    fn drains_by(&self, deadline: Instant) -> bool {
+        self.next_drain.drains_by(deadline)
+    }
+}
+
+/// A sink and its driver's state.
+struct SimSink {
+    sink: Sink,
+    wake: Arc<SimWake>,
+    /// When the driver's timer fires (the sink's timer, late by up to the resolution).
+    timer: Option<Instant>,
+    /// Something other than its partitions' threads wants the sink to drain at the next
+    /// step (an answer, a partition handed over, a bump's end, a flush).
+    stirred: bool,
+}
+
+impl SimSink {
+    /// Whether the driver takes a turn at `now`: woken, stirred, or its timer fired.
+    fn due(&mut self, now: Instant) -> bool {
+        let woken = self.wake.take_woken();
+        let stirred = std::mem::take(&mut self.stirred);
+        woken || stirred || self.timer.is_some_and(|t| t <= now)
+    }
 }
 
 /// The producer: partitions, one sink per broker, the producer id and its bump.
@@ -211,7 +266,10 @@ struct SimProducer {
     settings: ProduceSettings,
     pools: ArenaPools,
     partitions: Vec<Arc<ProducePartition>>,
-    sinks: BTreeMap<i32, Sink>,
+    sinks: BTreeMap<i32, SimSink>,
+    /// Whether the producer was last seen flushing (nothing left to append): a flush
+    /// wakes every sink when it begins.
+    flushing: bool,
     /// The client's view of leaders (from its Metadata answers).
     leaders: Vec<Option<i32>>,
     identity: Option<ProducerId>,
@@ -357,8 +415,8 @@ impl World {
             idempotent: true,
             linger: rng.millis(0, 10),
             // Lingers ending on time, or half of 1 or 2 ms early
-            // (`ProduceSettings::linger_ends`). The simulation's timers fire on time: this
-            // tries the early ends, not a late timer.
+            // (`ProduceSettings::linger_ends`); the sinks' timers fire late by up to this
+            // (`SimSink`).
             timer_resolution: rng.millis(0, 2),
             batch_size,
             max_request_size: 1 << 20,
@@ -393,6 +451,7 @@ impl World {
             waiting_for_room: false,
             settings,
             sinks: BTreeMap::new(),
+            flushing: false,
             leaders: vec![None; partitions as usize],
             identity: None,
             bump_needed: false,
@@ -914,8 +973,9 @@ impl World {
                 self.log(|| format!("sink {broker}: request {t} answered: {what}"));
                 let now = self.now;
                 let settings = self.producer.settings.clone();
-                if let Some(sink) = self.producer.sinks.get_mut(&broker) {
-                    sink.handle_response(t, result, now, &settings);
+                if let Some(s) = self.producer.sinks.get_mut(&broker) {
+                    s.sink.handle_response(t, result, now, &settings);
+                    s.stirred = true;
                 }
             }
             (Side::Producer, Token::Metadata) => {
@@ -999,6 +1059,14 @@ impl World {
             }
         }
         self.producer.bump_needed = false;
+        self.stir_all_sinks();
+    }
+
+    /// What `Sinks::wake_all` does in the producer (a bump's end, a flush begun).
+    fn stir_all_sinks(&mut self) {
+        for s in self.producer.sinks.values_mut() {
+            s.stirred = true;
+        }
     }
 
     fn drive_producer(&mut self) {
@@ -1023,7 +1091,7 @@ impl World {
             .producer
             .sinks
             .values()
-            .map(Sink::requests_in_flight)
+            .map(|s| s.sink.requests_in_flight())
             .sum();
         let wants_id = self.producer.identity.is_none() || self.producer.bump_needed;
         let resolved = self
@@ -1062,8 +1130,14 @@ impl World {
         }
         self.route_unowned();
         self.append_due();
+        let flushing = self.producer.to_send.is_empty();
+        if flushing && !self.producer.flushing {
+            self.stir_all_sinks();
+        }
+        self.producer.flushing = flushing;
         let brokers: Vec<i32> = self.producer.sinks.keys().copied().collect();
         for broker in brokers {
+            let late = self.late_timer();
             let p = &mut self.producer;
             let leaders = VecLeaders(&p.leaders);
             let cx = SinkContext {
@@ -1075,16 +1149,25 @@ impl World {
                 leaders: &leaders,
                 produce_versions: crate::engine::produce::request::ANY_PRODUCE_VERSION,
             };
-            let Some(sink) = p.sinks.get_mut(&broker) else {
+            let Some(s) = p.sinks.get_mut(&broker) else {
                 continue;
             };
-            sink.drain(now, &cx);
+            if !s.due(now) {
+                continue;
+            }
+            // As `drain_turn` and `run_sink` do: draining before the drain looks at a
+            // partition, the timer published once it is done.
+            s.wake.next_drain.draining();
+            s.sink.drain(now, &cx);
+            let timer = s.sink.poll_timeout();
+            s.wake.next_drain.sleeping_until(timer);
+            s.timer = timer.map(|t| t + late);
             let mut requests = Vec::new();
-            while let Some(r) = sink.poll_request() {
+            while let Some(r) = s.sink.poll_request() {
                 requests.push(r);
             }
             let mut events = Vec::new();
-            while let Some(e) = sink.poll_event() {
+            while let Some(e) = s.sink.poll_event() {
                 events.push(e);
             }
             for (token, request) in requests {
@@ -1098,8 +1181,9 @@ impl World {
                 );
                 if let Err((_, e)) = sent {
                     let settings = self.producer.settings.clone();
-                    if let Some(sink) = self.producer.sinks.get_mut(&broker) {
-                        sink.handle_response(token, Err(e), now, &settings);
+                    if let Some(s) = self.producer.sinks.get_mut(&broker) {
+                        s.sink.handle_response(token, Err(e), now, &settings);
+                        s.stirred = true;
                     }
                 }
             }
@@ -1126,6 +1210,12 @@ impl World {
         }
     }
 
+    /// How late a sink's timer fires: up to the timer resolution.
+    fn late_timer(&mut self) -> Duration {
+        let resolution = self.producer.settings.timer_resolution.as_nanos() as u64;
+        Duration::from_nanos(self.rng.below(resolution + 1))
+    }
+
     fn any_broker(&mut self) -> i32 {
         self.cluster.brokers[self.rng.below(self.cluster.brokers.len() as u64) as usize]
     }
@@ -1133,12 +1223,21 @@ impl World {
     /// Hands a partition to the sink of its leader (or of broker 1 while unknown).
     fn adopt(&mut self, p: Arc<ProducePartition>) {
         let leader = self.producer.leaders[p.index as usize].unwrap_or(1);
-        let sink = self
+        let base = self.start;
+        let s = self
             .producer
             .sinks
             .entry(leader)
-            .or_insert_with(|| Sink::new(leader, Arc::from(format!("sim:{leader}").as_str())));
-        sink.adopt(p, Arc::new(NoWake));
+            .or_insert_with(|| SimSink {
+                sink: Sink::new(leader, Arc::from(format!("sim:{leader}").as_str())),
+                wake: Arc::new(SimWake::new(base)),
+                timer: None,
+                stirred: false,
+            });
+        // Handed over (`SinkHandle::hand_over` wakes the sink, which adopts it).
+        s.stirred = true;
+        let wake: Arc<dyn Wake> = s.wake.clone();
+        s.sink.adopt(p, wake);
     }
 
     /// At the start, every partition goes to its leader's sink.
@@ -1334,8 +1433,11 @@ impl World {
         for o in &self.orphans {
             at(o.to_server.front().map(|(t, _)| *t));
         }
-        for sink in self.producer.sinks.values() {
-            at(sink.poll_timeout());
+        for s in self.producer.sinks.values() {
+            at(s.timer);
+            if s.stirred || s.wake.woken.load(Ordering::Relaxed) {
+                at(Some(self.now));
+            }
         }
         if !self.producer.waiting_for_room {
             at(self.producer.to_send.front().map(|(t, _, _)| *t));
