@@ -289,22 +289,24 @@ pub(crate) struct RecordParts<'a> {
     pub timestamp: i64,
 }
 
-/// What an append did: sixteen bytes (its numbers are `u32`s), since the sending thread
-/// passes one back through several calls for every record.
+/// What an append did. Its numbers are `usize`s, so that the discriminant, numbers and
+/// batch each take a whole eight bytes: written and read back field by field in the
+/// same widths (with `u32`s the discriminant and number shared eight bytes, written in
+/// two stores and read in one load, a store-forwarding stall on every record).
 #[derive(Debug)]
 pub(crate) enum Appended {
     /// The record is record `index` of the batch completing through `shared` (a batch
     /// holds at most `i32::MAX` records).
     Done {
         shared: Arc<BatchShared>,
-        index: u32,
+        index: usize,
     },
     /// The record, sent with a tag, is in the batch: its outcome goes to the producer's
     /// delivery handler.
     Tagged,
     /// The partition has no open batch and no arena of this class is free right now:
     /// wait for one and append again with it.
-    NeedArena(u32),
+    NeedArena(usize),
     /// The producer holds as many unsettled records as `queue.buffering.max.messages`
     /// allows: wait for room ([`QueuedRecords::room`]) and append again (an arena waited
     /// for earlier stays with the caller).
@@ -699,7 +701,7 @@ impl PartitionState {
             if self.open.is_none() {
                 match self.open_batch(record, arena, settings, pools, &now) {
                     Ok(None) => {}
-                    Ok(Some(class)) => break Ok(Appended::NeedArena(class as u32)),
+                    Ok(Some(class)) => break Ok(Appended::NeedArena(class)),
                     Err(e) => break Err(e),
                 }
             }
@@ -713,15 +715,16 @@ impl PartitionState {
                 .append(record.timestamp, record.key, record.value, record.headers)
             {
                 Ok(()) => {
-                    // A batch holds at most i32::MAX records (its offset deltas are i32s).
-                    let index = (open.builder.len() - 1) as u32;
+                    // A batch holds at most i32::MAX records (its offset deltas are i32s):
+                    // a tagged record's index fits its list's u32.
+                    let index = open.builder.len() - 1;
                     let done = match tag {
                         None => Appended::Done {
                             shared: open.shared.clone(),
                             index,
                         },
                         Some(tag) => {
-                            self.tag_record(index, record.timestamp, tag, settings);
+                            self.tag_record(index as u32, record.timestamp, tag, settings);
                             Appended::Tagged
                         }
                     };

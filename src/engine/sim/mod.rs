@@ -1293,7 +1293,7 @@ impl World {
                     partition,
                     index,
                     shared,
-                    position: position as usize,
+                    position,
                 }),
                 Ok(Appended::NeedArena(_)) => panic!("the simulation's arena budget ran out"),
                 Ok(Appended::Tagged) => self.producer.tagged.push((partition, index)),

@@ -1014,7 +1014,7 @@ fn tagged_records_are_reported_with_their_batch() {
                 )
                 .unwrap();
             match (tag, appended) {
-                (None, Appended::Done { index, .. }) => assert_eq!(index as usize, i),
+                (None, Appended::Done { index, .. }) => assert_eq!(index, i),
                 (Some(_), Appended::Tagged) => {}
                 (tag, other) => panic!("{tag:?}: {other:?}"),
             }
