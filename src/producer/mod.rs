@@ -92,8 +92,8 @@ use routes::{TopicRoutes, TopicState, TopicTable};
 /// store-forwarding stall per call, on every record (`perf annotate` of produce-100).
 type Hot<T> = std::result::Result<T, Box<Error>>;
 
-/// What one `send` has settled so far, kept while it waits (for an arena, or for the
-/// topic's metadata) and tries again.
+/// What one `send` has settled so far, kept while it waits (for an arena, for room among
+/// the queued records, or for the topic's metadata) and tries again.
 #[derive(Default)]
 struct SendState {
     /// Chosen once: a record waiting for an arena does not ask the partitioner again.
@@ -115,8 +115,9 @@ struct SendState {
 }
 
 /// What [`Producer::append`] and the calls above it return for a record: nothing, or
-/// why it could not be appended; where it went ([`SendState::batch`]) or what it waits
-/// for ([`SendState::waiting_for`]) is left in the send's state. Eight bytes, so it comes
+/// why it could not be appended; where it went (the batch of a record sent without a
+/// tag: [`SendState::batch`]) or what it waits for ([`SendState::waiting_for`]) is left
+/// in the send's state. Eight bytes, so it comes
 /// back in a register. Returned instead, [`Appended`] (16 bytes then, its numbers `u32`s)
 /// was written in 4- and 8-byte stores and copied on by 8- and 16-byte loads, two
 /// store-forwarding stalls per record (29% of `Producer::append`'s samples in a
@@ -170,8 +171,8 @@ impl Queued {
 enum SendNow<'a> {
     /// Appended.
     Done(Queued),
-    /// It must wait (for an arena, or for its topic's metadata): how far it got, and
-    /// its place in an open transaction.
+    /// It must wait (for an arena, for room among the queued records, or for its topic's
+    /// metadata): how far it got, and its place in an open transaction.
     Wait(SendState, Option<txn::SendGuard<'a>>),
 }
 
@@ -859,8 +860,9 @@ impl Producer {
         Ok(SendNow::Wait(state, in_transaction))
     }
 
-    /// The rest of a [`Producer::send`] that must wait: for an arena
-    /// (`state.waiting_for`), else for the topic's metadata (its routes were not current).
+    /// The rest of a [`Producer::send`] that must wait: for an arena or for room among
+    /// the queued records (`state.waiting_for`), else for the topic's metadata (its
+    /// routes were not current).
     async fn send_waiting<'a>(
         &'a self,
         record: ProducerRecord<'a>,

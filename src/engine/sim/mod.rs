@@ -14,8 +14,11 @@
 //! and the consumer read every offset exactly once. Sinks drain as the producer's
 //! driver drains them (`SimSink`): when the appending threads wake them (which they skip
 //! when the sink's published timer comes by their batch's linger end), when answered,
-//! or when their timer fires, up to the timer resolution late. A wake-up wrongly
-//! skipped leaves records unsent and fails the run.
+//! or when their timer fires, up to the timer resolution late. A timer a sink needs
+//! and does not set (a retry's backoff, say) leaves records unsent, and the run fails
+//! (no progress) where every-step draining hid it. A wake-up wrongly skipped only
+//! delays a batch until that sink next drains (each flush and each wait for room among
+//! the queued records wakes every sink), which the checks here do not time.
 //!
 //! A failing seed prints itself and the run's last events; `KRING_SIM_SEED=<seed> cargo
 //! test --lib engine::sim::replay -- --nocapture` runs it again, exactly, and prints its
@@ -206,12 +209,18 @@ struct Slot {
 
 /// A sink's driver as the producer's runs it (`producer::driver::run_sink`): a sink
 /// drains only when its partitions' appending threads wake it, an answer of its comes,
-/// a partition is handed to it, the producer's epoch bump ends or a flush begins, or its
-/// timer fires; otherwise it sleeps. The timer fires late by up to the run's timer
-/// resolution, as tokio's millisecond wheel does. The appending threads read the timer
-/// the sink published ([`NextDrain`]) and skip the wake-up when it comes by their
-/// batch's linger end: a wake-up skipped wrongly leaves records unsent, which the run's
-/// checks catch (a record never delivered, or no progress).
+/// a partition is handed to it, the producer's epoch bump ends or a flush begins (or a
+/// record waits for room among the queued records, which hurries the sinks as a flush
+/// does), or its timer fires; otherwise it sleeps. The timer fires late by up to the
+/// run's timer resolution, as tokio's millisecond wheel does (and then at the next step:
+/// steps are at least 100 µs apart). The appending threads read the timer the sink
+/// published ([`NextDrain`]) and skip the wake-up when it comes by their batch's linger
+/// end (a wake-up skipped wrongly delays the batch until the sink next drains, which
+/// no check here times; a timer the sink needs and does not set fails the run).
+///
+/// Not modelled: a partition handed over is adopted at once (in the producer it still
+/// names the old sink's waker until the new sink's next turn), and a drain where the
+/// producer's driver would drain twice in a turn (an answer with a wake-up pending).
 struct SimWake {
     woken: AtomicBool,
     next_drain: NextDrain,
@@ -245,10 +254,12 @@ impl Wake for SimWake {
 struct SimSink {
     sink: Sink,
     wake: Arc<SimWake>,
-    /// When the driver's timer fires (the sink's timer, late by up to the resolution).
+    /// When the driver's timer fires (the sink's timer, late by up to the resolution,
+    /// then at the first step after that).
     timer: Option<Instant>,
     /// Something other than its partitions' threads wants the sink to drain at the next
-    /// step (an answer, a partition handed over, a bump's end, a flush).
+    /// step (an answer, a partition handed over, a bump's end, a flush or a wait for
+    /// room).
     stirred: bool,
 }
 
@@ -267,9 +278,13 @@ struct SimProducer {
     pools: ArenaPools,
     partitions: Vec<Arc<ProducePartition>>,
     sinks: BTreeMap<i32, SimSink>,
-    /// Whether the producer was last seen flushing (nothing left to append): a flush
-    /// wakes every sink when it begins.
+    /// Whether the sinks send everything they have: nothing is left to append (the
+    /// flush at the end), or a record waits for room among the queued records
+    /// (`Producer::wait_for_room` hurries the sinks as a flush does). Each flush and
+    /// each wait wakes every sink when it begins.
     flushing: bool,
+    /// Whether every record was appended when last looked (the flush began then).
+    all_appended: bool,
     /// The client's view of leaders (from its Metadata answers).
     leaders: Vec<Option<i32>>,
     identity: Option<ProducerId>,
@@ -452,6 +467,7 @@ impl World {
             settings,
             sinks: BTreeMap::new(),
             flushing: false,
+            all_appended: false,
             leaders: vec![None; partitions as usize],
             identity: None,
             bump_needed: false,
@@ -1129,14 +1145,23 @@ impl World {
             return;
         }
         self.route_unowned();
-        self.append_due();
-        let flushing = self.producer.to_send.is_empty();
-        if flushing && !self.producer.flushing {
+        let began_waiting = self.append_due();
+        let all_appended = self.producer.to_send.is_empty();
+        if began_waiting || (all_appended && !self.producer.all_appended) {
             self.stir_all_sinks();
         }
-        self.producer.flushing = flushing;
+        self.producer.all_appended = all_appended;
+        self.producer.flushing = all_appended || self.producer.waiting_for_room;
         let brokers: Vec<i32> = self.producer.sinks.keys().copied().collect();
         for broker in brokers {
+            let due = self
+                .producer
+                .sinks
+                .get_mut(&broker)
+                .is_some_and(|s| s.due(now));
+            if !due {
+                continue;
+            }
             let late = self.late_timer();
             let p = &mut self.producer;
             let leaders = VecLeaders(&p.leaders);
@@ -1145,16 +1170,13 @@ impl World {
                 pools: &p.pools,
                 producer: p.identity,
                 bumping: p.bump_needed,
-                flushing: p.to_send.is_empty(),
+                flushing: p.flushing,
                 leaders: &leaders,
                 produce_versions: crate::engine::produce::request::ANY_PRODUCE_VERSION,
             };
             let Some(s) = p.sinks.get_mut(&broker) else {
                 continue;
             };
-            if !s.due(now) {
-                continue;
-            }
             // As `drain_turn` and `run_sink` do: draining before the drain looks at a
             // partition, the timer published once it is done.
             s.wake.next_drain.draining();
@@ -1250,8 +1272,14 @@ impl World {
         }
     }
 
-    fn append_due(&mut self) {
+    /// Appends the records due; whether a record began to wait for room among the
+    /// queued records (a wait that was not already under way before this step, or one
+    /// after appending others: each is a `Producer::wait_for_room` of its own, which
+    /// hurries the sinks).
+    fn append_due(&mut self) -> bool {
+        let was_waiting = self.producer.waiting_for_room;
         self.producer.waiting_for_room = false;
+        let mut appended_any = false;
         while let Some(&(at, partition, index)) = self.producer.to_send.front() {
             if at > self.now {
                 break;
@@ -1275,9 +1303,10 @@ impl World {
             );
             if let Ok(Appended::NeedRoom) = appended {
                 self.producer.waiting_for_room = true;
-                break;
+                return appended_any || !was_waiting;
             }
             self.producer.to_send.pop_front();
+            appended_any = true;
             let limit = self.producer.queued.limit();
             assert!(
                 limit == 0 || self.producer.queued.queued() <= limit,
@@ -1300,6 +1329,7 @@ impl World {
                 Err(e) => panic!("append failed: {e}"),
             }
         }
+        false
     }
 
     // ------------------------------------------------------------------ consumer
