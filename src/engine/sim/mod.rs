@@ -278,12 +278,10 @@ struct SimProducer {
     pools: ArenaPools,
     partitions: Vec<Arc<ProducePartition>>,
     sinks: BTreeMap<i32, SimSink>,
-    /// Whether the sinks send everything they have: nothing is left to append (the
-    /// flush at the end), or a record waits for room among the queued records
-    /// (`Producer::wait_for_room` hurries the sinks as a flush does). Each flush and
-    /// each wait wakes every sink when it begins.
-    flushing: bool,
-    /// Whether every record was appended when last looked (the flush began then).
+    /// Whether every record was appended when last looked: the flush at the end began
+    /// then. The sinks send everything they have while it lasts, and while a record
+    /// waits for room among the queued records (`Producer::wait_for_room` hurries the
+    /// sinks as a flush does); each flush and each wait wakes every sink when it begins.
     all_appended: bool,
     /// The client's view of leaders (from its Metadata answers).
     leaders: Vec<Option<i32>>,
@@ -466,7 +464,6 @@ impl World {
             waiting_for_room: false,
             settings,
             sinks: BTreeMap::new(),
-            flushing: false,
             all_appended: false,
             leaders: vec![None; partitions as usize],
             identity: None,
@@ -1151,7 +1148,6 @@ impl World {
             self.stir_all_sinks();
         }
         self.producer.all_appended = all_appended;
-        self.producer.flushing = all_appended || self.producer.waiting_for_room;
         let brokers: Vec<i32> = self.producer.sinks.keys().copied().collect();
         for broker in brokers {
             let due = self
@@ -1170,7 +1166,7 @@ impl World {
                 pools: &p.pools,
                 producer: p.identity,
                 bumping: p.bump_needed,
-                flushing: p.flushing,
+                flushing: p.all_appended || p.waiting_for_room,
                 leaders: &leaders,
                 produce_versions: crate::engine::produce::request::ANY_PRODUCE_VERSION,
             };
