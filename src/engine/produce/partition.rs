@@ -1038,6 +1038,13 @@ impl PartitionState {
         !self.queue.is_empty()
     }
 
+    /// Whether sealed batches of this partition are queued or on the wire: an open
+    /// batch goes after them, when they allow.
+    #[cfg(test)]
+    pub fn has_sealed(&self) -> bool {
+        !self.queue.is_empty() || !self.in_flight.is_empty()
+    }
+
     /// Whether anything is not settled yet (open, queued or in flight).
     pub fn has_pending(&self) -> bool {
         self.open.is_some() || !self.queue.is_empty() || !self.in_flight.is_empty()

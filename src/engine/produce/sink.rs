@@ -535,6 +535,12 @@ impl Sink {
         self.in_flight.len()
     }
 
+    /// The partitions this sink drains.
+    #[cfg(test)]
+    pub fn partitions(&self) -> &[Arc<ProducePartition>] {
+        &self.partitions
+    }
+
     /// Whether any partition of this sink, or any request, is unsettled.
     pub fn has_pending(&self) -> bool {
         !self.in_flight.is_empty() || self.partitions.iter().any(|p| p.state().has_pending())

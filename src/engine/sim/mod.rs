@@ -16,9 +16,14 @@
 //! when the sink's published timer comes by their batch's linger end), when answered,
 //! or when their timer fires, up to the timer resolution late. A timer a sink needs
 //! and does not set (a retry's backoff, say) leaves records unsent, and the run fails
-//! (no progress) where every-step draining hid it. A wake-up wrongly skipped only
-//! delays a batch until that sink next drains (each flush and each wait for room among
-//! the queued records wakes every sink), which the checks here do not time.
+//! (no progress) where every-step draining hid it. A wake-up wrongly skipped would only
+//! delay a batch until that sink next drained (each flush and each wait for room among
+//! the queued records wakes every sink), so after every step the run also checks the
+//! promise those skips rest on: each sink is woken, or has published a timer no later
+//! than the linger's end of each open batch it has, wherever nothing else decides when
+//! the batch goes (a request of the sink on the wire, sealed batches ahead of it).
+//! Nothing here times a batch's send itself: how long a sink holds a batch that is due
+//! (slots, the broker's pace, retries) is the sink's unit tests'.
 //!
 //! A failing seed prints itself and the run's last events; `KRING_SIM_SEED=<seed> cargo
 //! test --lib engine::sim::replay -- --nocapture` runs it again, exactly, and prints its
@@ -215,8 +220,9 @@ struct Slot {
 /// run's timer resolution, as tokio's millisecond wheel does (and then at the next step:
 /// steps are at least 100 µs apart). The appending threads read the timer the sink
 /// published ([`NextDrain`]) and skip the wake-up when it comes by their batch's linger
-/// end (a wake-up skipped wrongly delays the batch until the sink next drains, which
-/// no check here times; a timer the sink needs and does not set fails the run).
+/// end (`World::check_lingers_covered` fails the run where a sink is neither woken nor
+/// timed to drain by an open batch's linger end; a timer the sink needs and does not set
+/// leaves records unsent, and fails it too).
 ///
 /// Not modelled: a partition handed over is adopted at once (in the producer it still
 /// names the old sink's waker until the new sink's next turn), and a drain where the
@@ -1528,6 +1534,7 @@ impl World {
             self.drive_consumer();
             self.transmit();
             self.handle_events();
+            self.check_lingers_covered()?;
             self.now = self.next_step();
         }
         self.verify()?;
@@ -1566,6 +1573,43 @@ impl World {
     }
 
     // ------------------------------------------------------------------ invariants
+
+    /// The promise the appending threads' skipped wake-ups rest on
+    /// (`engine::produce::wake`): a sink drains by the linger's end of each open batch
+    /// it has, woken or by the timer it published. Checked after every step wherever
+    /// nothing else governs when the batch goes: no request of the sink is on the wire
+    /// (its answer brings the sink back, and a broker that is behind holds batches until
+    /// then: `engine::produce::pace`), and no sealed batch of the partition is queued or
+    /// on the wire ahead of it (their sending and retries decide when it can go). A sink
+    /// that broke it would leave the batch waiting past its linger until a flush, a wait
+    /// for room or another partition's batch woke the sink.
+    fn check_lingers_covered(&self) -> Result<(), String> {
+        let settings = &self.producer.settings;
+        for (broker, s) in &self.producer.sinks {
+            let woken = s.stirred || s.wake.woken.load(Ordering::Relaxed);
+            if woken || s.sink.requests_in_flight() > 0 {
+                continue;
+            }
+            for p in s.sink.partitions() {
+                let state = p.state();
+                let Some(due) = state.due_at(settings) else {
+                    continue;
+                };
+                if state.has_sealed() || s.wake.next_drain.drains_by(due) {
+                    continue;
+                }
+                return Err(format!(
+                    "at {:?}: partition {}'s open batch is due at {:?}, and sink {broker} \
+                     is not woken and its timer ({:?}, late by the resolution) is later",
+                    self.now - self.start,
+                    p.index,
+                    due - self.start,
+                    s.timer.map(|t| t - self.start),
+                ));
+            }
+        }
+        Ok(())
+    }
 
     fn verify(&self) -> Result<(), String> {
         for p in 0..self.cluster.partition_count() {
