@@ -224,9 +224,10 @@ struct Slot {
 /// timed to drain by an open batch's linger end; a timer the sink needs and does not set
 /// leaves records unsent, and fails it too).
 ///
-/// Not modelled: a partition handed over is adopted at once (in the producer it still
-/// names the old sink's waker until the new sink's next turn), and a drain where the
-/// producer's driver would drain twice in a turn (an answer with a wake-up pending).
+/// A partition handed over waits in the new sink's inbox, still naming the old sink's
+/// waker, until the new sink's next turn adopts it (before its drain), as in the
+/// producer. Not modelled: a drain where the producer's driver would drain twice in a
+/// turn (an answer with a wake-up pending).
 struct SimWake {
     woken: AtomicBool,
     next_drain: NextDrain,
@@ -267,6 +268,10 @@ struct SimSink {
     /// step (an answer, a partition handed over, a bump's end, a flush or a wait for
     /// room).
     stirred: bool,
+    /// Partitions handed to the sink and not adopted yet (`SinkHandle::hand_over`): each
+    /// still names the sink it came from (whose timer no longer counts it) until this
+    /// sink's next turn adopts it.
+    inbox: Vec<Arc<ProducePartition>>,
 }
 
 impl SimSink {
@@ -1180,8 +1185,13 @@ impl World {
                 continue;
             };
             // As `drain_turn` and `run_sink` do: draining before the drain looks at a
-            // partition, the timer published once it is done.
+            // partition, then the partitions handed over are adopted, and the timer is
+            // published once the drain is done.
             s.wake.next_drain.draining();
+            for handed in std::mem::take(&mut s.inbox) {
+                let wake: Arc<dyn Wake> = s.wake.clone();
+                s.sink.adopt(handed, wake);
+            }
             s.sink.drain(now, &cx);
             let timer = s.sink.poll_timeout();
             s.wake.next_drain.sleeping_until(timer);
@@ -1215,7 +1225,7 @@ impl World {
                 match e {
                     SinkEvent::Moved(p) => {
                         self.log(|| format!("partition {} leaves sink {broker}", p.index));
-                        self.adopt(p);
+                        self.hand_over(p);
                     }
                     SinkEvent::Refresh(_) => self.producer.metadata_wanted = true,
                     SinkEvent::BumpEpoch => {
@@ -1245,7 +1255,7 @@ impl World {
     }
 
     /// Hands a partition to the sink of its leader (or of broker 1 while unknown).
-    fn adopt(&mut self, p: Arc<ProducePartition>) {
+    fn hand_over(&mut self, p: Arc<ProducePartition>) {
         let leader = self.producer.leaders[p.index as usize].unwrap_or(1);
         let base = self.start;
         let s = self
@@ -1257,11 +1267,11 @@ impl World {
                 wake: Arc::new(SimWake::new(base)),
                 timer: None,
                 stirred: false,
+                inbox: Vec::new(),
             });
-        // Handed over (`SinkHandle::hand_over` wakes the sink, which adopts it).
+        // Handed over: `SinkHandle::hand_over` wakes the sink, whose next turn adopts it.
         s.stirred = true;
-        let wake: Arc<dyn Wake> = s.wake.clone();
-        s.sink.adopt(p, wake);
+        s.inbox.push(p);
     }
 
     /// At the start, every partition goes to its leader's sink.
@@ -1270,7 +1280,7 @@ impl World {
             return;
         }
         for p in self.producer.partitions.clone() {
-            self.adopt(p);
+            self.hand_over(p);
         }
     }
 
