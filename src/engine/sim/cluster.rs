@@ -25,7 +25,9 @@ use crate::protocol::messages::list_offsets::{
 use crate::protocol::messages::metadata::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use crate::protocol::messages::produce::{PartitionProduceResponse, TopicProduceResponse};
+use crate::protocol::messages::produce::{
+    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
+};
 use crate::protocol::messages::{
     ApiKey, ApiVersionsResponse, FetchRequest, FetchResponse, InitProducerIdRequest,
     ListOffsetsRequest, ListOffsetsResponse, MetadataResponse, ProduceRequest, ProduceResponse,
@@ -95,6 +97,9 @@ pub(super) struct SimCluster {
     next_session: i32,
     /// What it did, for the run's trace.
     pub events: Vec<String>,
+    /// Whether a produce refused for want of leadership names the partition's leader
+    /// and its endpoint (KIP-951, Produce v10 and later), as Kafka 3.7 and later do.
+    pub names_leaders: bool,
 }
 
 impl SimCluster {
@@ -116,6 +121,7 @@ impl SimCluster {
             sessions: BTreeMap::new(),
             next_session: 1,
             events: Vec::new(),
+            names_leaders: false,
         }
     }
 
@@ -222,6 +228,7 @@ impl SimCluster {
 
     fn produce(&mut self, broker: i32, r: &ProduceRequest, fault: ProduceFault) -> ProduceResponse {
         let mut topics = Vec::new();
+        let mut named = BTreeSet::new();
         for t in &r.topic_data {
             let mut answers = Vec::new();
             for pd in &t.partition_data {
@@ -230,13 +237,26 @@ impl SimCluster {
                 } else {
                     self.produce_partition(broker, pd.index, pd.records.as_ref(), fault)
                 };
-                answers.push(
-                    PartitionProduceResponse::default()
-                        .with_index(pd.index)
-                        .with_error_code(code.code())
-                        .with_base_offset(base_offset)
-                        .with_log_append_time_ms(-1),
-                );
+                let mut answer = PartitionProduceResponse::default()
+                    .with_index(pd.index)
+                    .with_error_code(code.code())
+                    .with_base_offset(base_offset)
+                    .with_log_append_time_ms(-1);
+                let leader = self
+                    .partitions
+                    .get(pd.index as usize)
+                    .map(|p| (p.leader, p.leader_epoch));
+                if let (true, KafkaCode::NOT_LEADER_OR_FOLLOWER, Some((id, epoch))) =
+                    (self.names_leaders, code, leader)
+                {
+                    answer = answer.with_current_leader(
+                        LeaderIdAndEpoch::default()
+                            .with_leader_id(id)
+                            .with_leader_epoch(epoch),
+                    );
+                    named.insert(id);
+                }
+                answers.push(answer);
             }
             topics.push(
                 TopicProduceResponse::default()
@@ -244,7 +264,18 @@ impl SimCluster {
                     .with_partition_responses(answers),
             );
         }
-        ProduceResponse::default().with_responses(topics)
+        let endpoints = named
+            .into_iter()
+            .map(|id| {
+                NodeEndpoint::default()
+                    .with_node_id(id)
+                    .with_host("sim".into())
+                    .with_port(id)
+            })
+            .collect();
+        ProduceResponse::default()
+            .with_responses(topics)
+            .with_node_endpoints(endpoints)
     }
 
     fn produce_partition(

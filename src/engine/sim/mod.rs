@@ -6,8 +6,10 @@
 //! traffic stalled for seconds (one piece, or a broker's whole network going dark),
 //! requests of connections the client closed still reaching the broker late (as TCP
 //! delivers what was written before the FIN), a short `delivery.timeout.ms` in some
-//! runs, leaders moved, retriable produce errors (with and without the write having
-//! happened), fetch sessions forgotten. After each run it checks that nothing
+//! runs, leaders moved (in half the runs a refusal for want of leadership names the
+//! new leader, KIP-951, and the producer moves the partition at once), retriable
+//! produce errors (with and without the write having happened), fetch sessions
+//! forgotten. After each run it checks that nothing
 //! acknowledged was lost, nothing was written twice, each partition's order held, every
 //! delivery resolved (every odd record is sent with a tag instead of a future: each was
 //! reported to the delivery handler exactly once, at the offset the log holds it at),
@@ -44,6 +46,7 @@ use bytes::{Bytes, BytesMut};
 
 use self::cluster::{ProduceFault, Reply, SimCluster, fetch_deadline};
 use crate::buf::MemoryBudget;
+use crate::client::{BrokerInfo, LeaderHint};
 use crate::consumer::reader::{Advance, PartitionReader};
 use crate::engine::backoff::SplitMix64;
 use crate::engine::connection::{
@@ -226,8 +229,9 @@ struct Slot {
 ///
 /// A partition handed over waits in the new sink's inbox, still naming the old sink's
 /// waker, until the new sink's next turn adopts it (before its drain), as in the
-/// producer. Not modelled: a drain where the producer's driver would drain twice in a
-/// turn (an answer with a wake-up pending).
+/// producer. A turn drains twice when the leaders an answer named (KIP-951) moved
+/// partitions, as `drain_turn` does. Not modelled: the driver's next turn coming at
+/// once when a wake-up was pending as an answer came (the simulation drains once).
 struct SimWake {
     woken: AtomicBool,
     next_drain: NextDrain,
@@ -294,8 +298,10 @@ struct SimProducer {
     /// waits for room among the queued records (`Producer::wait_for_room` hurries the
     /// sinks as a flush does); each flush and each wait wakes every sink when it begins.
     all_appended: bool,
-    /// The client's view of leaders (from its Metadata answers).
+    /// The client's view of leaders (from its Metadata answers, and the leaders its
+    /// Produce answers name), and of their epochs.
     leaders: Vec<Option<i32>>,
+    leader_epochs: Vec<i32>,
     identity: Option<ProducerId>,
     bump_needed: bool,
     bump_in_flight: bool,
@@ -416,6 +422,8 @@ struct Report {
 }
 
 const STEP_LIMIT: u64 = 400_000;
+/// Mixed into the seed for the draw of whether the cluster names leaders (KIP-951).
+const NAMES_LEADERS_SALT: u64 = 0x0951_0951_0951_0951;
 const VIRTUAL_LIMIT: Duration = Duration::from_secs(600);
 
 impl World {
@@ -423,7 +431,9 @@ impl World {
         let mut rng = Rng(SplitMix64::new(seed));
         let faults = Faults::draw(&mut rng);
         let partitions = 1 + rng.below(4) as i32;
-        let cluster = SimCluster::new(3, partitions);
+        let mut cluster = SimCluster::new(3, partitions);
+        // Drawn apart from the run's other draws, so that runs without it go as before.
+        cluster.names_leaders = SplitMix64::new(seed ^ NAMES_LEADERS_SALT).next_u64() % 2 == 0;
         let start = Instant::now();
         let records = 5 + rng.below(150) as u32;
         let mut at = start + Duration::from_millis(50);
@@ -477,6 +487,7 @@ impl World {
             sinks: BTreeMap::new(),
             all_appended: false,
             leaders: vec![None; partitions as usize],
+            leader_epochs: vec![-1; partitions as usize],
             identity: None,
             bump_needed: false,
             bump_in_flight: false,
@@ -1006,7 +1017,7 @@ impl World {
                 self.producer.metadata_in_flight = false;
                 match decode::<MetadataResponse>(result) {
                     Some(m) => {
-                        self.producer.leaders = leaders_of(&m, self.producer.partitions.len());
+                        self.take_leaders(&m);
                         self.producer.metadata_wanted = false;
                     }
                     None => self.producer.metadata_wanted = true,
@@ -1169,79 +1180,140 @@ impl World {
             if !due {
                 continue;
             }
-            let late = self.late_timer();
-            let p = &mut self.producer;
-            let leaders = VecLeaders(&p.leaders);
-            let cx = SinkContext {
-                settings: &p.settings,
-                pools: &p.pools,
-                producer: p.identity,
-                bumping: p.bump_needed,
-                flushing: p.all_appended || p.waiting_for_room,
-                leaders: &leaders,
-                produce_versions: crate::engine::produce::request::ANY_PRODUCE_VERSION,
-            };
-            let Some(s) = p.sinks.get_mut(&broker) else {
-                continue;
-            };
-            // As `drain_turn` and `run_sink` do: draining before the drain looks at a
-            // partition, then the partitions handed over are adopted, and the timer is
-            // published once the drain is done.
-            s.wake.next_drain.draining();
-            for handed in std::mem::take(&mut s.inbox) {
-                let wake: Arc<dyn Wake> = s.wake.clone();
-                s.sink.adopt(handed, wake);
-            }
-            s.sink.drain(now, &cx);
+            self.sink_turn(broker);
+        }
+    }
+
+    /// A sink's turn as `run_sink` and `drain_turn` take it: marked draining before the
+    /// drain looks at any partition, the partitions handed over adopted, a drain (and
+    /// at once a second when the leaders its answers named moved partitions, so that
+    /// they leave now), and the timer published after.
+    fn sink_turn(&mut self, broker: i32) {
+        let late = self.late_timer();
+        let Some(s) = self.producer.sinks.get_mut(&broker) else {
+            return;
+        };
+        s.wake.next_drain.draining();
+        for handed in std::mem::take(&mut s.inbox) {
+            let wake: Arc<dyn Wake> = s.wake.clone();
+            s.sink.adopt(handed, wake);
+        }
+        if self.drain_sink(broker) {
+            self.drain_sink(broker);
+        }
+        if let Some(s) = self.producer.sinks.get_mut(&broker) {
             let timer = s.sink.poll_timeout();
             s.wake.next_drain.sleeping_until(timer);
             s.timer = timer.map(|t| t + late);
-            let mut requests = Vec::new();
-            while let Some(r) = s.sink.poll_request() {
-                requests.push(r);
-            }
-            let mut events = Vec::new();
-            while let Some(e) = s.sink.poll_event() {
-                events.push(e);
-            }
-            for (token, request) in requests {
-                let what = describe_batches(&request);
-                self.log(|| format!("sink {broker}: request {token} carries {what}"));
-                let sent = self.send(
-                    Side::Producer,
-                    broker,
-                    Box::new(request),
-                    Token::Produce(token),
-                );
-                if let Err((_, e)) = sent {
-                    let settings = self.producer.settings.clone();
-                    if let Some(s) = self.producer.sinks.get_mut(&broker) {
-                        s.sink.handle_response(token, Err(e), now, &settings);
-                        s.stirred = true;
-                    }
-                }
-            }
-            for e in events {
-                match e {
-                    SinkEvent::Moved(p) => {
-                        self.log(|| format!("partition {} leaves sink {broker}", p.index));
-                        self.hand_over(p);
-                    }
-                    SinkEvent::Refresh(_) => self.producer.metadata_wanted = true,
-                    SinkEvent::BumpEpoch => {
-                        self.log(|| "epoch bump wanted".into());
-                        self.producer.bump_needed = true;
-                    }
-                    // The simulated cluster names no new leaders (KIP-951): the
-                    // metadata refresh the error asked for moves the partition.
-                    SinkEvent::LeaderHints { .. } => {}
-                    // The simulated producer is not transactional.
-                    SinkEvent::ProducerFenced(code) => {
-                        panic!("a fenced transactional producer in the simulation: {code}")
-                    }
+        }
+    }
+
+    /// One drain of a sink, its requests sent and its events acted on; whether leaders
+    /// named in its answers moved partitions (the driver then drains again).
+    fn drain_sink(&mut self, broker: i32) -> bool {
+        let now = self.now;
+        let p = &mut self.producer;
+        let leaders = VecLeaders(&p.leaders);
+        let cx = SinkContext {
+            settings: &p.settings,
+            pools: &p.pools,
+            producer: p.identity,
+            bumping: p.bump_needed,
+            flushing: p.all_appended || p.waiting_for_room,
+            leaders: &leaders,
+            produce_versions: crate::engine::produce::request::ANY_PRODUCE_VERSION,
+        };
+        let Some(s) = p.sinks.get_mut(&broker) else {
+            return false;
+        };
+        s.sink.drain(now, &cx);
+        let mut requests = Vec::new();
+        while let Some(r) = s.sink.poll_request() {
+            requests.push(r);
+        }
+        let mut events = Vec::new();
+        while let Some(e) = s.sink.poll_event() {
+            events.push(e);
+        }
+        for (token, request) in requests {
+            let what = describe_batches(&request);
+            self.log(|| format!("sink {broker}: request {token} carries {what}"));
+            let sent = self.send(
+                Side::Producer,
+                broker,
+                Box::new(request),
+                Token::Produce(token),
+            );
+            if let Err((_, e)) = sent {
+                let settings = self.producer.settings.clone();
+                if let Some(s) = self.producer.sinks.get_mut(&broker) {
+                    s.sink.handle_response(token, Err(e), now, &settings);
+                    s.stirred = true;
                 }
             }
         }
+        let mut moved = false;
+        for e in events {
+            match e {
+                SinkEvent::Moved(p) => {
+                    self.log(|| format!("partition {} leaves sink {broker}", p.index));
+                    self.hand_over(p);
+                }
+                SinkEvent::Refresh(_) => self.producer.metadata_wanted = true,
+                SinkEvent::BumpEpoch => {
+                    self.log(|| "epoch bump wanted".into());
+                    self.producer.bump_needed = true;
+                }
+                SinkEvent::LeaderHints { hints, endpoints } => {
+                    moved |= self.apply_leader_hints(&hints, &endpoints);
+                }
+                // The simulated producer is not transactional.
+                SinkEvent::ProducerFenced(code) => {
+                    panic!("a fenced transactional producer in the simulation: {code}")
+                }
+            }
+        }
+        moved
+    }
+
+    /// The leaders of a Metadata answer, except where it carries an older leader epoch
+    /// than the producer knows (a broker behind: KIP-320, as the client's metadata keeps
+    /// the newer placement).
+    fn take_leaders(&mut self, m: &MetadataResponse) {
+        let p = &mut self.producer;
+        let count = p.partitions.len();
+        let (leaders, epochs) = (leaders_of(m, count), leader_epochs_of(m, count));
+        for (i, (leader, epoch)) in leaders.into_iter().zip(epochs).enumerate() {
+            if epoch >= 0 && p.leader_epochs[i] > epoch {
+                continue;
+            }
+            p.leaders[i] = leader;
+            p.leader_epochs[i] = epoch;
+        }
+    }
+
+    /// The leaders a Produce answer named, taken as `ClusterMetadata::with_leader_hints`
+    /// takes them: only a newer leader epoch than known, of a broker known or described
+    /// in the answer. Whether any was taken.
+    fn apply_leader_hints(&mut self, hints: &[LeaderHint], endpoints: &[BrokerInfo]) -> bool {
+        let mut moved = false;
+        for h in hints {
+            let index = h.partition as usize;
+            let p = &mut self.producer;
+            let newer = *h.topic == *self.cluster.topic
+                && p.leader_epochs
+                    .get(index)
+                    .is_some_and(|&e| h.leader_epoch > e);
+            let known = self.cluster.brokers.contains(&h.leader)
+                || endpoints.iter().any(|b| b.id == h.leader);
+            if newer && known {
+                p.leaders[index] = Some(h.leader);
+                p.leader_epochs[index] = h.leader_epoch;
+                moved = true;
+                self.log(|| format!("partition {index}: leader {} as an answer named", h.leader));
+            }
+        }
+        moved
     }
 
     /// How late a sink's timer fires: up to the timer resolution.
@@ -1749,6 +1821,19 @@ fn first_difference(a: &[(i64, u32)], b: &[(i64, u32)]) -> String {
         Some(i) => format!("at #{i}: read {:?}, logged {:?}", a[i], b[i]),
         None => format!("read {} records, logged {}", a.len(), b.len()),
     }
+}
+
+/// Each partition's leader epoch in a Metadata answer (-1 where it names none).
+fn leader_epochs_of(m: &MetadataResponse, partitions: usize) -> Vec<i32> {
+    let mut epochs = vec![-1; partitions];
+    for t in &m.topics {
+        for p in &t.partitions {
+            if let Some(slot) = epochs.get_mut(p.partition_index as usize) {
+                *slot = p.leader_epoch;
+            }
+        }
+    }
+    epochs
 }
 
 fn leaders_of(m: &MetadataResponse, partitions: usize) -> Vec<Option<i32>> {
