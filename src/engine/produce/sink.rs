@@ -233,6 +233,11 @@ impl Sink {
         self.partitions.retain(|p| {
             let leader = cx.leaders.leader_of(&p.topic, p.index);
             let mut s = p.state();
+            // Expired batches go before the open one is looked at: one that kept the
+            // partition busy (a retry waiting out its backoff, the in-flight limit taken)
+            // would otherwise hold it with nothing left to wait for but its own delivery
+            // timeout.
+            bump |= s.expire(now, cx.settings);
             // Held open only where this sink is to send it (a partition that moved, or
             // whose leader is unknown, seals as before: that is what gets it going).
             // Also while the connection has no slot free, the partition cannot send yet,
@@ -248,6 +253,7 @@ impl Sink {
                 wake_at,
                 s.seal_if_due(now, cx.flushing, hold, cx.settings, cx.pools),
             );
+            // And a batch just sealed at its delivery timeout (held until then).
             bump |= s.expire(now, cx.settings);
             match leader {
                 Some(id) if id != broker => {
@@ -1297,6 +1303,41 @@ mod tests {
             back > settings.linger_ends(sent),
             "no beat while the retry waits: the sink would come back every linger"
         );
+    }
+
+    #[test]
+    fn a_batch_expiring_in_its_retry_backoff_no_longer_holds_the_open_batch_behind_it() {
+        let mut settings = lingering_settings();
+        settings.delivery_timeout = Duration::from_millis(200);
+        settings.retry_backoff = Duration::from_millis(500);
+        let (mut sink, partitions, pools) = sink_of(1);
+        let cx = draining_context(&settings, &pools);
+        let t0 = Instant::now();
+        let first = append(&partitions[0], 1, &settings, &pools, t0).expect("a batch");
+        let due = settings.linger_ends(t0);
+        sink.drain(due, &cx);
+        let (token, _) = sink.poll_request().expect("the first batch");
+        let refused = answer(0, KafkaCode::NOT_ENOUGH_REPLICAS);
+        sink.handle_response(token, Ok(refused), due, &settings);
+        // A second batch opens while the first waits out its backoff, and is held behind
+        // it once its linger is up.
+        let t1 = t0 + Duration::from_millis(150);
+        let second = append(&partitions[0], 1, &settings, &pools, t1).expect("a batch");
+        sink.drain(settings.linger_ends(t1), &cx);
+        assert!(sink.poll_request().is_none(), "held behind the retry");
+        let expiry = t0 + settings.delivery_timeout;
+        assert_eq!(
+            sink.poll_timeout(),
+            Some(expiry),
+            "back when the first expires"
+        );
+        sink.drain(expiry, &cx);
+        assert!(matches!(outcome(&first), Some(Err(Error::Timeout(_)))));
+        let (_, request) = sink
+            .poll_request()
+            .expect("the second batch goes once nothing is ahead of it");
+        assert_eq!(partitions_of(&request), vec![0]);
+        assert!(outcome(&second).is_none(), "on the wire");
     }
 
     #[test]
