@@ -100,6 +100,9 @@ pub(super) struct SimCluster {
     /// Whether a produce refused for want of leadership names the partition's leader
     /// and its endpoint (KIP-951, Produce v10 and later), as Kafka 3.7 and later do.
     pub names_leaders: bool,
+    /// Refusals that named a leader so far: every fourth names none (-1, -1, no
+    /// endpoint), as a broker whose metadata has no leader for the partition does.
+    refusals_naming: u64,
 }
 
 impl SimCluster {
@@ -122,6 +125,7 @@ impl SimCluster {
             next_session: 1,
             events: Vec::new(),
             names_leaders: false,
+            refusals_naming: 0,
         }
     }
 
@@ -249,12 +253,20 @@ impl SimCluster {
                 if let (true, KafkaCode::NOT_LEADER_OR_FOLLOWER, Some((id, epoch))) =
                     (self.names_leaders, code, leader)
                 {
+                    self.refusals_naming += 1;
+                    let (id, epoch) = if self.refusals_naming % 4 == 0 {
+                        (-1, -1)
+                    } else {
+                        (id, epoch)
+                    };
                     answer = answer.with_current_leader(
                         LeaderIdAndEpoch::default()
                             .with_leader_id(id)
                             .with_leader_epoch(epoch),
                     );
-                    named.insert(id);
+                    if id >= 0 {
+                        named.insert(id);
+                    }
                 }
                 answers.push(answer);
             }

@@ -21,11 +21,12 @@
 //! (no progress) where every-step draining hid it. A wake-up wrongly skipped would only
 //! delay a batch until that sink next drained (each flush and each wait for room among
 //! the queued records wakes every sink), so after every step the run also checks the
-//! promise those skips rest on: each sink is woken, or has published a timer no later
-//! than the linger's end of each open batch it has, wherever nothing else decides when
-//! the batch goes (a request of the sink on the wire, sealed batches ahead of it).
-//! Nothing here times a batch's send itself: how long a sink holds a batch that is due
-//! (slots, the broker's pace, retries) is the sink's unit tests'.
+//! promise those skips rest on: for each open batch with no sealed batch of its
+//! partition ahead of it, the sink is woken, or has published a timer no later than the
+//! batch's linger end, or (a batch it saw due and held) has a request on the wire whose
+//! answer brings it back (`World::check_lingers_covered`). Nothing here times a batch's
+//! send itself: how long a sink holds a batch that is due (slots, the broker's pace,
+//! retries) is the sink's unit tests'.
 //!
 //! A failing seed prints itself and the run's last events; `KRING_SIM_SEED=<seed> cargo
 //! test --lib engine::sim::replay -- --nocapture` runs it again, exactly, and prints its
@@ -229,8 +230,8 @@ struct Slot {
 ///
 /// A partition handed over waits in the new sink's inbox, still naming the old sink's
 /// waker, until the new sink's next turn adopts it (before its drain), as in the
-/// producer. A turn drains twice when the leaders an answer named (KIP-951) moved
-/// partitions, as `drain_turn` does. Not modelled: the driver's next turn coming at
+/// producer. A turn drains twice when it took a leader an answer named (KIP-951), as
+/// `drain_turn` does. Not modelled: the driver's next turn coming at
 /// once when a wake-up was pending as an answer came (the simulation drains once).
 struct SimWake {
     woken: AtomicBool,
@@ -268,14 +269,21 @@ struct SimSink {
     /// When the driver's timer fires (the sink's timer, late by up to the resolution,
     /// then at the first step after that).
     timer: Option<Instant>,
+    /// The timer the sink published after its last turn (`NextDrain::sleeping_until`).
+    published: Option<Instant>,
+    /// When the sink last drained.
+    last_drain: Option<Instant>,
     /// Something other than its partitions' threads wants the sink to drain at the next
-    /// step (an answer, a partition handed over, a bump's end, a flush or a wait for
-    /// room).
+    /// step (an answer or a send that failed at once, a partition handed over, a bump's
+    /// end, a flush or a wait for room).
     stirred: bool,
     /// Partitions handed to the sink and not adopted yet (`SinkHandle::hand_over`): each
     /// still names the sink it came from (whose timer no longer counts it) until this
     /// sink's next turn adopts it.
     inbox: Vec<Arc<ProducePartition>>,
+    /// Requests that could not be sent (no connection), settled at the sink's next turn
+    /// as the producer's driver settles them: through its answers, before it drains.
+    unsent: Vec<(u64, IoError)>,
 }
 
 impl SimSink {
@@ -424,6 +432,8 @@ struct Report {
 const STEP_LIMIT: u64 = 400_000;
 /// Mixed into the seed for the draw of whether the cluster names leaders (KIP-951).
 const NAMES_LEADERS_SALT: u64 = 0x0951_0951_0951_0951;
+/// Mixed into the seed for the draw of whether the run's records come far apart.
+const SPREAD_SALT: u64 = 0x5bd1_e995_5bd1_e995;
 const VIRTUAL_LIMIT: Duration = Duration::from_secs(600);
 
 impl World {
@@ -438,8 +448,16 @@ impl World {
         let records = 5 + rng.below(150) as u32;
         let mut at = start + Duration::from_millis(50);
         let mut to_send = VecDeque::new();
+        // In a quarter of the runs records come ten times further apart (up to 4.5 s in
+        // all), so that lingering batches meet retries, leader moves and expiry, not just
+        // the final flush.
+        let spread = if SplitMix64::new(seed ^ SPREAD_SALT).next_u64() % 4 == 0 {
+            10
+        } else {
+            1
+        };
         for i in 0..records {
-            at += rng.millis(0, 3);
+            at += rng.millis(0, 3) * spread;
             to_send.push_back((at, rng.below(partitions as u64) as usize, i));
         }
         let batch_size = 256 + rng.below(4096) as usize;
@@ -1185,15 +1203,21 @@ impl World {
     }
 
     /// A sink's turn as `run_sink` and `drain_turn` take it: marked draining before the
-    /// drain looks at any partition, the partitions handed over adopted, a drain (and
-    /// at once a second when the leaders its answers named moved partitions, so that
-    /// they leave now), and the timer published after.
+    /// drain looks at any partition, requests that could not be sent settled, the
+    /// partitions handed over adopted, a drain (and at once a second when it took a
+    /// leader its answers named, so that partitions that moved leave now), and the timer
+    /// published after.
     fn sink_turn(&mut self, broker: i32) {
         let late = self.late_timer();
+        let (now, settings) = (self.now, &self.producer.settings);
         let Some(s) = self.producer.sinks.get_mut(&broker) else {
             return;
         };
+        for (token, error) in std::mem::take(&mut s.unsent) {
+            s.sink.handle_response(token, Err(error), now, settings);
+        }
         s.wake.next_drain.draining();
+        s.last_drain = Some(now);
         for handed in std::mem::take(&mut s.inbox) {
             let wake: Arc<dyn Wake> = s.wake.clone();
             s.sink.adopt(handed, wake);
@@ -1204,12 +1228,13 @@ impl World {
         if let Some(s) = self.producer.sinks.get_mut(&broker) {
             let timer = s.sink.poll_timeout();
             s.wake.next_drain.sleeping_until(timer);
+            s.published = timer;
             s.timer = timer.map(|t| t + late);
         }
     }
 
-    /// One drain of a sink, its requests sent and its events acted on; whether leaders
-    /// named in its answers moved partitions (the driver then drains again).
+    /// One drain of a sink, its requests sent and its events acted on; whether it took a
+    /// leader its answers named (the driver then drains again).
     fn drain_sink(&mut self, broker: i32) -> bool {
         let now = self.now;
         let p = &mut self.producer;
@@ -1244,12 +1269,11 @@ impl World {
                 Box::new(request),
                 Token::Produce(token),
             );
-            if let Err((_, e)) = sent {
-                let settings = self.producer.settings.clone();
-                if let Some(s) = self.producer.sinks.get_mut(&broker) {
-                    s.sink.handle_response(token, Err(e), now, &settings);
-                    s.stirred = true;
-                }
+            if let Err((_, e)) = sent
+                && let Some(s) = self.producer.sinks.get_mut(&broker)
+            {
+                s.unsent.push((token, e));
+                s.stirred = true;
             }
         }
         let mut moved = false;
@@ -1338,8 +1362,11 @@ impl World {
                 sink: Sink::new(leader, Arc::from(format!("sim:{leader}").as_str())),
                 wake: Arc::new(SimWake::new(base)),
                 timer: None,
+                published: None,
+                last_drain: None,
                 stirred: false,
                 inbox: Vec::new(),
+                unsent: Vec::new(),
             });
         // Handed over: `SinkHandle::hand_over` wakes the sink, whose next turn adopts it.
         s.stirred = true;
@@ -1657,36 +1684,60 @@ impl World {
     // ------------------------------------------------------------------ invariants
 
     /// The promise the appending threads' skipped wake-ups rest on
-    /// (`engine::produce::wake`): a sink drains by the linger's end of each open batch
-    /// it has, woken or by the timer it published. Checked after every step wherever
-    /// nothing else governs when the batch goes: no request of the sink is on the wire
-    /// (its answer brings the sink back, and a broker that is behind holds batches until
-    /// then: `engine::produce::pace`), and no sealed batch of the partition is queued or
-    /// on the wire ahead of it (their sending and retries decide when it can go). A sink
-    /// that broke it would leave the batch waiting past its linger until a flush, a wait
-    /// for room or another partition's batch woke the sink.
+    /// (`engine::produce::wake`), checked after every step for each open batch of each
+    /// sink not about to drain anyway (woken or stirred; a sink with partitions in its
+    /// inbox always is, so every open batch is checked), unless sealed batches of its
+    /// partition are queued or on the wire ahead of it (their sending and retries
+    /// decide when it can go):
+    /// - a batch whose linger had not ended when the sink last drained (or opened since)
+    ///   must be seen by a drain by its linger's end: the timer the sink published is no
+    ///   later than that;
+    /// - a batch the sink saw due and held (`PartitionState::seal_if_due`) waits for an
+    ///   answer: a request of the sink is on the wire (its slots were taken, or the
+    ///   broker is behind: `engine::produce::pace`). Held with nothing ahead of it and
+    ///   nothing on the wire, it would wait for its own delivery timeout.
+    ///
+    /// A sink that broke either would leave the batch waiting past its linger until a
+    /// flush, a wait for room or another partition's batch woke it.
     fn check_lingers_covered(&self) -> Result<(), String> {
         let settings = &self.producer.settings;
         for (broker, s) in &self.producer.sinks {
-            let woken = s.stirred || s.wake.woken.load(Ordering::Relaxed);
-            if woken || s.sink.requests_in_flight() > 0 {
+            if s.stirred || s.wake.woken.load(Ordering::Relaxed) {
                 continue;
+            }
+            if !s.inbox.is_empty() {
+                return Err(format!(
+                    "sink {broker} has partitions handed to it and will not take a turn"
+                ));
             }
             for p in s.sink.partitions() {
                 let state = p.state();
                 let Some(due) = state.due_at(settings) else {
                     continue;
                 };
-                if state.has_sealed() || s.wake.next_drain.drains_by(due) {
+                if state.has_sealed() {
                     continue;
                 }
+                let seen_due = s.last_drain.is_some_and(|t| due <= t);
+                let covered = if seen_due {
+                    s.sink.requests_in_flight() > 0
+                } else {
+                    s.wake.next_drain.drains_by(due)
+                };
+                if covered {
+                    continue;
+                }
+                let since = |t: Option<Instant>| t.map(|t| t - self.start);
                 return Err(format!(
-                    "at {:?}: partition {}'s open batch is due at {:?}, and sink {broker} \
-                     is not woken and its timer ({:?}, late by the resolution) is later",
+                    "at {:?}: partition {}'s open batch is due at {:?}; sink {broker} last \
+                     drained at {:?}, published the timer {:?}, has {} request(s) on the \
+                     wire and is not woken",
                     self.now - self.start,
                     p.index,
                     due - self.start,
-                    s.timer.map(|t| t - self.start),
+                    since(s.last_drain),
+                    since(s.published),
+                    s.sink.requests_in_flight(),
                 ));
             }
         }
