@@ -231,8 +231,8 @@ struct Slot {
 /// A partition handed over waits in the new sink's inbox, still naming the old sink's
 /// waker, until the new sink's next turn adopts it (before its drain), as in the
 /// producer. A turn drains twice when it took a leader an answer named (KIP-951), as
-/// `drain_turn` does. Not modelled: the driver's next turn coming at
-/// once when a wake-up was pending as an answer came (the simulation drains once).
+/// `drain_turn` does. Not modelled: the driver's next turn coming at once when a
+/// wake-up was pending as an answer came (the simulation drains once).
 struct SimWake {
     woken: AtomicBool,
     next_drain: NextDrain,
@@ -1202,11 +1202,11 @@ impl World {
         }
     }
 
-    /// A sink's turn as `run_sink` and `drain_turn` take it: marked draining before the
-    /// drain looks at any partition, requests that could not be sent settled, the
-    /// partitions handed over adopted, a drain (and at once a second when it took a
-    /// leader its answers named, so that partitions that moved leave now), and the timer
-    /// published after.
+    /// A sink's turn as `run_sink` and `drain_turn` take it: requests that could not be
+    /// sent settled first (as answers are), then marked draining before the drain looks
+    /// at any partition, the partitions handed over adopted, a drain (and at once a
+    /// second when it took a leader its answers named, so that partitions that moved
+    /// leave now), and the timer published after.
     fn sink_turn(&mut self, broker: i32) {
         let late = self.late_timer();
         let (now, settings) = (self.now, &self.producer.settings);
