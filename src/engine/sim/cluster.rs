@@ -246,27 +246,13 @@ impl SimCluster {
                     .with_error_code(code.code())
                     .with_base_offset(base_offset)
                     .with_log_append_time_ms(-1);
-                let leader = self
-                    .partitions
-                    .get(pd.index as usize)
-                    .map(|p| (p.leader, p.leader_epoch));
-                if let (true, KafkaCode::NOT_LEADER_OR_FOLLOWER, Some((id, epoch))) =
-                    (self.names_leaders, code, leader)
+                if code == KafkaCode::NOT_LEADER_OR_FOLLOWER
+                    && let Some(leader) = self.leader_to_name(pd.index)
                 {
-                    self.refusals_naming += 1;
-                    let (id, epoch) = if self.refusals_naming % 4 == 0 {
-                        (-1, -1)
-                    } else {
-                        (id, epoch)
-                    };
-                    answer = answer.with_current_leader(
-                        LeaderIdAndEpoch::default()
-                            .with_leader_id(id)
-                            .with_leader_epoch(epoch),
-                    );
-                    if id >= 0 {
-                        named.insert(id);
+                    if leader.leader_id >= 0 {
+                        named.insert(leader.leader_id);
                     }
+                    answer = answer.with_current_leader(leader);
                 }
                 answers.push(answer);
             }
@@ -288,6 +274,26 @@ impl SimCluster {
         ProduceResponse::default()
             .with_responses(topics)
             .with_node_endpoints(endpoints)
+    }
+
+    /// The leader a refusal for want of leadership names (KIP-951), if this cluster
+    /// names leaders: the partition's, or none (-1, -1) every fourth time.
+    fn leader_to_name(&mut self, index: i32) -> Option<LeaderIdAndEpoch> {
+        let p = self
+            .partitions
+            .get(index as usize)
+            .filter(|_| self.names_leaders)?;
+        self.refusals_naming += 1;
+        let (id, epoch) = if self.refusals_naming % 4 == 0 {
+            (-1, -1)
+        } else {
+            (p.leader, p.leader_epoch)
+        };
+        Some(
+            LeaderIdAndEpoch::default()
+                .with_leader_id(id)
+                .with_leader_epoch(epoch),
+        )
     }
 
     fn produce_partition(

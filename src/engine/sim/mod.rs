@@ -47,7 +47,7 @@ use bytes::{Bytes, BytesMut};
 
 use self::cluster::{ProduceFault, Reply, SimCluster, fetch_deadline};
 use crate::buf::MemoryBudget;
-use crate::client::{BrokerInfo, LeaderHint};
+use crate::client::{BrokerInfo, ClusterMetadata, LeaderHint};
 use crate::consumer::reader::{Advance, PartitionReader};
 use crate::engine::backoff::SplitMix64;
 use crate::engine::connection::{
@@ -307,9 +307,11 @@ struct SimProducer {
     /// sinks as a flush does); each flush and each wait wakes every sink when it begins.
     all_appended: bool,
     /// The client's view of leaders (from its Metadata answers, and the leaders its
-    /// Produce answers name), and of their epochs.
+    /// Produce answers name).
     leaders: Vec<Option<i32>>,
-    leader_epochs: Vec<i32>,
+    /// The metadata those leaders come from, kept by the client's own rules
+    /// (`ClusterMetadata::apply`, `ClusterMetadata::with_leader_hints`).
+    metadata: ClusterMetadata,
     identity: Option<ProducerId>,
     bump_needed: bool,
     bump_in_flight: bool,
@@ -505,7 +507,7 @@ impl World {
             sinks: BTreeMap::new(),
             all_appended: false,
             leaders: vec![None; partitions as usize],
-            leader_epochs: vec![-1; partitions as usize],
+            metadata: ClusterMetadata::default(),
             identity: None,
             bump_needed: false,
             bump_in_flight: false,
@@ -1300,44 +1302,28 @@ impl World {
         moved
     }
 
-    /// The leaders of a Metadata answer, except where it carries an older leader epoch
-    /// than the producer knows (a broker behind: KIP-320, as the client's metadata keeps
-    /// the newer placement).
+    /// A Metadata answer, merged as the client merges it (`ClusterMetadata::apply`: a
+    /// partition whose answer carries an older leader epoch than known keeps the newer
+    /// placement, KIP-320).
     fn take_leaders(&mut self, m: &MetadataResponse) {
         let p = &mut self.producer;
-        let count = p.partitions.len();
-        let (leaders, epochs) = (leaders_of(m, count), leader_epochs_of(m, count));
-        for (i, (leader, epoch)) in leaders.into_iter().zip(epochs).enumerate() {
-            if epoch >= 0 && p.leader_epochs[i] > epoch {
-                continue;
-            }
-            p.leaders[i] = leader;
-            p.leader_epochs[i] = epoch;
-        }
+        p.metadata = ClusterMetadata::apply(&p.metadata, m, false);
+        p.leaders = leaders_in(&p.metadata, &self.cluster.topic, p.partitions.len());
     }
 
-    /// The leaders a Produce answer named, taken as `ClusterMetadata::with_leader_hints`
-    /// takes them: only a newer leader epoch than known, of a broker known or described
-    /// in the answer. Whether any was taken.
+    /// The leaders a Produce answer named, taken as the client takes them
+    /// (`ClusterMetadata::with_leader_hints`: a newer leader epoch than known, of a
+    /// broker known or described in the answer). Whether any was taken.
     fn apply_leader_hints(&mut self, hints: &[LeaderHint], endpoints: &[BrokerInfo]) -> bool {
-        let mut moved = false;
-        for h in hints {
-            let index = h.partition as usize;
-            let p = &mut self.producer;
-            let newer = *h.topic == *self.cluster.topic
-                && p.leader_epochs
-                    .get(index)
-                    .is_some_and(|&e| h.leader_epoch > e);
-            let known = self.cluster.brokers.contains(&h.leader)
-                || endpoints.iter().any(|b| b.id == h.leader);
-            if newer && known {
-                p.leaders[index] = Some(h.leader);
-                p.leader_epochs[index] = h.leader_epoch;
-                moved = true;
-                self.log(|| format!("partition {index}: leader {} as an answer named", h.leader));
-            }
-        }
-        moved
+        let p = &mut self.producer;
+        let Some(next) = p.metadata.with_leader_hints(hints, endpoints) else {
+            return false;
+        };
+        p.metadata = next;
+        p.leaders = leaders_in(&p.metadata, &self.cluster.topic, p.partitions.len());
+        let leaders = format!("{:?}", p.leaders);
+        self.log(|| format!("leaders named by an answer taken: {leaders}"));
+        true
     }
 
     /// How late a sink's timer fires: up to the timer resolution.
@@ -1874,17 +1860,15 @@ fn first_difference(a: &[(i64, u32)], b: &[(i64, u32)]) -> String {
     }
 }
 
-/// Each partition's leader epoch in a Metadata answer (-1 where it names none).
-fn leader_epochs_of(m: &MetadataResponse, partitions: usize) -> Vec<i32> {
-    let mut epochs = vec![-1; partitions];
-    for t in &m.topics {
-        for p in &t.partitions {
-            if let Some(slot) = epochs.get_mut(p.partition_index as usize) {
-                *slot = p.leader_epoch;
-            }
-        }
-    }
-    epochs
+/// Each partition's leader in the metadata's view of `topic`.
+fn leaders_in(m: &ClusterMetadata, topic: &str, partitions: usize) -> Vec<Option<i32>> {
+    (0..partitions)
+        .map(|i| {
+            m.partition(topic, i as i32)
+                .filter(|p| p.leader >= 0)
+                .map(|p| p.leader)
+        })
+        .collect()
 }
 
 fn leaders_of(m: &MetadataResponse, partitions: usize) -> Vec<Option<i32>> {
