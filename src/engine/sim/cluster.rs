@@ -76,6 +76,9 @@ struct Partition {
     log: Vec<Stored>,
     next_offset: i64,
     producers: BTreeMap<i64, ProducerSeq>,
+    /// Its in-sync replicas are fewer than `min.insync.replicas`: every write with
+    /// acks=all is refused (NOT_ENOUGH_REPLICAS) until they catch up.
+    short_of_replicas: bool,
 }
 
 /// A fetch session (KIP-227): the partitions it holds and their fetch offsets.
@@ -118,6 +121,7 @@ impl SimCluster {
                     log: Vec::new(),
                     next_offset: 0,
                     producers: BTreeMap::new(),
+                    short_of_replicas: false,
                 })
                 .collect(),
             next_producer_id: 1000,
@@ -153,6 +157,13 @@ impl SimCluster {
     }
 
     /// Forgets every fetch session (a broker restart, or session eviction).
+    /// Starts or ends a spell of `partition` refusing writes for want of in-sync replicas.
+    pub fn set_short_of_replicas(&mut self, partition: usize, short: bool) {
+        if let Some(p) = self.partitions.get_mut(partition) {
+            p.short_of_replicas = short;
+        }
+    }
+
     pub fn forget_sessions(&mut self) {
         self.sessions.clear();
     }
@@ -309,7 +320,7 @@ impl SimCluster {
         if p.leader != broker {
             return (KafkaCode::NOT_LEADER_OR_FOLLOWER, -1);
         }
-        if fault == ProduceFault::RefuseRetriable {
+        if fault == ProduceFault::RefuseRetriable || p.short_of_replicas {
             return (KafkaCode::NOT_ENOUGH_REPLICAS, -1);
         }
         let Some(bytes) = records else {

@@ -8,9 +8,12 @@
 //! delivers what was written before the FIN), a short `delivery.timeout.ms` in some
 //! runs, leaders moved (in half the runs a refusal for want of leadership names the
 //! new leader, KIP-951, and the producer moves the partition at once), retriable
-//! produce errors (with and without the write having happened), fetch sessions
-//! forgotten. After each run it checks that nothing
-//! acknowledged was lost, nothing was written twice, each partition's order held, every
+//! produce errors (with and without the write having happened), partitions refusing
+//! writes for seconds at a time (short of in-sync replicas) while records for them keep
+//! coming, fetch sessions forgotten. A quarter of the runs produce without idempotence.
+//! After each run it checks that nothing acknowledged was lost, nothing was written
+//! twice and each partition's order held (with idempotence; without it, that the logs
+//! hold only records sent to them), every
 //! delivery resolved (every odd record is sent with a tag instead of a future: each was
 //! reported to the delivery handler exactly once, at the offset the log holds it at),
 //! and the consumer read every offset exactly once. Sinks drain as the producer's
@@ -117,6 +120,11 @@ struct Faults {
     /// How often a broker's network goes dark for seconds, on average: nothing reaches
     /// it or leaves it until then, and what was held goes on after, in order.
     dark_every: Option<Duration>,
+    /// How often a partition starts a spell of refusing writes for want of in-sync
+    /// replicas (one to six seconds), on average, in the run's first seconds
+    /// (`SPELLS_WITHIN`): its batches retry, back off and may expire while records for
+    /// it keep coming.
+    short_every: Option<Duration>,
     /// The producer's `delivery.timeout.ms`: some runs give up on records while their
     /// requests are still on the wire, so their fate is unknown.
     delivery_timeout: Duration,
@@ -148,6 +156,8 @@ impl Faults {
             forget_every: every(800),
             stall,
             dark_every: every(3_000),
+            // Drawn apart (`World::new`), so that runs without it go as before.
+            short_every: None,
             delivery_timeout: if rng.chance(0.3) {
                 rng.millis(3_500, 8_000)
             } else {
@@ -415,6 +425,8 @@ struct World {
     orphans: Vec<Orphan>,
     /// Brokers whose network is dark, and until when.
     dark_until: BTreeMap<i32, Instant>,
+    /// Partitions short of in-sync replicas, and until when.
+    short_until: BTreeMap<usize, Instant>,
     producer: SimProducer,
     consumer: SimConsumer,
     trace: VecDeque<String>,
@@ -436,12 +448,24 @@ const STEP_LIMIT: u64 = 400_000;
 const NAMES_LEADERS_SALT: u64 = 0x0951_0951_0951_0951;
 /// Mixed into the seed for the draw of whether the run's records come far apart.
 const SPREAD_SALT: u64 = 0x5bd1_e995_5bd1_e995;
+/// Mixed into the seed for the draw of whether partitions run short of in-sync
+/// replicas now and then.
+const SHORT_SALT: u64 = 0x15_0015_0015_0015;
+/// How long into a run partitions may start spells short of in-sync replicas: past
+/// the last record of runs whose records come far apart.
+const SPELLS_WITHIN: Duration = Duration::from_secs(20);
+/// Mixed into the seed for the draw of whether the run's producer is idempotent.
+const IDEMPOTENT_SALT: u64 = 0x1de0_1de0_1de0_1de0;
 const VIRTUAL_LIMIT: Duration = Duration::from_secs(600);
 
 impl World {
     fn new(seed: u64) -> World {
         let mut rng = Rng(SplitMix64::new(seed));
-        let faults = Faults::draw(&mut rng);
+        let mut faults = Faults::draw(&mut rng);
+        let mut apart = Rng(SplitMix64::new(seed ^ SHORT_SALT));
+        if apart.chance(1.0 / 3.0) {
+            faults.short_every = Some(apart.millis(750, 2_250));
+        }
         let partitions = 1 + rng.below(4) as i32;
         let mut cluster = SimCluster::new(3, partitions);
         // Drawn apart from the run's other draws, so that runs without it go as before.
@@ -450,23 +474,26 @@ impl World {
         let records = 5 + rng.below(150) as u32;
         let mut at = start + Duration::from_millis(50);
         let mut to_send = VecDeque::new();
-        // In a quarter of the runs records come ten times further apart (up to 4.5 s in
-        // all), so that lingering batches meet retries, leader moves and expiry, not just
-        // the final flush.
-        let spread = if SplitMix64::new(seed ^ SPREAD_SALT).next_u64() % 4 == 0 {
-            10
-        } else {
-            1
+        // In an eighth of the runs records come ten times further apart (up to 4.5 s in
+        // all), in another eighth forty times (up to 18 s), so that lingering batches
+        // meet retries, leader moves and expiry, not just the final flush.
+        let spread = match SplitMix64::new(seed ^ SPREAD_SALT).next_u64() % 8 {
+            0 => 10,
+            4 => 40,
+            _ => 1,
         };
         for i in 0..records {
             at += rng.millis(0, 3) * spread;
             to_send.push_back((at, rng.below(partitions as u64) as usize, i));
         }
         let batch_size = 256 + rng.below(4096) as usize;
+        // A quarter of the runs without idempotence (at least once: retries may write a
+        // record twice and reorder batches of a partition; no producer id, no bump).
+        let idempotent = SplitMix64::new(seed ^ IDEMPOTENT_SALT).next_u64() % 4 != 0;
         let reports = Arc::new(SimReports::default());
         let settings = ProduceSettings {
             acks: -1,
-            idempotent: true,
+            idempotent,
             linger: rng.millis(0, 10),
             // Lingers ending on time, or half of 1 or 2 ms early
             // (`ProduceSettings::linger_ends`); the sinks' timers fire late by up to this
@@ -575,6 +602,7 @@ impl World {
             parked: Vec::new(),
             orphans: Vec::new(),
             dark_until: BTreeMap::new(),
+            short_until: BTreeMap::new(),
             producer,
             consumer,
             trace: VecDeque::new(),
@@ -951,6 +979,28 @@ impl World {
             self.log(|| "fetch sessions forgotten".into());
             self.cluster.forget_sessions();
         }
+        // Spells start only in the run's first seconds (while records still come, in
+        // runs whose records are spread out), one at a time per partition, so that they
+        // meet open batches and end: a producer waiting for room among its queued
+        // records would otherwise meet them for as long as they kept coming.
+        if !self.producer.to_send.is_empty()
+            && self.now - self.start < SPELLS_WITHIN
+            && self.due(self.faults.short_every, elapsed)
+        {
+            let p = self.rng.below(self.cluster.partition_count() as u64) as usize;
+            let spell = self.rng.millis(1_000, 6_000);
+            if !self.short_until.contains_key(&p) {
+                self.log(|| format!("partition {p}: short of in-sync replicas for {spell:?}"));
+                self.cluster.set_short_of_replicas(p, true);
+                self.short_until.insert(p, self.now + spell);
+            }
+        }
+        let now = self.now;
+        while let Some((&p, _)) = self.short_until.iter().find(|&(_, &until)| until <= now) {
+            self.short_until.remove(&p);
+            self.log(|| format!("partition {p}: in-sync replicas back"));
+            self.cluster.set_short_of_replicas(p, false);
+        }
     }
 
     // ------------------------------------------------------------------ events
@@ -1148,7 +1198,8 @@ impl World {
             .values()
             .map(|s| s.sink.requests_in_flight())
             .sum();
-        let wants_id = self.producer.identity.is_none() || self.producer.bump_needed;
+        let wants_id = self.producer.settings.idempotent
+            && (self.producer.identity.is_none() || self.producer.bump_needed);
         let resolved = self
             .producer
             .partitions
@@ -1180,7 +1231,7 @@ impl World {
                 self.producer.bump_in_flight = false;
             }
         }
-        if self.producer.identity.is_none() {
+        if self.producer.settings.idempotent && self.producer.identity.is_none() {
             return;
         }
         self.route_unowned();
@@ -1557,6 +1608,9 @@ impl World {
         for p in &self.parked {
             at(Some(p.deadline));
         }
+        for &until in self.short_until.values() {
+            at(Some(until));
+        }
         for o in &self.orphans {
             at(o.to_server.front().map(|(t, _)| *t));
         }
@@ -1660,8 +1714,9 @@ impl World {
             .map(|p| (self.consumer.readers[p].position(), self.cluster.log_end(p)))
             .collect();
         format!(
-            "{unresolved} deliveries unresolved, {} not sent; consumer (position, end): {positions:?}; bump {} id {:?}",
+            "{unresolved} deliveries unresolved, {} not sent; consumer (position, end): {positions:?}; idempotent {}, bump {} id {:?}",
             self.producer.to_send.len(),
+            self.producer.settings.idempotent,
             self.producer.bump_needed,
             self.producer.identity
         )
@@ -1733,15 +1788,7 @@ impl World {
     fn verify(&self) -> Result<(), String> {
         for p in 0..self.cluster.partition_count() {
             let log = log_of(&self.cluster, p)?;
-            // Nothing written twice, order kept.
-            for w in log.windows(2) {
-                if w[1].1 <= w[0].1 {
-                    return Err(format!(
-                        "partition {p}: record {} at offset {} after record {} at {} (duplicate or reordered)",
-                        w[1].1, w[1].0, w[0].1, w[0].0
-                    ));
-                }
-            }
+            self.verify_log_order(p, &log)?;
             // The consumer read every offset exactly once, as written.
             if self.consumer.seen[p] != log {
                 return Err(format!(
@@ -1779,6 +1826,41 @@ impl World {
             n => Err(format!(
                 "{n} records still counted as queued after all settled"
             )),
+        }
+    }
+
+    /// With idempotence nothing is written twice and each partition's order holds.
+    /// Without it (at least once) retries may write a record again and put a batch
+    /// behind a later one; the log still holds only records sent to its partition.
+    fn verify_log_order(&self, partition: usize, log: &[(i64, u32)]) -> Result<(), String> {
+        if !self.producer.settings.idempotent {
+            let sent: std::collections::BTreeSet<u32> = self
+                .producer
+                .sent
+                .iter()
+                .filter(|s| s.partition == partition)
+                .map(|s| s.index)
+                .chain(
+                    self.producer
+                        .tagged
+                        .iter()
+                        .filter(|&&(p, _)| p == partition)
+                        .map(|&(_, i)| i),
+                )
+                .collect();
+            return match log.iter().find(|(_, index)| !sent.contains(index)) {
+                Some((offset, index)) => Err(format!(
+                    "partition {partition}: offset {offset} holds record {index}, never sent to it"
+                )),
+                None => Ok(()),
+            };
+        }
+        match log.windows(2).find(|w| w[1].1 <= w[0].1) {
+            Some(w) => Err(format!(
+                "partition {partition}: record {} at offset {} after record {} at {} (duplicate or reordered)",
+                w[1].1, w[1].0, w[0].1, w[0].0
+            )),
+            None => Ok(()),
         }
     }
 
@@ -1932,7 +2014,10 @@ fn run_traced(seed: u64, full_trace: bool) -> Result<Report, String> {
     let failure = match outcome {
         Ok(Ok(report)) => {
             if full_trace {
-                eprintln!("faults: {:?}", world.faults);
+                eprintln!(
+                    "faults: {:?}; idempotent: {}",
+                    world.faults, world.producer.settings.idempotent
+                );
                 for line in &world.trace {
                     eprintln!("  {line}");
                 }
@@ -1949,8 +2034,9 @@ fn run_traced(seed: u64, full_trace: bool) -> Result<Report, String> {
     let keep = if full_trace { usize::MAX } else { 40 };
     let trace: Vec<String> = world.trace.iter().rev().take(keep).rev().cloned().collect();
     Err(format!(
-        "seed {seed} failed: {failure}\nfaults: {:?}\nlast events:\n  {}\nreplay: KRING_SIM_SEED={seed} cargo test --lib engine::sim::replay -- --nocapture",
+        "seed {seed} failed: {failure}\nfaults: {:?}; idempotent: {}\nlast events:\n  {}\nreplay: KRING_SIM_SEED={seed} cargo test --lib engine::sim::replay -- --nocapture",
         world.faults,
+        world.producer.settings.idempotent,
         trace.join("\n  ")
     ))
 }
