@@ -1146,6 +1146,14 @@ fn perf_stats_print_the_metrics_of_the_run() {
         stderr.contains("kring_broker_requests_total{broker="),
         "{stderr}"
     );
+    // Every record acknowledged and the producer closed: no sink's gauge still counts
+    // records it sampled while they were on their way.
+    let queued: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("kring_producer_queued_records{"))
+        .collect();
+    assert!(!queued.is_empty(), "{stderr}");
+    assert!(queued.iter().all(|l| l.ends_with("} 0")), "{queued:?}");
     let out = kring(
         &["perf", "consume", "-t", &topic, "-n", "3000", "--stats"],
         b"",

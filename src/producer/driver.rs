@@ -343,12 +343,13 @@ async fn run_sink(
         {
             break;
         }
+        let timeout = sink.poll_timeout();
         metrics.sample(
             Instant::now(),
+            timeout.is_none() && answers.is_empty(),
             || sink.unsettled_records(),
             || shared.pools.budget_used(),
         );
-        let timeout = sink.poll_timeout();
         handle.waker.next_drain.sleeping_until(timeout);
         tokio::select! {
             biased;
@@ -367,6 +368,13 @@ async fn run_sink(
             _ = sleep_until(timeout) => {}
         }
     }
+    // The gauges as the sink leaves them: nothing queued once closed or failed.
+    metrics.sample(
+        Instant::now(),
+        true,
+        || sink.unsettled_records(),
+        || shared.pools.budget_used(),
+    );
     // Whatever answers were still awaited when the runtime went away are dropped here;
     // their batches were failed above.
     for _ in 0..answers.len() {

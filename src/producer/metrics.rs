@@ -49,6 +49,8 @@ pub(crate) struct SinkMetrics {
     queued_records: Gauge,
     buffer_bytes: Gauge,
     next_sample: Option<Instant>,
+    /// What the queued-records gauge was last set to.
+    last_queued: u64,
     /// The producer compresses its batches.
     compressing: bool,
 }
@@ -65,6 +67,7 @@ impl SinkMetrics {
             queued_records: metrics::gauge!(PRODUCER_QUEUED_RECORDS, &labels),
             buffer_bytes: metrics::gauge!(PRODUCER_BUFFER_BYTES),
             next_sample: None,
+            last_queued: 0,
             compressing,
         }
     }
@@ -115,18 +118,71 @@ impl SinkMetrics {
         }
     }
 
-    /// Samples the gauges when due: `unsettled` and `buffer_used` are asked only then.
+    /// Samples the gauges when due, or at once when the sink is about to sleep with
+    /// nothing to bring it back (`idle`: no timer, no answer awaited) and its gauge last
+    /// read records queued: a sink idle after its last answer would otherwise leave the
+    /// gauge at what it last sampled while busy, until records came again.
+    /// `unsettled` and `buffer_used` are asked only when sampling.
     pub fn sample(
         &mut self,
         now: Instant,
+        idle: bool,
         unsettled: impl FnOnce() -> u64,
         buffer_used: impl FnOnce() -> usize,
     ) {
-        if self.next_sample.is_some_and(|at| now < at) {
+        if !self.due_to_sample(now, idle) {
             return;
         }
         self.next_sample = Some(now + SAMPLE_EVERY);
-        self.queued_records.set(unsettled() as f64);
+        self.last_queued = unsettled();
+        self.queued_records.set(self.last_queued as f64);
         self.buffer_bytes.set(buffer_used() as f64);
+    }
+
+    fn due_to_sample(&self, now: Instant, idle: bool) -> bool {
+        let stale = idle && self.last_queued != 0;
+        stale || self.next_sample.is_none_or(|at| now >= at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// Samples with `queued` records unsettled; whether the sink was asked.
+    fn sample_at(m: &mut SinkMetrics, now: Instant, idle: bool, queued: u64) -> bool {
+        let asked = Cell::new(false);
+        m.sample(
+            now,
+            idle,
+            || {
+                asked.set(true);
+                queued
+            },
+            || 0,
+        );
+        asked.get()
+    }
+
+    #[test]
+    fn an_idle_sink_samples_its_queued_records_at_once_until_the_gauge_reads_none() {
+        let mut m = SinkMetrics::new(1, false);
+        let t0 = Instant::now();
+        assert!(sample_at(&mut m, t0, false, 5), "the first sample");
+        let soon = t0 + Duration::from_millis(10);
+        assert!(!sample_at(&mut m, soon, false, 0), "busy: not due yet");
+        assert!(sample_at(&mut m, soon, true, 0), "idle with 5 last read");
+        assert_eq!(m.last_queued, 0);
+        let later = soon + Duration::from_millis(10);
+        assert!(
+            !sample_at(&mut m, later, true, 0),
+            "idle, and the gauge reads 0"
+        );
+        assert!(
+            sample_at(&mut m, soon + SAMPLE_EVERY, false, 3),
+            "due again"
+        );
+        assert_eq!(m.last_queued, 3);
     }
 }
