@@ -1154,6 +1154,10 @@ fn perf_stats_print_the_metrics_of_the_run() {
         .collect();
     assert!(!queued.is_empty(), "{stderr}");
     assert!(queued.iter().all(|l| l.ends_with("} 0")), "{queued:?}");
+    assert!(
+        stderr.lines().any(|l| l == "kring_producer_buffer_bytes 0"),
+        "{stderr}"
+    );
     let out = kring(
         &["perf", "consume", "-t", &topic, "-n", "3000", "--stats"],
         b"",

@@ -49,8 +49,11 @@ pub(crate) struct SinkMetrics {
     queued_records: Gauge,
     buffer_bytes: Gauge,
     next_sample: Option<Instant>,
-    /// What the queued-records gauge was last set to.
+    /// What this sink last set the queued-records and buffer gauges to (the buffer
+    /// gauge is the producer's, set by every sink: one that last read bytes in use
+    /// may be the last to have set it).
     last_queued: u64,
+    last_buffer: usize,
     /// The producer compresses its batches.
     compressing: bool,
 }
@@ -68,6 +71,7 @@ impl SinkMetrics {
             buffer_bytes: metrics::gauge!(PRODUCER_BUFFER_BYTES),
             next_sample: None,
             last_queued: 0,
+            last_buffer: 0,
             compressing,
         }
     }
@@ -119,9 +123,9 @@ impl SinkMetrics {
     }
 
     /// Samples the gauges when due, or at once when the sink is about to sleep with
-    /// nothing to bring it back (`idle`: no timer, no answer awaited) and its gauge last
-    /// read records queued: a sink idle after its last answer would otherwise leave the
-    /// gauge at what it last sampled while busy, until records came again.
+    /// nothing to bring it back (`idle`: no timer, no answer awaited) and it last set
+    /// either gauge above zero: a sink idle after its last answer would otherwise leave
+    /// them at what it last sampled while busy, until records came again.
     /// `unsettled` and `buffer_used` are asked only when sampling.
     pub fn sample(
         &mut self,
@@ -135,12 +139,13 @@ impl SinkMetrics {
         }
         self.next_sample = Some(now + SAMPLE_EVERY);
         self.last_queued = unsettled();
+        self.last_buffer = buffer_used();
         self.queued_records.set(self.last_queued as f64);
-        self.buffer_bytes.set(buffer_used() as f64);
+        self.buffer_bytes.set(self.last_buffer as f64);
     }
 
     fn due_to_sample(&self, now: Instant, idle: bool) -> bool {
-        let stale = idle && self.last_queued != 0;
+        let stale = idle && (self.last_queued != 0 || self.last_buffer != 0);
         stale || self.next_sample.is_none_or(|at| now >= at)
     }
 }
@@ -150,8 +155,19 @@ mod tests {
     use super::*;
     use std::cell::Cell;
 
-    /// Samples with `queued` records unsettled; whether the sink was asked.
+    /// Samples with `queued` records unsettled and no buffer in use; whether the sink
+    /// was asked.
     fn sample_at(m: &mut SinkMetrics, now: Instant, idle: bool, queued: u64) -> bool {
+        sample_with(m, now, idle, queued, 0)
+    }
+
+    fn sample_with(
+        m: &mut SinkMetrics,
+        now: Instant,
+        idle: bool,
+        queued: u64,
+        buffer: usize,
+    ) -> bool {
         let asked = Cell::new(false);
         m.sample(
             now,
@@ -160,7 +176,7 @@ mod tests {
                 asked.set(true);
                 queued
             },
-            || 0,
+            || buffer,
         );
         asked.get()
     }
@@ -184,5 +200,20 @@ mod tests {
             "due again"
         );
         assert_eq!(m.last_queued, 3);
+    }
+
+    #[test]
+    fn an_idle_sink_that_last_saw_the_buffer_in_use_samples_it_again() {
+        let mut m = SinkMetrics::new(1, false);
+        let t0 = Instant::now();
+        // Nothing of its own queued, but other sinks' records in the buffer.
+        assert!(sample_with(&mut m, t0, false, 0, 4096));
+        let soon = t0 + Duration::from_millis(10);
+        assert!(
+            sample_with(&mut m, soon, true, 0, 0),
+            "idle with 4096 last read"
+        );
+        assert_eq!(m.last_buffer, 0);
+        assert!(!sample_with(&mut m, soon, true, 0, 0), "both gauges read 0");
     }
 }

@@ -5,7 +5,8 @@
 //! `ProducerStateManager` does (duplicates of the last five batches answered with the
 //! original offsets, gaps refused, a new epoch starting at 0, old epochs fenced), fetch
 //! sessions (KIP-227) and long polls. Faults it is told to inject: retriable produce
-//! errors, with or without the write having happened, and forgotten fetch sessions.
+//! errors, with or without the write having happened, partitions short of in-sync
+//! replicas (every write refused while it lasts), and forgotten fetch sessions.
 //!
 //! Deterministic: no clock, no random numbers of its own; everything it does is a
 //! function of the requests, the time passed in and the faults it is handed.
@@ -76,8 +77,9 @@ struct Partition {
     log: Vec<Stored>,
     next_offset: i64,
     producers: BTreeMap<i64, ProducerSeq>,
-    /// Its in-sync replicas are fewer than `min.insync.replicas`: every write with
-    /// acks=all is refused (NOT_ENOUGH_REPLICAS) until they catch up.
+    /// Its in-sync replicas are fewer than `min.insync.replicas`: every write is refused
+    /// (NOT_ENOUGH_REPLICAS, as Kafka refuses a write with acks=all, which the simulated
+    /// producer always uses) until they catch up.
     short_of_replicas: bool,
 }
 
@@ -156,7 +158,6 @@ impl SimCluster {
         }
     }
 
-    /// Forgets every fetch session (a broker restart, or session eviction).
     /// Starts or ends a spell of `partition` refusing writes for want of in-sync replicas.
     pub fn set_short_of_replicas(&mut self, partition: usize, short: bool) {
         if let Some(p) = self.partitions.get_mut(partition) {
@@ -164,6 +165,7 @@ impl SimCluster {
         }
     }
 
+    /// Forgets every fetch session (a broker restart, or session eviction).
     pub fn forget_sessions(&mut self) {
         self.sessions.clear();
     }

@@ -41,7 +41,7 @@
 
 mod cluster;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -120,10 +120,11 @@ struct Faults {
     /// How often a broker's network goes dark for seconds, on average: nothing reaches
     /// it or leaves it until then, and what was held goes on after, in order.
     dark_every: Option<Duration>,
-    /// How often a partition starts a spell of refusing writes for want of in-sync
-    /// replicas (one to six seconds), on average, in the run's first seconds
-    /// (`SPELLS_WITHIN`): its batches retry, back off and may expire while records for
-    /// it keep coming.
+    /// How often, on average, a spell of refusing writes for want of in-sync replicas
+    /// (one to six seconds) is drawn for a random partition (none if that partition is
+    /// short already), while records remain to be appended and in the run's first
+    /// seconds (`SPELLS_WITHIN`): its batches retry, back off and may expire while
+    /// records for it keep coming.
     short_every: Option<Duration>,
     /// The producer's `delivery.timeout.ms`: some runs give up on records while their
     /// requests are still on the wire, so their fate is unknown.
@@ -228,15 +229,15 @@ struct Slot {
 
 /// A sink's driver as the producer's runs it (`producer::driver::run_sink`): a sink
 /// drains only when its partitions' appending threads wake it, an answer of its comes,
-/// a partition is handed to it, the producer's epoch bump ends or a flush begins (or a
-/// record waits for room among the queued records, which hurries the sinks as a flush
-/// does), or its timer fires; otherwise it sleeps. The timer fires late by up to the
-/// run's timer resolution, as tokio's millisecond wheel does (and then at the next step:
-/// steps are at least 100 µs apart). The appending threads read the timer the sink
-/// published ([`NextDrain`]) and skip the wake-up when it comes by their batch's linger
-/// end (`World::check_lingers_covered` fails the run where a sink is neither woken nor
-/// timed to drain by an open batch's linger end; a timer the sink needs and does not set
-/// leaves records unsent, and fails it too).
+/// a partition is handed to it, the producer's epoch bump ends (idempotent runs) or a
+/// flush begins (or a record waits for room among the queued records, which hurries the
+/// sinks as a flush does), or its timer fires; otherwise it sleeps. The timer fires late
+/// by up to the run's timer resolution, as tokio's millisecond wheel does (and then at
+/// the next step: steps are at least 100 µs apart). The appending threads read the
+/// timer the sink published ([`NextDrain`]) and skip the wake-up when it comes by their
+/// batch's linger end (`World::check_lingers_covered` fails the run where a sink is
+/// neither woken nor timed to drain by an open batch's linger end; a timer the sink
+/// needs and does not set leaves records unsent, and fails it too).
 ///
 /// A partition handed over waits in the new sink's inbox, still naming the old sink's
 /// waker, until the new sink's next turn adopts it (before its drain), as in the
@@ -979,10 +980,15 @@ impl World {
             self.log(|| "fetch sessions forgotten".into());
             self.cluster.forget_sessions();
         }
-        // Spells start only in the run's first seconds (while records still come, in
-        // runs whose records are spread out), one at a time per partition, so that they
-        // meet open batches and end: a producer waiting for room among its queued
-        // records would otherwise meet them for as long as they kept coming.
+        self.short_spells(elapsed);
+    }
+
+    /// Starts and ends the spells of partitions short of in-sync replicas.
+    fn short_spells(&mut self, elapsed: Duration) {
+        // Spells start only while records remain to be appended and within the run's
+        // first seconds, one at a time per partition, so that they meet open batches and
+        // end: a producer waiting for room among its queued records would otherwise meet
+        // them for as long as records waited.
         if !self.producer.to_send.is_empty()
             && self.now - self.start < SPELLS_WITHIN
             && self.due(self.faults.short_every, elapsed)
@@ -1788,7 +1794,7 @@ impl World {
     fn verify(&self) -> Result<(), String> {
         for p in 0..self.cluster.partition_count() {
             let log = log_of(&self.cluster, p)?;
-            self.verify_log_order(p, &log)?;
+            self.verify_log_contents(p, &log)?;
             // The consumer read every offset exactly once, as written.
             if self.consumer.seen[p] != log {
                 return Err(format!(
@@ -1830,38 +1836,45 @@ impl World {
     }
 
     /// With idempotence nothing is written twice and each partition's order holds.
-    /// Without it (at least once) retries may write a record again and put a batch
-    /// behind a later one; the log still holds only records sent to its partition.
-    fn verify_log_order(&self, partition: usize, log: &[(i64, u32)]) -> Result<(), String> {
-        if !self.producer.settings.idempotent {
-            let sent: std::collections::BTreeSet<u32> = self
-                .producer
-                .sent
-                .iter()
-                .filter(|s| s.partition == partition)
-                .map(|s| s.index)
-                .chain(
-                    self.producer
-                        .tagged
-                        .iter()
-                        .filter(|&&(p, _)| p == partition)
-                        .map(|&(_, i)| i),
-                )
-                .collect();
-            return match log.iter().find(|(_, index)| !sent.contains(index)) {
-                Some((offset, index)) => Err(format!(
-                    "partition {partition}: offset {offset} holds record {index}, never sent to it"
+    /// Without it (at least once) retries may write a batch again and put it behind a
+    /// later one, but never split or reorder a batch: the log holds only records sent to
+    /// its partition, in order within each batch.
+    fn verify_log_contents(&self, partition: usize, log: &[(i64, u32)]) -> Result<(), String> {
+        if self.producer.settings.idempotent {
+            return match log.windows(2).find(|w| w[1].1 <= w[0].1) {
+                Some(w) => Err(format!(
+                    "partition {partition}: record {} at offset {} after record {} at {} (duplicate or reordered)",
+                    w[1].1, w[1].0, w[0].1, w[0].0
                 )),
                 None => Ok(()),
             };
         }
-        match log.windows(2).find(|w| w[1].1 <= w[0].1) {
-            Some(w) => Err(format!(
-                "partition {partition}: record {} at offset {} after record {} at {} (duplicate or reordered)",
-                w[1].1, w[1].0, w[0].1, w[0].0
-            )),
-            None => Ok(()),
+        let sent = self.sent_to(partition);
+        if let Some((offset, index)) = log.iter().find(|(_, index)| !sent.contains(index)) {
+            return Err(format!(
+                "partition {partition}: offset {offset} holds record {index}, never sent to it"
+            ));
         }
+        for batch in batches_of(&self.cluster, partition)? {
+            if let Some(w) = batch.windows(2).find(|w| w[1].1 <= w[0].1) {
+                return Err(format!(
+                    "partition {partition}: record {} at offset {} after record {} at {} in one batch",
+                    w[1].1, w[1].0, w[0].1, w[0].0
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The indices of every record appended to `partition`, with a future or a tag.
+    fn sent_to(&self, partition: usize) -> BTreeSet<u32> {
+        let p = &self.producer;
+        let futures = p.sent.iter().filter(|s| s.partition == partition);
+        let tagged = p.tagged.iter().filter(|&&(q, _)| q == partition);
+        futures
+            .map(|s| s.index)
+            .chain(tagged.map(|&(_, i)| i))
+            .collect()
     }
 
     /// Every tagged record was reported once, at the offset the log holds it at.
@@ -1919,18 +1932,25 @@ fn value_index(value: Option<&[u8]>) -> u32 {
 
 /// (offset, record index) of every record in a partition's log.
 fn log_of(cluster: &SimCluster, partition: usize) -> Result<Vec<(i64, u32)>, String> {
-    let mut out = Vec::new();
+    Ok(batches_of(cluster, partition)?.concat())
+}
+
+/// (offset, record index) of every record in a partition's log, batch by batch.
+fn batches_of(cluster: &SimCluster, partition: usize) -> Result<Vec<Vec<(i64, u32)>>, String> {
     let mut decompressor = crate::record::Decompressor::default();
     let mut scratch = Vec::new();
+    let mut out = Vec::new();
     for bytes in cluster.log(partition) {
         let batch = RecordBatchRef::new(bytes).map_err(|e| e.to_string())?;
         let records = batch
             .decompress_records(&mut decompressor, &mut scratch)
             .map_err(|e| e.to_string())?;
+        let mut one = Vec::new();
         for r in records {
             let r = r.map_err(|e| e.to_string())?;
-            out.push((r.offset(), value_index(r.value())));
+            one.push((r.offset(), value_index(r.value())));
         }
+        out.push(one);
     }
     Ok(out)
 }
