@@ -3,7 +3,7 @@
 # acks=all, idempotent, lz4, linger 5 ms) into a 256-partition RF-3 topic created just before
 # (fresh), then again into it (warm), three nodes; wall (the client's own elapsed_s and
 # /usr/bin/time) and task clock by perf stat. CLIENT is a kring binary path or "librdkafka".
-R=$1; shift; BS=127.0.0.1:9092; A=/work/exp/s55/kring-head
+R=$1; shift; BS=127.0.0.1:9092; A=${KRING_TOOL:-/work/exp/s55/kring-head}
 for r in $(seq $R); do for K in "$@"; do
   t=fw4-$r-$RANDOM; $A topics create -b $BS $t -p 256 -r 3 >/dev/null
   if [ "$K" = librdkafka ]; then cmd=(/work/main/perf/target/release/rdkafka-perf); label=librdkafka; else cmd=($K perf); label=$(basename $K); fi
