@@ -70,6 +70,10 @@ impl Wake for SinkWaker {
     fn drains_by(&self, deadline: Instant) -> bool {
         self.next_drain.drains_by(deadline)
     }
+
+    fn waits_for_an_answer(&self) -> bool {
+        self.next_drain.waits_for_an_answer()
+    }
 }
 
 /// The handle the rest of the producer holds to one sink's task.
@@ -350,7 +354,7 @@ async fn run_sink(
             || sink.unsettled_records(),
             || shared.pools.budget_used(),
         );
-        handle.waker.next_drain.sleeping_until(timeout);
+        sink.publish_sleep(&handle.waker.next_drain, &shared.settings);
         tokio::select! {
             biased;
             _ = shutdown.changed() => {

@@ -646,6 +646,12 @@ impl PartitionState {
         self.waker.as_ref().is_some_and(|w| w.drains_by(deadline))
     }
 
+    /// Whether the sink that drains this partition sleeps with every request slot
+    /// taken: it sends nothing before its next answer, which brings it back to drain.
+    fn sink_waits_for_an_answer(&self) -> bool {
+        self.waker.as_ref().is_some_and(|w| w.waits_for_an_answer())
+    }
+
     /// Wakes the sink that drains this partition.
     fn wake_sink(&self) {
         if let Some(w) = &self.waker {
@@ -841,10 +847,14 @@ impl PartitionState {
         // The sink may be asleep with no timer, or one later than this batch's linger:
         // let it learn the linger.
         // With no linger the batch is due at once: a sink whose timer is due but has
-        // not fired yet is woken rather than left to the timer's next tick.
+        // not fired yet is woken rather than left to the timer's next tick. A sink with
+        // every slot taken sends nothing before its next answer, which it drains at.
         let due = settings.linger_ends(created);
         let sink_comes_by_then = !settings.linger.is_zero() && self.sink_drains_by(due);
-        if !self.sink_looks_again_unwoken(settings) && !sink_comes_by_then {
+        if !self.sink_looks_again_unwoken(settings)
+            && !sink_comes_by_then
+            && !self.sink_waits_for_an_answer()
+        {
             self.wake_sink();
         }
         Ok(None)
@@ -907,7 +917,9 @@ impl PartitionState {
             pools.shed_past_budget();
         }
         // Looked at before the batch joins the queue: whether it could go at once.
-        let wake = reason == SealReason::Full && !self.sink_looks_again_unwoken(settings);
+        let wake = reason == SealReason::Full
+            && !self.sink_looks_again_unwoken(settings)
+            && !self.sink_waits_for_an_answer();
         match sealed {
             Ok(sealed) => self.enqueue(QueuedBatch {
                 data: BatchData::Sealed(sealed),

@@ -60,7 +60,7 @@ use super::partition::{
     BatchReport, Fate, Outgoing, ProducePartition, ProduceSettings, ProducerId, Verdict,
 };
 use super::request::{PartitionBatch, ProduceBatches};
-use super::wake::Wake;
+use super::wake::{NextDrain, Wake};
 use crate::client::{BrokerInfo, LeaderHint};
 use crate::engine::connection::RawResponse;
 use crate::engine::error::IoError;
@@ -533,6 +533,17 @@ impl Sink {
     /// backoff among this sink's partitions.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.wake_at
+    }
+
+    /// Tells the appending threads how the sink sleeps after a drain: with every request
+    /// slot taken it waits for an answer (and drains at each), otherwise until its timer
+    /// (`super::wake`).
+    pub fn publish_sleep(&self, next_drain: &NextDrain, settings: &ProduceSettings) {
+        if self.in_flight.len() >= settings.max_requests_in_flight() {
+            next_drain.sleeping_for_an_answer();
+        } else {
+            next_drain.sleeping_until(self.wake_at);
+        }
     }
 
     /// Requests on the wire.
@@ -1243,6 +1254,31 @@ mod tests {
             "one request with every partition's batch"
         );
         assert!(sink.poll_request().is_none());
+    }
+
+    #[test]
+    fn a_sink_with_every_slot_taken_publishes_that_it_waits_for_an_answer() {
+        let mut settings = settings();
+        settings.idempotent = false;
+        settings.max_in_flight = 2;
+        let (mut sink, partitions, pools) = sink_of(2);
+        let cx = context(&settings, &pools, None);
+        let next = NextDrain::new(Instant::now());
+        let mut tokens = Vec::new();
+        for (i, p) in partitions.iter().enumerate() {
+            append(p, 2, &settings, &pools, Instant::now());
+            next.draining();
+            sink.drain(Instant::now(), &cx);
+            sink.publish_sleep(&next, &settings);
+            tokens.push(sink.poll_request().expect("a request").0);
+            assert_eq!(next.waits_for_an_answer(), i == 1, "after request {i}");
+        }
+        let acked = answer(0, KafkaCode::NONE);
+        sink.handle_response(tokens[0], Ok(acked), Instant::now(), &settings);
+        next.draining();
+        sink.drain(Instant::now(), &cx);
+        sink.publish_sleep(&next, &settings);
+        assert!(!next.waits_for_an_answer(), "an answer freed a slot");
     }
 
     #[test]

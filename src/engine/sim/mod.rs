@@ -271,6 +271,10 @@ impl Wake for SimWake {
     fn drains_by(&self, deadline: Instant) -> bool {
         self.next_drain.drains_by(deadline)
     }
+
+    fn waits_for_an_answer(&self) -> bool {
+        self.next_drain.waits_for_an_answer()
+    }
 }
 
 /// A sink and its driver's state.
@@ -1286,7 +1290,8 @@ impl World {
         }
         if let Some(s) = self.producer.sinks.get_mut(&broker) {
             let timer = s.sink.poll_timeout();
-            s.wake.next_drain.sleeping_until(timer);
+            s.sink
+                .publish_sleep(&s.wake.next_drain, &self.producer.settings);
             s.published = timer;
             s.timer = timer.map(|t| t + late);
         }
@@ -1766,7 +1771,11 @@ impl World {
                     continue;
                 }
                 let seen_due = s.last_drain.is_some_and(|t| due <= t);
-                let covered = if seen_due {
+                // A sink that published that it waits for an answer must have had
+                // every slot taken: nothing else lets it sleep through a batch's linger.
+                let covered = if s.wake.next_drain.waits_for_an_answer() {
+                    s.sink.requests_in_flight() >= settings.max_requests_in_flight()
+                } else if seen_due {
                     s.sink.requests_in_flight() > 0
                 } else {
                     s.wake.next_drain.drains_by(due)
@@ -1777,13 +1786,14 @@ impl World {
                 let since = |t: Option<Instant>| t.map(|t| t - self.start);
                 return Err(format!(
                     "at {:?}: partition {}'s open batch is due at {:?}; sink {broker} last \
-                     drained at {:?}, published the timer {:?}, has {} request(s) on the \
-                     wire and is not woken",
+                     drained at {:?}, published the timer {:?} (waiting for an answer: {}), \
+                     has {} request(s) on the wire and is not woken",
                     self.now - self.start,
                     p.index,
                     due - self.start,
                     since(s.last_drain),
                     since(s.published),
+                    s.wake.next_drain.waits_for_an_answer(),
                     s.sink.requests_in_flight(),
                 ));
             }

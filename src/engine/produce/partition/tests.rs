@@ -467,6 +467,10 @@ impl Wake for TimedWake {
     fn drains_by(&self, deadline: Instant) -> bool {
         self.next.drains_by(deadline)
     }
+
+    fn waits_for_an_answer(&self) -> bool {
+        self.next.waits_for_an_answer()
+    }
 }
 
 /// A partition adopted by a sink whose wake-ups are counted and whose timer the test sets.
@@ -567,6 +571,32 @@ fn a_full_batch_wakes_the_sink_even_when_it_drains_before_the_linger() {
         1,
         "full: it can go now, not at the sink's timer"
     );
+}
+
+#[test]
+fn a_sink_waiting_for_an_answer_is_woken_neither_for_a_new_batch_nor_a_full_one() {
+    let now = Instant::now();
+    let (mut settings, pools) = (settings(), pools());
+    let (p, sink) = partition_with_timed_sink(now);
+    let value = vec![7u8; 1000];
+    let fill_one = || {
+        while !p.state().has_sendable() {
+            append_value(&mut p.state(), &value, &settings, &pools, now);
+        }
+    };
+    sink.next.sleeping_for_an_answer();
+    fill_one();
+    assert_eq!(sink.wakes.count(), 0, "every slot taken: the answer drains");
+    // Without a linger too: the batch is due at once, but cannot go before the answer.
+    settings.linger = Duration::ZERO;
+    append_value(&mut p.state(), b"v", &settings, &pools, now);
+    assert_eq!(sink.wakes.count(), 0);
+    // Once the sink has drained again with a slot free, the same is woken for.
+    sink.next.draining();
+    sink.next.sleeping_until(None);
+    p.state().seal(SealReason::Due, &settings, &pools, &|| now);
+    append_value(&mut p.state(), b"w", &settings, &pools, now);
+    assert_eq!(sink.wakes.count(), 1, "a slot free: a new batch wakes it");
 }
 
 #[test]
