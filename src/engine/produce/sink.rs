@@ -336,7 +336,8 @@ impl Sink {
     /// the sink as before. Not while a batch is held for the broker's answers
     /// (`super::pace`) or a retry waits: the sink would then come back every linger while
     /// the broker is behind, where the answer brings it back anyway. None without a
-    /// linger (batches are due when opened and always wake the sink).
+    /// linger (batches are due when opened and wake the sink, unless it waits for an
+    /// answer with every slot taken).
     fn beat(now: Instant, settings: &ProduceSettings) -> Option<Instant> {
         (!settings.linger.is_zero()).then(|| settings.linger_ends(now))
     }
@@ -537,9 +538,11 @@ impl Sink {
 
     /// Tells the appending threads how the sink sleeps after a drain: with every request
     /// slot taken it waits for an answer (and drains at each), otherwise until its timer
-    /// (`super::wake`).
+    /// (`super::wake`). Not with acks=0: a request is done once written, and a write
+    /// to a broker that stopped reading has no deadline.
     pub fn publish_sleep(&self, next_drain: &NextDrain, settings: &ProduceSettings) {
-        if self.in_flight.len() >= settings.max_requests_in_flight() {
+        let slots_taken = self.in_flight.len() >= settings.max_requests_in_flight();
+        if slots_taken && settings.acks != 0 {
             next_drain.sleeping_for_an_answer();
         } else {
             next_drain.sleeping_until(self.wake_at);
@@ -1279,6 +1282,26 @@ mod tests {
         sink.drain(Instant::now(), &cx);
         sink.publish_sleep(&next, &settings);
         assert!(!next.waits_for_an_answer(), "an answer freed a slot");
+    }
+
+    #[test]
+    fn with_acks_0_a_sink_with_every_slot_taken_still_publishes_its_timer() {
+        let mut settings = settings();
+        settings.idempotent = false;
+        settings.acks = 0;
+        settings.max_in_flight = 1;
+        let (mut sink, partitions, pools) = sink_of(1);
+        let cx = context(&settings, &pools, None);
+        let next = NextDrain::new(Instant::now());
+        append(&partitions[0], 2, &settings, &pools, Instant::now());
+        sink.drain(Instant::now(), &cx);
+        assert!(sink.poll_request().is_some());
+        assert_eq!(sink.requests_in_flight(), 1, "the only slot is taken");
+        sink.publish_sleep(&next, &settings);
+        assert!(
+            !next.waits_for_an_answer(),
+            "a write with no answer to come has no deadline"
+        );
     }
 
     #[test]

@@ -29,21 +29,27 @@
 //!   adopts it, and the old sink's timer no longer counts it: a wake-up skipped then
 //!   is made up by the hand-over, which wakes the new sink, and by the adoption, which
 //!   wakes it again when the partition has anything pending.
-//! - With no linger a batch is due when opened, and the thread always wakes the sink
-//!   (`PartitionState::open_batch`): a timer no later than "now" may not have fired.
+//! - With no linger a batch is due when opened, and the thread wakes the sink whatever
+//!   its timer (`PartitionState::open_batch`): a timer no later than "now" may not have
+//!   fired. Only a sink waiting for an answer (below) is not woken.
 //!
-//! A sink with every request slot of its connection taken sends nothing until an answer
-//! frees one, and each answer brings it back to drain every partition: it publishes
-//! that instead of its timer ([`NextDrain::sleeping_for_an_answer`]), and the appending
-//! threads wake it neither for a batch opened nor for one sealed full. Each request on
-//! the wire is answered or fails (its timeout, or its connection's end), so the drain
-//! comes; it comes within the request timeout, and a batch's delivery timeout is at
-//! least its linger and the request timeout, so a batch opened meanwhile is seen before
-//! it could expire. The argument above holds for it as for a timer: the state is
-//! published after a drain, and the next drain marks itself draining first. Under load
-//! (three brokers, 256 partitions, answers taking 200 ms) that is most of the time: a
-//! sink woken for each batch sealed full drained some twenty times a request, to find
-//! every slot still taken.
+//! A sink with every request slot it may use taken sends nothing until an answer frees
+//! one, and each answer brings it back to drain every partition: it publishes that
+//! instead of its timer ([`NextDrain::sleeping_for_an_answer`]), and the appending
+//! threads wake it neither for a batch opened (with a linger or without) nor for one
+//! sealed full. Each request made is answered or fails (the request timeout once on the
+//! wire, the connect timeout before, or its connection's end), so the drain comes, in
+//! about a request timeout at most, and a batch's delivery timeout is at least its
+//! linger and the request timeout: a batch opened meanwhile is seen about when it could
+//! first expire, at the latest. Not with acks=0: a request is done once written, and a
+//! write to a broker that stopped reading has no deadline. The argument above holds for
+//! this state as for a timer: it is published after a drain, and the next drain marks
+//! itself draining first. What the wait defers besides sending: handing a partition
+//! whose leader moved to its new sink, until that answer (no wake-up was promised for
+//! it before either: nothing wakes a sink when metadata changes). Under load (three
+//! brokers, 256 partitions, answers taking 200 ms) sinks wait for an answer most of the
+//! time: woken for each batch sealed full, a sink drained some twenty times a request
+//! to find every slot still taken.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;

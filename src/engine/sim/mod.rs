@@ -18,16 +18,19 @@
 //! reported to the delivery handler exactly once, at the offset the log holds it at),
 //! and the consumer read every offset exactly once. Sinks drain as the producer's
 //! driver drains them (`SimSink`): when the appending threads wake them (which they skip
-//! when the sink's published timer comes by their batch's linger end), when answered,
+//! when the sink's published timer comes by their batch's linger end, or when it waits
+//! for an answer with every request slot taken), when answered,
 //! or when their timer fires, up to the timer resolution late. A timer a sink needs
 //! and does not set (a retry's backoff, say) leaves records unsent, and the run fails
 //! (no progress) where every-step draining hid it. A wake-up wrongly skipped would only
 //! delay a batch until that sink next drained (each flush and each wait for room among
 //! the queued records wakes every sink), so after every step the run also checks the
-//! promise those skips rest on: for each open batch with no sealed batch of its
-//! partition ahead of it, the sink is woken, or has published a timer no later than the
-//! batch's linger end, or (a batch it saw due and held) has a request on the wire whose
-//! answer brings it back (`World::check_lingers_covered`). Nothing here times a batch's
+//! promise those skips rest on: a sink that published that it waits for an answer has
+//! every slot taken, and for each open batch with no sealed batch of its partition
+//! ahead of it, the sink is woken, or has published a timer no later than the batch's
+//! linger end, or (a batch it saw due and held, or one opened while it waits for an
+//! answer) has a request on the wire whose answer brings it back
+//! (`World::check_lingers_covered`). Nothing here times a batch's
 //! send itself: how long a sink holds a batch that is due (slots, the broker's pace,
 //! retries) is the sink's unit tests'.
 //!
@@ -233,11 +236,13 @@ struct Slot {
 /// flush begins (or a record waits for room among the queued records, which hurries the
 /// sinks as a flush does), or its timer fires; otherwise it sleeps. The timer fires late
 /// by up to the run's timer resolution, as tokio's millisecond wheel does (and then at
-/// the next step: steps are at least 100 µs apart). The appending threads read the
-/// timer the sink published ([`NextDrain`]) and skip the wake-up when it comes by their
-/// batch's linger end (`World::check_lingers_covered` fails the run where a sink is
-/// neither woken nor timed to drain by an open batch's linger end; a timer the sink
-/// needs and does not set leaves records unsent, and fails it too).
+/// the next step: steps are at least 100 µs apart). The appending threads read what
+/// the sink published ([`NextDrain`]) and skip the wake-up when its timer comes by their
+/// batch's linger end, or when it waits for an answer with every request slot taken
+/// (`World::check_lingers_covered` fails the run where a sink is neither woken nor timed
+/// to drain by an open batch's linger end nor waiting for an answer with every slot
+/// taken; a timer the sink needs and does not set leaves records unsent, and fails it
+/// too).
 ///
 /// A partition handed over waits in the new sink's inbox, still naming the old sink's
 /// waker, until the new sink's next turn adopts it (before its drain), as in the
@@ -284,7 +289,8 @@ struct SimSink {
     /// When the driver's timer fires (the sink's timer, late by up to the resolution,
     /// then at the first step after that).
     timer: Option<Instant>,
-    /// The timer the sink published after its last turn (`NextDrain::sleeping_until`).
+    /// The sink's timer after its last turn (`Sink::publish_sleep` published it, or that
+    /// the sink waits for an answer).
     published: Option<Instant>,
     /// When the sink last drained.
     last_drain: Option<Instant>,
@@ -1747,10 +1753,13 @@ impl World {
     /// - a batch the sink saw due and held (`PartitionState::seal_if_due`) waits for an
     ///   answer: a request of the sink is on the wire (its slots were taken, or the
     ///   broker is behind: `engine::produce::pace`). Held with nothing ahead of it and
-    ///   nothing on the wire, it would wait for its own delivery timeout.
+    ///   nothing on the wire, it would wait for its own delivery timeout;
+    /// - a sink that published that it waits for an answer (`Sink::publish_sleep`) has
+    ///   every request slot taken (checked for the sink, whatever its partitions hold):
+    ///   with one free, a batch sealed full or due would wait for that answer in vain.
     ///
-    /// A sink that broke either would leave the batch waiting past its linger until a
-    /// flush, a wait for room or another partition's batch woke it.
+    /// A sink that broke any would leave a batch waiting past its linger until a flush, a
+    /// wait for room or another partition's batch woke it.
     fn check_lingers_covered(&self) -> Result<(), String> {
         let settings = &self.producer.settings;
         for (broker, s) in &self.producer.sinks {
@@ -1762,6 +1771,16 @@ impl World {
                     "sink {broker} has partitions handed to it and will not take a turn"
                 ));
             }
+            let waits = s.wake.next_drain.waits_for_an_answer();
+            let max = settings.max_requests_in_flight();
+            if waits && s.sink.requests_in_flight() < max {
+                return Err(format!(
+                    "at {:?}: sink {broker} waits for an answer with {} of {max} request \
+                     slot(s) taken",
+                    self.now - self.start,
+                    s.sink.requests_in_flight(),
+                ));
+            }
             for p in s.sink.partitions() {
                 let state = p.state();
                 let Some(due) = state.due_at(settings) else {
@@ -1771,11 +1790,8 @@ impl World {
                     continue;
                 }
                 let seen_due = s.last_drain.is_some_and(|t| due <= t);
-                // A sink that published that it waits for an answer must have had
-                // every slot taken: nothing else lets it sleep through a batch's linger.
-                let covered = if s.wake.next_drain.waits_for_an_answer() {
-                    s.sink.requests_in_flight() >= settings.max_requests_in_flight()
-                } else if seen_due {
+                // Waiting for an answer, every slot taken (checked above).
+                let covered = if seen_due || waits {
                     s.sink.requests_in_flight() > 0
                 } else {
                     s.wake.next_drain.drains_by(due)

@@ -588,8 +588,11 @@ fn a_sink_waiting_for_an_answer_is_woken_neither_for_a_new_batch_nor_a_full_one(
     fill_one();
     assert_eq!(sink.wakes.count(), 0, "every slot taken: the answer drains");
     // Without a linger too: the batch is due at once, but cannot go before the answer.
+    p.state().seal(SealReason::Due, &settings, &pools, &|| now);
+    assert!(p.state().due_at(&settings).is_none(), "no batch open");
     settings.linger = Duration::ZERO;
     append_value(&mut p.state(), b"v", &settings, &pools, now);
+    assert!(p.state().due_at(&settings).is_some(), "a batch opened");
     assert_eq!(sink.wakes.count(), 0);
     // Once the sink has drained again with a slot free, the same is woken for.
     sink.next.draining();
