@@ -199,10 +199,7 @@ impl Sink {
         // made when a slot frees takes every partition's batch sealed meanwhile (franz-go
         // coalesces the same way). Under load that is the difference between many small
         // requests and a few large ones, which the broker handles far faster.
-        let slots = cx
-            .settings
-            .max_requests_in_flight()
-            .saturating_sub(self.in_flight.len());
+        let slots = self.free_slots(cx.settings);
         // Batches due by their linger alone wait while the broker is the one holding
         // things up, until the requests made before they were due are answered
         // (`super::pace`): full batches, retries and flushes still use every slot. Not
@@ -536,13 +533,19 @@ impl Sink {
         self.wake_at
     }
 
+    /// Request slots of the connection this sink may still fill.
+    fn free_slots(&self, settings: &ProduceSettings) -> usize {
+        settings
+            .max_requests_in_flight()
+            .saturating_sub(self.in_flight.len())
+    }
+
     /// Tells the appending threads how the sink sleeps after a drain: with every request
     /// slot taken it waits for an answer (and drains at each), otherwise until its timer
     /// (`super::wake`). Not with acks=0: a request is done once written, and a write
     /// to a broker that stopped reading has no deadline.
     pub fn publish_sleep(&self, next_drain: &NextDrain, settings: &ProduceSettings) {
-        let slots_taken = self.in_flight.len() >= settings.max_requests_in_flight();
-        if slots_taken && settings.acks != 0 {
+        if self.free_slots(settings) == 0 && settings.acks != 0 {
             next_drain.sleeping_for_an_answer();
         } else {
             next_drain.sleeping_until(self.wake_at);
