@@ -781,12 +781,10 @@ impl Client {
     }
 
     /// Waits `duration` on a worker's timer, so callers on any executor (or none) can wait.
+    /// Dropping the future stops the worker's timer too.
     pub async fn sleep(&self, duration: std::time::Duration) -> Result<()> {
-        self.run_on_worker(move || async move {
-            tokio::time::sleep(duration).await;
-            Ok(())
-        })
-        .await
+        self.check_open()?;
+        Ok(self.runtime().sleep(duration).await?)
     }
 
     /// Whether [`Client::close`] was called.

@@ -289,9 +289,18 @@ impl Inner {
     }
 }
 
-async fn auto_commit(inner: Weak<Inner>, interval: Duration) {
+/// Commits every `interval` until the manager is gone or closed, or the runtime shuts
+/// down (a shutdown does not wait out the interval of a manager dropped meanwhile).
+async fn auto_commit(
+    inner: Weak<Inner>,
+    interval: Duration,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
     loop {
-        tokio::time::sleep(interval).await;
+        tokio::select! {
+            () = tokio::time::sleep(interval) => {}
+            _ = shutdown.changed() => return,
+        }
         let Some(inner) = inner.upgrade() else { return };
         if inner.closed.load(Ordering::Acquire) {
             return;
@@ -335,8 +344,9 @@ impl OffsetManager {
         if config.enable_auto_commit {
             let weak = Arc::downgrade(&inner);
             let runtime = client.runtime();
+            let shutdown = runtime.shutdown_signal();
             runtime.spawn_on(runtime.worker_for(-1), move |_| {
-                auto_commit(weak, config.auto_commit_interval)
+                auto_commit(weak, config.auto_commit_interval, shutdown)
             })?;
         }
         Ok(OffsetManager { inner })

@@ -1389,16 +1389,15 @@ impl GroupConsumer {
         }
     }
 
+    /// The next event, or `None` after `within` (or once the runtime shuts down). The
+    /// worker's timer goes with the call: a detached one kept the runtime's shutdown,
+    /// and so the drop of the last client handle, waiting for up to `within` after a
+    /// `close` that had long returned.
     async fn recv_event(&mut self, within: Duration) -> Option<ToConsumer> {
-        let (tx, rx) = oneshot::channel::<()>();
-        let runtime = self.client.runtime();
-        let _ = runtime.spawn_on(runtime.worker_for(-1), move |_| async move {
-            tokio::time::sleep(within).await;
-            let _ = tx.send(());
-        });
+        let runtime = self.client.runtime().clone();
         tokio::select! {
             e = self.events.recv() => e,
-            _ = rx => None,
+            _ = runtime.sleep(within) => None,
         }
     }
 }

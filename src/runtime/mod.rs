@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::io::IoError;
 use crate::io::backend::{self, Backend, BackendChoice};
@@ -177,6 +177,19 @@ impl Runtime {
         tx.send(task).map_err(|_| IoError::ShuttingDown)
     }
 
+    /// Waits `duration` on a worker's timer, so callers on any executor (or none) can
+    /// wait. The worker's timer goes as soon as the returned future is dropped, or the
+    /// runtime shuts down (`Err` then): a waiter that gave up leaves nothing behind
+    /// that a shutdown would have to wait out.
+    pub(crate) async fn sleep(&self, duration: std::time::Duration) -> Result<(), IoError> {
+        let (tx, rx) = oneshot::channel();
+        let shutdown = self.shutdown_signal();
+        self.spawn_on(self.worker_for(-1), move |_| {
+            sleep_for_waiter(duration, tx, shutdown)
+        })?;
+        rx.await.map_err(|_| IoError::ShuttingDown)
+    }
+
     /// Shuts down: connections stop taking requests, drain what is in flight (up to their
     /// drain timeout) and close; then the worker threads are joined. Idempotent. Called
     /// from a worker thread itself, it signals but cannot join that thread.
@@ -249,6 +262,22 @@ impl Drop for Inner {
         } else {
             self.shutdown();
         }
+    }
+}
+
+/// The worker's half of [`Runtime::sleep`]: answers `waiter` after `duration`, or ends
+/// without answering once the waiter is gone or the runtime shuts down.
+async fn sleep_for_waiter(
+    duration: std::time::Duration,
+    mut waiter: oneshot::Sender<()>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    tokio::select! {
+        () = tokio::time::sleep(duration) => {
+            let _ = waiter.send(());
+        }
+        () = waiter.closed() => {}
+        _ = shutdown.changed() => {}
     }
 }
 
@@ -345,7 +374,8 @@ fn worker_main(backend: Backend, mut rx: mpsc::UnboundedReceiver<TaskFn>, live: 
 mod tests {
     use std::time::{Duration, Instant};
 
-    use super::LazyDeadline;
+    use super::{LazyDeadline, Runtime, RuntimeConfig};
+    use crate::io::IoError;
 
     fn run(test: impl std::future::Future<Output = ()>) {
         tokio::runtime::Builder::new_current_thread()
@@ -389,6 +419,78 @@ mod tests {
             assert!(
                 fires_within(&mut timer, Duration::from_secs(30)).await,
                 "armed again after firing"
+            );
+        });
+    }
+
+    /// An hour: far past any test's patience, so a timer left running shows.
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    fn one_worker() -> Runtime {
+        Runtime::new(RuntimeConfig {
+            workers: 1,
+            ..RuntimeConfig::default()
+        })
+        .unwrap()
+    }
+
+    /// Waits (up to a minute) until the runtime has `n` live tasks; whether it got there.
+    async fn live_tasks_reach(rt: &Runtime, n: usize) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while rt.live_tasks() != n {
+            if Instant::now() > deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        true
+    }
+
+    #[test]
+    fn a_sleep_given_up_leaves_no_timer_on_the_worker() {
+        // Not dropped when the test fails: the drop would join a worker busy for an hour.
+        let rt = std::mem::ManuallyDrop::new(one_worker());
+        run(async {
+            // Boxed, so that dropping it drops the future itself.
+            let mut sleep = Box::pin(rt.sleep(HOUR));
+            tokio::select! {
+                _ = &mut sleep => panic!("an hour's sleep ended"),
+                reached = live_tasks_reach(&rt, 1) => assert!(reached, "the worker's timer never started"),
+            }
+            drop(sleep);
+            assert!(
+                live_tasks_reach(&rt, 0).await,
+                "the worker still runs the timer of a sleep given up: {} live tasks",
+                rt.live_tasks()
+            );
+        });
+        drop(std::mem::ManuallyDrop::into_inner(rt));
+    }
+
+    #[test]
+    fn a_shutdown_ends_a_pending_sleep_instead_of_waiting_it_out() {
+        let rt = one_worker();
+        run(async {
+            let sleep = rt.sleep(HOUR);
+            tokio::pin!(sleep);
+            tokio::select! {
+                _ = &mut sleep => panic!("an hour's sleep ended"),
+                reached = live_tasks_reach(&rt, 1) => assert!(reached, "the worker's timer never started"),
+            }
+            let (joined_tx, joined_rx) = std::sync::mpsc::channel();
+            let handle = rt.clone();
+            std::thread::spawn(move || {
+                handle.shutdown();
+                let _ = joined_tx.send(());
+            });
+            let answered = tokio::time::timeout(Duration::from_secs(60), &mut sleep).await;
+            assert!(
+                matches!(answered, Ok(Err(IoError::ShuttingDown))),
+                "a shutdown answers the sleeper at once: {answered:?}"
+            );
+            assert!(
+                joined_rx.recv_timeout(Duration::from_secs(60)).is_ok(),
+                "the shutdown still waits for the worker"
             );
         });
     }
