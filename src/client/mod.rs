@@ -781,7 +781,8 @@ impl Client {
     }
 
     /// Waits `duration` on a worker's timer, so callers on any executor (or none) can wait.
-    /// Dropping the future stops the worker's timer too.
+    /// Dropping the future stops the worker's timer too. Fails at once when the client's
+    /// runtime shuts down meanwhile (an [`IoError::ShuttingDown`](crate::IoError::ShuttingDown)).
     pub async fn sleep(&self, duration: std::time::Duration) -> Result<()> {
         self.check_open()?;
         Ok(self.runtime().sleep(duration).await?)
