@@ -782,7 +782,7 @@ impl Client {
 
     /// Waits `duration` on a worker's timer, so callers on any executor (or none) can wait.
     /// Dropping the future stops the worker's timer too. Fails at once when the client's
-    /// runtime shuts down meanwhile (an [`IoError::ShuttingDown`](crate::IoError::ShuttingDown)).
+    /// runtime shuts down meanwhile (an [`IoError::ShuttingDown`]).
     pub async fn sleep(&self, duration: std::time::Duration) -> Result<()> {
         self.check_open()?;
         Ok(self.runtime().sleep(duration).await?)
